@@ -1,0 +1,129 @@
+"""The ``rollarc`` command.
+
+Subcommands import their implementation lazily, so ``rollarc config show`` does not pay for torch or
+Ray. ``bench NAME``, ``plan`` and ``simulate`` hand their remaining arguments to the module that owns
+them (``rollarc.bench.NAME``, ``rollarc.cluster.plan_cli``, ``rollarc.sim.cli``), each with its own
+argparse, so that adding a benchmark never touches this file's logic.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Callable, Sequence
+
+from rollarc.configio import ConfigError
+
+BENCHMARKS = {
+    "engine": "built-in engine vs HF generate and generate_batch",
+    "async": "trajectory-level asynchrony vs synchronous and monolithic",
+    "reward": "serverless reward vs dedicated pools",
+    "weightsync": "sparse bf16 delta vs full weight copies",
+    "sim": "simulator speed at 3,072 GPUs",
+}
+
+
+def _config_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("config", help="YAML config file (see configs/)")
+    parser.add_argument("overrides", nargs="*", help="dotted key=value overrides, e.g. train.steps=5")
+
+
+def _passthrough(module: str, func: str = "main") -> Callable[[list[str]], int]:
+    def run(argv: list[str]) -> int:
+        return int(getattr(importlib.import_module(module), func)(argv) or 0)
+
+    return run
+
+
+def _cmd_config(args: argparse.Namespace) -> int:
+    from rollarc.config import load_train_config
+    from rollarc.configio import dump_yaml
+
+    cfg = load_train_config(args.config, args.overrides)
+    print(dump_yaml(cfg), end="")
+    return 0
+
+
+def _cmd_train(args: argparse.Namespace) -> int:
+    from rollarc.runtime.entry import train_main
+
+    return train_main(args.config, args.overrides, address=args.address)
+
+
+def _cmd_sft(args: argparse.Namespace) -> int:
+    from rollarc.train.sft_entry import sft_main
+
+    return sft_main(args.config, args.overrides)
+
+
+def _cmd_eval(args: argparse.Namespace) -> int:
+    from rollarc.runtime.entry import eval_main
+
+    return eval_main(args.config, args.overrides, checkpoint=args.checkpoint, episodes=args.episodes)
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from rollarc.report.build import build_report
+
+    for path in build_report(args.run_dir):
+        print(path)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="rollarc", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("config", help="inspect configs")
+    config_sub = p.add_subparsers(dest="action", required=True)
+    show = config_sub.add_parser("show", help="print the resolved config")
+    _config_args(show)
+    show.set_defaults(func=_cmd_config)
+
+    p = sub.add_parser("train", help="RL training run (SFT warm start first if needed)")
+    _config_args(p)
+    p.add_argument("--address", default=None, help="join an existing Ray cluster instead of starting a local one")
+    p.set_defaults(func=_cmd_train)
+
+    p = sub.add_parser("sft", help="train the SFT warm start from solver demonstrations")
+    _config_args(p)
+    p.set_defaults(func=_cmd_sft)
+
+    p = sub.add_parser("eval", help="held-out evaluation of a checkpoint")
+    _config_args(p)
+    p.add_argument("--checkpoint", default=None, help="HF-format directory (default: the config's policy)")
+    p.add_argument("--episodes", type=int, default=None, help="held-out episodes (default: train.eval_episodes)")
+    p.set_defaults(func=_cmd_eval)
+
+    p = sub.add_parser("report", help="rebuild a run's plots and summary")
+    p.add_argument("run_dir")
+    p.set_defaults(func=_cmd_report)
+
+    bench_help = "; ".join(f"{name}: {what}" for name, what in BENCHMARKS.items())
+    p = sub.add_parser("bench", help=f"benchmarks against their baselines ({bench_help})")
+    p.add_argument("name", choices=sorted(BENCHMARKS))
+    p.add_argument("rest", nargs=argparse.REMAINDER)
+    p.set_defaults(func=lambda a: _passthrough(f"rollarc.bench.{a.name.replace('async', 'async_')}")(a.rest))
+
+    p = sub.add_parser("plan", help="hardware-affinity placement plan", add_help=False)
+    p.add_argument("rest", nargs=argparse.REMAINDER)
+    p.set_defaults(func=lambda a: _passthrough("rollarc.cluster.plan_cli")(a.rest))
+
+    p = sub.add_parser("simulate", help="discrete-event simulation of a cluster", add_help=False)
+    p.add_argument("rest", nargs=argparse.REMAINDER)
+    p.set_defaults(func=lambda a: _passthrough("rollarc.sim.cli")(a.rest))
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(list(argv) if argv is not None else None)
+    try:
+        return args.func(args)
+    except ConfigError as err:
+        print(f"rollarc: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

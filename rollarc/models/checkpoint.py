@@ -1,0 +1,74 @@
+"""HF-format policy directories: build, save atomically, load.
+
+What rollarc writes is a plain ``save_pretrained`` directory (``config.json``, ``model.safetensors``,
+``tokenizer.json``, chat template), so ``transformers`` and vLLM load it. What rollarc reads is any
+causal-LM directory ``AutoModelForCausalLM`` understands, e.g. a Qwen2.5 checkpoint on local disk.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+
+from rollarc.models.presets import build_model
+from rollarc.models.tokenizer import build_tokenizer
+
+
+@contextlib.contextmanager
+def atomic_directory(path: str | Path) -> Iterator[Path]:
+    """Yield a temporary sibling directory; on success it replaces ``path`` by rename, on error it is removed.
+
+    A reader therefore sees either the old complete directory or the new complete one, never a half-written one.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.parent / f".{path.name}.tmp-{uuid.uuid4().hex[:8]}"
+    tmp.mkdir()
+    try:
+        yield tmp
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    old = None
+    if path.exists():
+        old = path.parent / f".{path.name}.old-{uuid.uuid4().hex[:8]}"
+        os.replace(path, old)
+    os.replace(tmp, path)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def save_policy(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, path: str | Path) -> Path:
+    """Save model + tokenizer as one HF-format directory, atomically."""
+    with atomic_directory(path) as tmp:
+        model.save_pretrained(tmp, safe_serialization=True)
+        tokenizer.save_pretrained(tmp)
+    return Path(path)
+
+
+def load_policy(path: str | Path, dtype: torch.dtype = torch.float32) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """Load any HF-format causal LM directory (weights + tokenizer) from local disk, never from a hub."""
+    path = Path(path)
+    if not (path / "config.json").is_file():
+        raise FileNotFoundError(f"{path} is not an HF-format model directory (no config.json)")
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, local_files_only=True)
+    tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return model.eval(), tokenizer
+
+
+def new_policy(preset: str, max_position_embeddings: int = 1024, seed: int = 0) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """A freshly initialised tiny policy with rollarc's character tokenizer."""
+    tokenizer = build_tokenizer()
+    tokenizer.model_max_length = max_position_embeddings
+    model = build_model(preset, vocab_size=len(tokenizer), max_position_embeddings=max_position_embeddings,
+                        seed=seed, pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id)
+    return model, tokenizer

@@ -1,0 +1,73 @@
+"""Size presets for the tiny Llama-architecture policies that rollarc trains on a CPU.
+
+The architecture is the stock ``transformers`` Llama (RMSNorm, RoPE, grouped-query attention, SwiGLU
+MLP), so every checkpoint rollarc writes loads with ``AutoModelForCausalLM`` and vLLM. Llama rather
+than Qwen2 because ``AutoTokenizer`` forces Qwen2's own BPE pipeline on any ``qwen2`` directory, which
+would not load rollarc's character tokenizer as written.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM
+
+
+@dataclass(frozen=True)
+class SizePreset:
+    hidden_size: int
+    num_layers: int
+    num_heads: int
+    num_kv_heads: int
+    intermediate_size: int
+
+
+PRESETS: dict[str, SizePreset] = {
+    # ~0.1 M parameters: unit tests only.
+    "nano": SizePreset(hidden_size=64, num_layers=2, num_heads=4, num_kv_heads=2, intermediate_size=128),
+    # ~1.6 M parameters: the default policy for CPU runs.
+    "tiny": SizePreset(hidden_size=192, num_layers=4, num_heads=6, num_kv_heads=2, intermediate_size=512),
+    # ~4.8 M parameters: longer runs on harder environments.
+    "small": SizePreset(hidden_size=256, num_layers=6, num_heads=8, num_kv_heads=4, intermediate_size=768),
+}
+
+
+def build_config(preset: str, vocab_size: int, max_position_embeddings: int = 1024, *, pad_token_id: int = 0,
+                 eos_token_id: int = 0, bos_token_id: int | None = None) -> LlamaConfig:
+    if preset not in PRESETS:
+        raise ValueError(f"unknown model preset {preset!r}; allowed: {', '.join(PRESETS)}")
+    p = PRESETS[preset]
+    return LlamaConfig(
+        vocab_size=vocab_size,
+        hidden_size=p.hidden_size,
+        intermediate_size=p.intermediate_size,
+        num_hidden_layers=p.num_layers,
+        num_attention_heads=p.num_heads,
+        num_key_value_heads=p.num_kv_heads,
+        max_position_embeddings=max_position_embeddings,
+        rope_theta=10000.0,
+        tie_word_embeddings=True,
+        pad_token_id=pad_token_id,
+        eos_token_id=eos_token_id,
+        bos_token_id=bos_token_id,
+        use_cache=True,
+    )
+
+
+def build_model(preset: str, vocab_size: int, max_position_embeddings: int = 1024, *, seed: int = 0,
+                pad_token_id: int = 0, eos_token_id: int = 0) -> LlamaForCausalLM:
+    """A freshly initialised fp32 model; the same seed gives the same weights."""
+    config = build_config(preset, vocab_size, max_position_embeddings, pad_token_id=pad_token_id,
+                          eos_token_id=eos_token_id)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = LlamaForCausalLM(config)
+    model.generation_config.pad_token_id = pad_token_id
+    model.generation_config.eos_token_id = eos_token_id
+    return model.float().eval()
+
+
+def count_parameters(model: torch.nn.Module) -> int:
+    """Unique parameters (tied embeddings counted once)."""
+    return sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())
