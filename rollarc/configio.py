@@ -42,21 +42,35 @@ def parse_override(text: str) -> tuple[list[str], Any]:
 
 
 def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
-    """Return a copy of ``data`` with each ``key=value`` override applied (nested dicts are created)."""
+    """Return a copy of ``data`` with each ``key=value`` override applied.
+
+    Missing sections are created as mappings; a numeric segment indexes into a list the file sets
+    (``tasks.0.weight=2``).
+    """
     result = _deep_copy(data)
     for text in overrides:
         path, value = parse_override(text)
-        node = result
-        for depth, part in enumerate(path[:-1]):
-            child = node.get(part)
-            if child is None:
-                child = {}
-                node[part] = child
-            if not isinstance(child, dict):
-                where = ".".join(path[: depth + 1])
-                raise ConfigError(f"override {text!r}: {where} is a {type(child).__name__}, not a section")
-            node = child
-        node[path[-1]] = value
+        node: Any = result
+        for depth, part in enumerate(path):
+            where = ".".join(path[: depth + 1])
+            last = depth == len(path) - 1
+            if isinstance(node, list):
+                if not part.isdigit() or int(part) >= len(node):
+                    raise ConfigError(f"override {text!r}: {where} is not an index of the {len(node)}-item list")
+                if last:
+                    node[int(part)] = value
+                else:
+                    node = node[int(part)]
+                continue
+            if not isinstance(node, dict):
+                raise ConfigError(f"override {text!r}: {'.'.join(path[:depth])} is a {type(node).__name__}, "
+                                  "not a section")
+            if last:
+                node[part] = value
+            else:
+                if node.get(part) is None:
+                    node[part] = {}
+                node = node[part]
     return result
 
 
@@ -93,7 +107,7 @@ def load_config(model: type[M], path: str | Path | None = None, overrides: list[
 
 def dump_yaml(config: BaseModel) -> str:
     """The resolved config as YAML, keys in declaration order."""
-    return yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False)
+    return yaml.safe_dump(config.model_dump(mode="json", by_alias=True), sort_keys=False)
 
 
 def format_validation_error(err: ValidationError, source: str, root: type[BaseModel]) -> str:
@@ -120,10 +134,11 @@ def _allowed_keys(root: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
     for part in loc:
         if model is None:
             return []
-        if not isinstance(part, str) or part not in model.model_fields:
+        fields = {f.alias or name: f for name, f in model.model_fields.items()}
+        if not isinstance(part, str) or part not in fields:
             continue  # an index into a list or a dict key: the model stays the item's
-        model = _model_of(model.model_fields[part].annotation)
-    return list(model.model_fields) if model is not None else []
+        model = _model_of(fields[part].annotation)
+    return [f.alias or name for name, f in model.model_fields.items()] if model is not None else []
 
 
 def _model_of(annotation: Any) -> type[BaseModel] | None:

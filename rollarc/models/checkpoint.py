@@ -45,11 +45,14 @@ def atomic_directory(path: str | Path) -> Iterator[Path]:
         shutil.rmtree(old, ignore_errors=True)
 
 
-def save_policy(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, path: str | Path) -> Path:
-    """Save model + tokenizer as one HF-format directory, atomically."""
+def save_policy(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, path: str | Path,
+                extra_files: dict[str, str] | None = None) -> Path:
+    """Save model + tokenizer (+ small text files, e.g. metadata) as one HF-format directory, atomically."""
     with atomic_directory(path) as tmp:
         model.save_pretrained(tmp, safe_serialization=True)
         tokenizer.save_pretrained(tmp)
+        for name, text in (extra_files or {}).items():
+            (tmp / name).write_text(text)
     return Path(path)
 
 
@@ -59,10 +62,15 @@ def load_policy(path: str | Path, dtype: torch.dtype = torch.float32) -> tuple[P
     if not (path / "config.json").is_file():
         raise FileNotFoundError(f"{path} is not an HF-format model directory (no config.json)")
     model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, local_files_only=True)
-    tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    return model.eval(), load_tokenizer(path)
+
+
+def load_tokenizer(path: str | Path) -> PreTrainedTokenizerBase:
+    """The tokenizer of an HF-format directory, from local disk."""
+    tokenizer = AutoTokenizer.from_pretrained(Path(path), local_files_only=True)
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
-    return model.eval(), tokenizer
+    return tokenizer
 
 
 def new_policy(preset: str, max_position_embeddings: int = 1024, seed: int = 0) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:

@@ -1,0 +1,50 @@
+"""Render a conversation to token ids, turn by turn, with any HF chat template.
+
+Token-in, token-out: the trajectory's token ids are the ids the engine generated, never a re-tokenised
+copy of the decoded text. Each new prompt is rendered from the messages with the tokenizer's own chat
+template; when the previous segment (prompt + generated reply) is a prefix of the new prompt, only the
+new tail is appended, so a full-history conversation is one sequence whose assistant tokens are exactly
+the sampled ones. When it is not a prefix (a sliding history window, or a template that renders
+assistant turns differently from what was generated), a new segment starts. Both cases train
+correctly; the first also lets the engine reuse the cached KV of the earlier turns.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from transformers import PreTrainedTokenizerBase
+
+
+@dataclass(frozen=True)
+class Message:
+    role: str
+    content: str
+
+    def as_dict(self) -> dict[str, str]:
+        return {"role": self.role, "content": self.content}
+
+
+class ChatRenderer:
+    """Turns message lists into prompt ids and model replies into text."""
+
+    def __init__(self, tokenizer: PreTrainedTokenizerBase):
+        if tokenizer.chat_template is None:
+            raise ValueError("the tokenizer has no chat template; rollarc needs one to render agent turns")
+        self.tokenizer = tokenizer
+        self.eos_token_id: int = tokenizer.eos_token_id
+
+    def prompt_ids(self, messages: list[Message]) -> list[int]:
+        """The ids of the whole conversation so far, ending with the assistant generation prompt."""
+        rendered = self.tokenizer.apply_chat_template(
+            [m.as_dict() for m in messages], add_generation_prompt=True, tokenize=False
+        )
+        return self.tokenizer(rendered, add_special_tokens=False)["input_ids"]
+
+    def reply_text(self, token_ids: list[int]) -> str:
+        """The assistant's text without the end-of-turn token, as the environment should see it."""
+        return self.tokenizer.decode(token_ids, skip_special_tokens=True).strip()
+
+    def encode_reply(self, text: str) -> list[int]:
+        """Ids of a demonstration reply, ending with the end-of-turn token (used for SFT)."""
+        return self.tokenizer(text, add_special_tokens=False)["input_ids"] + [self.eos_token_id]

@@ -1,0 +1,173 @@
+"""The agent loop: one asyncio coroutine runs one multi-turn trajectory.
+
+reset -> render the chat -> generate -> parse (inside the env) -> env.step -> repeat, until the episode
+ends or ``max_turns``. The coroutine never blocks the event loop: generation is an awaitable (the
+router / engine), and environment calls go through ``env_call``, which the EnvWorker runs in a thread
+pool with a timeout. Anything that goes wrong with one trajectory fails that trajectory alone, with its
+reason recorded.
+
+History policy and context limit (documented in the README):
+- ``history="full"``: the prompt is the whole conversation; ``history="last_k"``: the initial
+  observation's system message plus the last ``history_k`` (assistant, observation) exchanges and the
+  current observation.
+- If a prompt plus ``max_tokens_per_turn`` would exceed ``context_limit`` tokens, the episode ends
+  there with ``finish="context_limit"`` (no partial turn is generated or trained on).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
+
+from rollarc.agent.chat import ChatRenderer, Message
+from rollarc.agent.trajectory import Segment, Trajectory
+from rollarc.engine.types import Completion, SamplingParams
+
+
+class EnvFailure(RuntimeError):
+    """An environment call raised or timed out; the trajectory fails with this reason."""
+
+
+class GenerationFailure(RuntimeError):
+    """Generation could not produce a turn (engine error, or retries exhausted)."""
+
+
+class GenerateFn(Protocol):
+    def __call__(self, prompt_ids: list[int], params: SamplingParams, cache_key: str) -> Awaitable[Completion]: ...
+
+
+EnvCall = Callable[..., Awaitable[Any]]
+SpanFn = Callable[..., None]
+
+MAX_TURN_RETRIES = 3
+
+
+def turn_seed(base_seed: int, traj_id: str, turn: int, attempt: int) -> int:
+    """A sampling seed that depends only on the trajectory and turn, never on batch composition."""
+    digest = hashlib.blake2b(f"{base_seed}:{traj_id}:{turn}:{attempt}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") & 0x7FFF_FFFF_FFFF_FFFF
+
+
+def window(messages: list[Message], history: str, history_k: int) -> list[Message]:
+    """The messages the model sees this turn, under the history policy."""
+    if history == "full":
+        return messages
+    head = [m for m in messages[:1] if m.role == "system"]
+    body = messages[len(head):]
+    keep = 1 + 2 * history_k  # the current observation plus k (assistant, observation) exchanges
+    return head + body[-keep:]
+
+
+async def run_trajectory(
+    env: Any,
+    renderer: ChatRenderer,
+    generate: GenerateFn,
+    agent: Any,
+    sampling: Any,
+    traj: Trajectory,
+    env_call: EnvCall,
+    instructions: str = "",
+    on_span: SpanFn | None = None,
+    sampling_seed: int | None = None,
+) -> Trajectory:
+    """Run one episode into ``traj`` (which carries its id, task and env seed) and return it.
+
+    ``agent`` provides max_turns, max_tokens_per_turn, history, history_k and context_limit;
+    ``sampling`` provides temperature, top_p and top_k. ``sampling_seed`` (when set) makes every turn's
+    sampling reproducible whatever else the engine is batching.
+    """
+    clock = time.perf_counter
+    start = clock()
+    traj.timings = {"generate_s": 0.0, "env_s": 0.0}
+    span = on_span or (lambda *args, **kwargs: None)
+
+    t0 = clock()
+    try:
+        obs, _info = await env_call(env.reset, seed=traj.seed)
+    except EnvFailure as err:
+        return _finish(traj.fail(f"env reset: {err}"), start, clock)
+    traj.timings["env_s"] += clock() - t0
+    span("env_step", t0, clock(), traj=traj.traj_id, task=traj.task)
+
+    messages: list[Message] = [Message("system", instructions)] if instructions else []
+    messages.append(Message("user", obs))
+    segment: Segment | None = None
+
+    for turn in range(agent.max_turns):
+        prompt = renderer.prompt_ids(window(messages, agent.history, agent.history_k))
+        if len(prompt) + agent.max_tokens_per_turn > agent.context_limit:
+            traj.finish = "context_limit"
+            break
+        if segment is not None and prompt[: len(segment)] == segment.token_ids:
+            segment.extend_context(prompt[len(segment):])
+        else:
+            segment = Segment()
+            segment.extend_context(prompt)
+            traj.segments.append(segment)
+
+        t0 = clock()
+        try:
+            completion = await _generate_turn(generate, prompt, agent, sampling, traj, turn, sampling_seed)
+        except GenerationFailure as err:
+            return _finish(traj.fail(str(err)), start, clock)
+        traj.timings["generate_s"] += clock() - t0
+        segment.extend_generated(list(completion.token_ids), list(completion.logprobs),
+                                 list(completion.token_versions))
+        traj.prompt_tokens += len(prompt)
+        traj.generated_tokens += len(completion.token_ids)
+        traj.cached_tokens += completion.cached_prompt_tokens
+        action = renderer.reply_text(list(completion.token_ids))
+        messages.append(Message("assistant", action))
+
+        t0 = clock()
+        try:
+            obs, reward, terminated, truncated, info = await env_call(env.step, action)
+        except EnvFailure as err:
+            return _finish(traj.fail(f"env step {turn}: {err}"), start, clock)
+        traj.timings["env_s"] += clock() - t0
+        span("env_step", t0, clock(), traj=traj.traj_id, task=traj.task, step_reward=float(reward))
+
+        traj.turn_rewards.append(float(reward))
+        traj.num_turns = turn + 1
+        traj.invalid_actions += int(bool(info.get("invalid_action", False)))
+        if terminated or truncated:
+            traj.finish = "terminated" if terminated else "truncated"
+            traj.success = bool(info.get("success", False))
+            break
+        messages.append(Message("user", obs))
+    else:
+        traj.finish = "max_turns"
+
+    traj.reward = float(sum(traj.turn_rewards))
+    if not math.isfinite(traj.reward):
+        # Kept as data, not hidden: the controller refuses to train on it and stops the step.
+        traj.failure_reason = "non-finite reward"
+    return _finish(traj, start, clock)
+
+
+async def _generate_turn(generate: GenerateFn, prompt: list[int], agent: Any, sampling: Any, traj: Trajectory,
+                         turn: int, sampling_seed: int | None) -> Completion:
+    """Generate one turn; an aborted turn (weight update or lost replica) is retried from scratch."""
+    for attempt in range(MAX_TURN_RETRIES + 1):
+        params = SamplingParams(
+            temperature=sampling.temperature,
+            top_p=sampling.top_p,
+            top_k=sampling.top_k,
+            max_tokens=agent.max_tokens_per_turn,
+            seed=None if sampling_seed is None else turn_seed(sampling_seed, traj.traj_id, turn, attempt),
+        )
+        completion = await generate(prompt, params, traj.traj_id)
+        if completion.finish_reason == "abort":
+            continue
+        if completion.finish_reason == "error":
+            raise GenerationFailure(f"generation error at turn {turn}: {completion.error}")
+        return completion
+    raise GenerationFailure(f"turn {turn} aborted {MAX_TURN_RETRIES + 1} times")
+
+
+def _finish(traj: Trajectory, start: float, clock: Callable[[], float]) -> Trajectory:
+    traj.timings["total_s"] = clock() - start
+    return traj

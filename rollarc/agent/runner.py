@@ -1,0 +1,179 @@
+"""Run many trajectories concurrently in one event loop: the core of an EnvWorker.
+
+Environments are stateful CPU work, so each ``reset``/``step`` runs in a thread pool, bounded by a
+timeout. An env that raises or hangs fails only its own trajectory, with the reason recorded. Injected
+latency (a model of remote sandboxes and tools) is a non-blocking ``asyncio.sleep`` before the step,
+so it costs no thread and no CPU.
+
+Hung environments: a thread stuck in ``env.step`` cannot be killed from Python. After its timeout the
+trajectory fails, the env instance is discarded, and the stuck thread is counted. When half the pool
+is stuck, the runner swaps in a fresh pool, so hung envs never starve the others (the monitor).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import functools
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from rollarc.agent.chat import ChatRenderer
+from rollarc.agent.loop import EnvFailure, GenerateFn, run_trajectory
+from rollarc.agent.trajectory import Trajectory
+from rollarc.envs.latency import LatencyModel
+from rollarc.envs.registry import instructions as env_instructions
+from rollarc.envs.registry import make_env
+
+
+@dataclass(frozen=True)
+class EpisodeSpec:
+    """What to run: one trajectory of ``task`` on env seed ``seed``."""
+
+    traj_id: str
+    task: str
+    seed: int
+    group_id: str = ""
+    sampling_seed: int | None = None
+    greedy: bool = False
+
+
+@dataclass
+class RunnerStats:
+    started: int = 0
+    finished: int = 0
+    failed: int = 0
+    env_timeouts: int = 0
+    env_errors: int = 0
+    injected_failures: int = 0
+    hung_threads: int = 0
+    pool_replacements: int = 0
+    failure_reasons: dict[str, int] = field(default_factory=dict)
+
+
+class EpisodeRunner:
+    def __init__(self, tasks: dict[str, Any], renderer: ChatRenderer, generate: GenerateFn, sampling: Any,
+                 max_env_threads: int = 16, span_sink: Callable[[dict[str, Any]], None] | None = None,
+                 worker_name: str = "env-0", latency_seed: int = 0):
+        self.tasks = tasks
+        self.renderer = renderer
+        self.generate = generate
+        self.sampling = sampling
+        self.greedy_sampling = sampling.model_copy(update={"temperature": 0.0, "top_p": 1.0, "top_k": 0})
+        self.max_env_threads = max_env_threads
+        self.span_sink = span_sink
+        self.worker_name = worker_name
+        self.stats = RunnerStats()
+        self._executor = concurrent.futures.ThreadPoolExecutor(max_env_threads, thread_name_prefix="env")
+        self._hung: set[concurrent.futures.Future] = set()
+        self._latency = {name: LatencyModel(task.latency) for name, task in tasks.items()}
+        self._rng = np.random.default_rng(latency_seed)
+        self._free_envs: dict[str, list[Any]] = {name: [] for name in tasks}
+        self._instructions: dict[str, str] = {}
+        self._wall_offset = perf_to_wall_offset()
+
+    async def run(self, spec: EpisodeSpec) -> Trajectory:
+        task = self.tasks[spec.task]
+        traj = Trajectory(traj_id=spec.traj_id, task=spec.task, seed=spec.seed, group_id=spec.group_id,
+                          worker=self.worker_name)
+        self.stats.started += 1
+        try:
+            env = await self._acquire_env(spec.task)
+        except EnvFailure as err:
+            return self._count(traj.fail(f"env construction: {err}"))
+        broken = False
+
+        async def env_call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+            nonlocal broken
+            if fn is not env.reset:
+                delay, fail = self._latency[spec.task].sample(self._rng)
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                if fail:
+                    self.stats.injected_failures += 1
+                    raise EnvFailure("injected failure (latency profile failure_prob)")
+            try:
+                return await self._call_in_thread(fn, task.step_timeout_s, *args, **kwargs)
+            except EnvFailure:
+                broken = True
+                raise
+
+        sampling = self.greedy_sampling if spec.greedy else self.sampling
+        traj = await run_trajectory(env, self.renderer, self.generate, task.agent, sampling, traj, env_call,
+                                    instructions=self._instructions.get(spec.task, ""), on_span=self._span,
+                                    sampling_seed=spec.sampling_seed)
+        if not broken:
+            self._free_envs[spec.task].append(env)
+        return self._count(traj)
+
+    def _count(self, traj: Trajectory) -> Trajectory:
+        self.stats.finished += 1
+        if traj.status == "failed":
+            self.stats.failed += 1
+            reason = (traj.failure_reason or "unknown").split(":")[0]
+            self.stats.failure_reasons[reason] = self.stats.failure_reasons.get(reason, 0) + 1
+        return traj
+
+    async def _acquire_env(self, task_name: str) -> Any:
+        free = self._free_envs[task_name]
+        if free:
+            return free.pop()
+        spec = self.tasks[task_name].env
+        env = await self._call_in_thread(make_env, self.tasks[task_name].step_timeout_s, spec)
+        self._instructions.setdefault(task_name, env_instructions(env))
+        return env
+
+    async def _call_in_thread(self, fn: Callable[..., Any], timeout_s: float, *args: Any, **kwargs: Any) -> Any:
+        loop = asyncio.get_running_loop()
+        future = self._executor.submit(functools.partial(_guarded, fn, *args, **kwargs))
+        try:
+            outcome, value = await asyncio.wait_for(asyncio.wrap_future(future, loop=loop), timeout_s)
+        except TimeoutError:
+            self.stats.env_timeouts += 1
+            self._note_hung(future)
+            raise EnvFailure(f"timed out after {timeout_s:g} s in {getattr(fn, '__name__', fn)}") from None
+        if outcome == "error":
+            self.stats.env_errors += 1
+            raise EnvFailure(value)
+        return value
+
+    def _note_hung(self, future: concurrent.futures.Future) -> None:
+        """The hung-env monitor: count stuck threads, and replace the pool when half of it is stuck."""
+        self._hung = {f for f in self._hung if not f.done()}
+        if not future.done():
+            self._hung.add(future)
+        self.stats.hung_threads = len(self._hung)
+        if len(self._hung) * 2 >= self.max_env_threads:
+            self._executor.shutdown(wait=False, cancel_futures=False)
+            self._executor = concurrent.futures.ThreadPoolExecutor(self.max_env_threads, thread_name_prefix="env")
+            self._hung.clear()
+            self.stats.pool_replacements += 1
+
+    def _span(self, kind: str, t0: float, t1: float, **fields: Any) -> None:
+        if self.span_sink is not None:
+            self.span_sink({"worker": self.worker_name, "role": "env", "kind": kind,
+                            "t0": t0 + self._wall_offset, "t1": t1 + self._wall_offset, **fields})
+
+    def close(self) -> None:
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+
+def _guarded(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[str, Any]:
+    """Run user environment code in a worker thread and return ("ok", value) or ("error", reason).
+
+    Environment code is a plugin boundary: it may raise anything. Every error is kept as a reason
+    string and fails only the trajectory that called it; nothing is swallowed silently.
+    """
+    try:
+        return "ok", fn(*args, **kwargs)
+    except Exception as err:  # noqa: BLE001 - plugin boundary: any env error fails only its trajectory
+        return "error", f"{type(err).__name__}: {err}"
+
+
+def perf_to_wall_offset() -> float:
+    """Add this to ``time.perf_counter()`` readings to get wall-clock (epoch) seconds."""
+    return time.time() - time.perf_counter()

@@ -1,0 +1,88 @@
+"""The trajectory record: what one agent episode produced, from birth to gradient.
+
+A trajectory is a list of segments. A segment is one token sequence the model saw, with a per-token
+assistant mask (environment text is never trained on), the behaviour log-prob and the policy version
+of every generated token. With full history there is one segment; a sliding history window starts a
+new segment whenever the prompt stops extending the previous one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+Status = Literal["ok", "failed", "aborted"]
+NO_VERSION = -1  # version recorded for tokens the policy did not generate
+
+
+@dataclass
+class Segment:
+    token_ids: list[int] = field(default_factory=list)
+    assistant_mask: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    versions: list[int] = field(default_factory=list)
+
+    def extend_context(self, token_ids: list[int]) -> None:
+        """Append prompt/environment tokens (not trained on)."""
+        self.token_ids += token_ids
+        self.assistant_mask += [0] * len(token_ids)
+        self.logprobs += [0.0] * len(token_ids)
+        self.versions += [NO_VERSION] * len(token_ids)
+
+    def extend_generated(self, token_ids: list[int], logprobs: list[float], versions: list[int]) -> None:
+        """Append tokens the policy sampled, with their behaviour log-probs and versions."""
+        if not (len(token_ids) == len(logprobs) == len(versions)):
+            raise ValueError("generated tokens, log-probs and versions must have equal lengths")
+        self.token_ids += token_ids
+        self.assistant_mask += [1] * len(token_ids)
+        self.logprobs += logprobs
+        self.versions += versions
+
+    def __len__(self) -> int:
+        return len(self.token_ids)
+
+
+@dataclass
+class Trajectory:
+    traj_id: str
+    task: str
+    seed: int
+    group_id: str = ""
+    segments: list[Segment] = field(default_factory=list)
+    turn_rewards: list[float] = field(default_factory=list)
+    reward: float = 0.0
+    success: bool = False
+    num_turns: int = 0
+    invalid_actions: int = 0
+    finish: str = ""  # terminated | truncated | max_turns | context_limit
+    status: Status = "ok"
+    failure_reason: str | None = None
+    worker: str = ""
+    timings: dict[str, float] = field(default_factory=dict)
+    prompt_tokens: int = 0
+    generated_tokens: int = 0
+    cached_tokens: int = 0
+
+    @property
+    def versions(self) -> list[int]:
+        return [v for seg in self.segments for v in seg.versions if v != NO_VERSION]
+
+    @property
+    def min_version(self) -> int:
+        """The oldest policy version among the trajectory's generated tokens (NO_VERSION if none)."""
+        versions = self.versions
+        return min(versions) if versions else NO_VERSION
+
+    @property
+    def max_version(self) -> int:
+        versions = self.versions
+        return max(versions) if versions else NO_VERSION
+
+    @property
+    def num_tokens(self) -> int:
+        return sum(len(seg) for seg in self.segments)
+
+    def fail(self, reason: str) -> Trajectory:
+        self.status = "failed"
+        self.failure_reason = reason
+        return self

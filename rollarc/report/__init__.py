@@ -1,0 +1,1 @@
+"""Run observability: metrics.jsonl + TensorBoard, the timeline, progress display, plots and summary."""

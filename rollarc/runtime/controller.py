@@ -1,0 +1,381 @@
+"""The Controller: the step loop that admits groups, forms batches, trains, syncs and checkpoints.
+
+One loop serves synchronous and asynchronous training. Groups are admitted by the staleness ledger
+(``k = 0`` gives the synchronous barrier), finished groups wait in a bounded buffer, a training step
+starts as soon as ``B`` fresh groups are ready, and after each step the new weights are published once
+and synced to every rollout replica. Rollout never waits for training except through the ledger.
+
+Everything that can go wrong with one trajectory or one worker is counted and survived: failed
+trajectories, dropped or restarted stale groups, dead EnvWorkers (replaced; their groups re-run) and
+dead rollout replicas (the router fails over). What cannot be survived (a NaN loss or reward, every
+rollout replica dead, every trajectory failing) stops the run with a clear message; the last good
+checkpoint stays on disk.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import psutil
+import ray
+from ray.exceptions import RayActorError, RayTaskError
+
+from rollarc.agent.runner import EpisodeSpec
+from rollarc.agent.trajectory import Trajectory
+from rollarc.config import Config
+from rollarc.report.metrics import MetricsWriter, TimelineWriter
+from rollarc.report.progress import RunProgress
+from rollarc.runtime.env_worker import GroupResult, GroupSpec
+from rollarc.runtime.staleness import StalenessLedger
+from rollarc.runtime.task_mix import TaskMix
+from rollarc.runtime.workers import Workers
+
+
+class RunError(RuntimeError):
+    """The run cannot continue; the message says why and where the last good checkpoint is."""
+
+
+@dataclass
+class Counters:
+    groups_started: int = 0
+    groups_trained: int = 0
+    dropped_stale: int = 0
+    restarted_stale: int = 0
+    dropped_failed: int = 0
+    failed_trajectories: int = 0
+    failure_reasons: Counter[str] = field(default_factory=Counter)
+    env_worker_restarts: int = 0
+    retried_groups: int = 0
+    consecutive_dropped: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"groups_started": self.groups_started, "groups_trained": self.groups_trained,
+                "dropped_stale_groups": self.dropped_stale, "restarted_stale_groups": self.restarted_stale,
+                "dropped_failed_groups": self.dropped_failed, "failed_trajectories": self.failed_trajectories,
+                "failure_reasons": dict(self.failure_reasons), "env_worker_restarts": self.env_worker_restarts,
+                "retried_groups": self.retried_groups}
+
+
+class Controller:
+    def __init__(self, cfg: Config, run_dir: Path, workers: Workers, *, start_version: int = 0,
+                 group_index: int = 0, run_start: float | None = None, metrics: MetricsWriter | None = None):
+        self.cfg = cfg
+        self.run_dir = run_dir
+        self.workers = workers
+        self.B = cfg.train.groups_per_step
+        self.G = cfg.train.group_size
+        self.ledger = StalenessLedger(self.B, cfg.async_.max_staleness, published_version=start_version,
+                                      next_train_version=start_version)
+        self.start_version = start_version
+        self.mix = TaskMix({t.name: t.weight for t in cfg.tasks})
+        self.mix.skip(group_index)
+        self.group_index = group_index
+        self.counters = Counters()
+        self.pending: dict[Any, tuple[GroupSpec, str]] = {}
+        self.ready: list[GroupResult] = []
+        self.restart_queue: list[GroupSpec] = []
+        self.run_start = run_start or time.time()
+        self.metrics = metrics or MetricsWriter(run_dir, tensorboard=cfg.run.tensorboard)
+        self.timeline = TimelineWriter(run_dir, self.run_start)
+        self.evals: list[dict[str, Any]] = []
+        self.last_checkpoint: str | None = None
+        self.buffer_sizes: list[int] = []
+        self.sync_times: list[dict[str, float]] = []
+
+    # ---- the loop --------------------------------------------------------------------------------------
+    def run(self) -> dict[str, Any]:
+        steps = self.cfg.train.steps
+        version = self.start_version
+        if version == 0 or not self.evals:
+            self.evals.append(self.evaluate(version, label="before_rl"))
+        train_ref = publish_ref = None
+        sync_refs: list[Any] = []
+        train_stats: dict[str, Any] = {}
+        step_started = time.time()
+        last_step_end = time.time()
+        last_spans = time.time()
+        with RunProgress(steps, enabled=self.cfg.run.progress) as progress:
+            progress.update(version, success=self.evals[-1]["success"])
+            while version < steps:
+                self._admit()
+                if train_ref is None and publish_ref is None and not sync_refs:
+                    batch = self._form_batch()
+                    if batch is not None:
+                        train_version = self.ledger.consume(len(batch))
+                        step_started = time.time()
+                        batch_info = self._batch_info(batch, train_version)
+                        train_ref = self.workers.trainer.train_step.remote(
+                            [g.trajectories for g in batch], train_version)
+                refs = list(self.pending) + [r for r in (train_ref, publish_ref) if r is not None] + sync_refs
+                done, _ = ray.wait(refs, num_returns=1, timeout=1.0)
+                for ref in done:
+                    if ref in self.pending:
+                        self._on_group(ref)
+                    elif ref is train_ref:
+                        train_ref = None
+                        train_stats = self._get_train(ref, version)
+                        publish_ref = self.workers.trainer.publish.remote()
+                    elif ref is publish_ref:
+                        publish_ref = None
+                        payload = ray.get(ref)
+                        sync_refs = self.workers.sync_all(payload)
+                        sync_started = time.time()
+                    elif ref in sync_refs:
+                        sync_refs.remove(ref)
+                        self._get_sync(ref)
+                        if not sync_refs:
+                            version += 1
+                            self.ledger.publish(version)
+                            now = time.time()
+                            record = self._step_record(version, train_stats, batch_info, now - last_step_end,
+                                                       now - sync_started, now - step_started)
+                            last_step_end = now
+                            self._after_step(version, record, progress)
+                if time.time() - last_spans > 5:
+                    self.collect_spans()
+                    last_spans = time.time()
+        self._cancel_pending()
+        self.evals.append(self.evaluate(version, label="after_rl"))
+        self.checkpoint(version, final=True)
+        self.collect_spans()
+        return self.summary(version)
+
+    # ---- admission and batches -------------------------------------------------------------------
+    def _admit(self) -> None:
+        while self.ledger.can_admit():
+            spec = self.restart_queue.pop(0) if self.restart_queue else self._new_spec()
+            self.ledger.admit()
+            self._submit(spec)
+
+    def _new_spec(self) -> GroupSpec:
+        index = self.group_index
+        self.group_index += 1
+        task = self.mix.next()
+        sampling_seed = _seed_of(self.cfg.seed, "sampling", index)
+        return GroupSpec(group_id=f"g{index}", index=index, task=task, seed=self.cfg.train.seed_base + index,
+                         size=self.G, redundancy=self.cfg.async_.redundancy, sampling_seed=sampling_seed,
+                         step=self.ledger.published_version)
+
+    def _submit(self, spec: GroupSpec) -> None:
+        name = self.workers.least_loaded_env(self.pending.values())
+        ref = self.workers.env[name].run_group.remote(spec)
+        self.pending[ref] = (spec, name)
+        self.counters.groups_started += 1
+
+    def _on_group(self, ref: Any) -> None:
+        spec, worker = self.pending.pop(ref)
+        try:
+            result: GroupResult = ray.get(ref)
+        except RayActorError:
+            # The EnvWorker died: replace it and run the group again elsewhere (same seed).
+            self.workers.replace_env(worker)
+            self.counters.env_worker_restarts += 1
+            self.counters.retried_groups += 1
+            self._submit(spec)
+            return
+        for traj in result.failed:
+            self.counters.failed_trajectories += 1
+            self.counters.failure_reasons[(traj.failure_reason or "unknown").split(":")[0]] += 1
+        if len(result.trajectories) < 2:
+            self.ledger.discard()
+            self.counters.dropped_failed += 1
+            self.counters.consecutive_dropped += 1
+            self._check_health(result)
+            return
+        self.counters.consecutive_dropped = 0
+        self.ready.append(result)
+
+    def _form_batch(self) -> list[GroupResult] | None:
+        train_version = self.ledger.next_train_version
+        fresh: list[GroupResult] = []
+        for result in self.ready:
+            if self.ledger.is_fresh(result.min_version, train_version):
+                fresh.append(result)
+                continue
+            self.ledger.discard()
+            if self.cfg.async_.on_stale == "restart":
+                self.counters.restarted_stale += 1
+                self.restart_queue.append(result.spec)
+            else:
+                self.counters.dropped_stale += 1
+        self.ready = fresh
+        self.buffer_sizes.append(len(self.ready))
+        if len(fresh) < self.B:
+            return None
+        fresh.sort(key=lambda g: (g.min_version, g.spec.index))
+        batch, self.ready = fresh[: self.B], fresh[self.B:]
+        self.counters.groups_trained += len(batch)
+        return batch
+
+    def _batch_info(self, batch: list[GroupResult], train_version: int) -> dict[str, Any]:
+        trajs = [t for g in batch for t in g.trajectories]
+        staleness = [train_version - t.min_version for t in trajs]
+        per_task: dict[str, list[Trajectory]] = {}
+        for t in trajs:
+            per_task.setdefault(t.task, []).append(t)
+        return {
+            "train_version": train_version,
+            "trajectories": len(trajs),
+            "reward": float(np.mean([t.reward for t in trajs])),
+            "success": float(np.mean([t.success for t in trajs])),
+            "turns": float(np.mean([t.num_turns for t in trajs])),
+            "invalid_actions": float(np.mean([t.invalid_actions for t in trajs])),
+            "generated_tokens": int(sum(t.generated_tokens for t in trajs)),
+            "prompt_tokens": int(sum(t.prompt_tokens for t in trajs)),
+            "cached_tokens": int(sum(t.cached_tokens for t in trajs)),
+            "staleness_hist": {str(k): int(v) for k, v in sorted(Counter(staleness).items())},
+            "staleness_max": int(max(staleness)),
+            "per_task": {name: {"success": float(np.mean([t.success for t in ts])),
+                                "reward": float(np.mean([t.reward for t in ts])), "trajectories": len(ts)}
+                         for name, ts in per_task.items()},
+        }
+
+    # ---- training and sync results ---------------------------------------------------------------
+    def _get_train(self, ref: Any, version: int) -> dict[str, Any]:
+        try:
+            return ray.get(ref)
+        except RayTaskError as err:
+            raise RunError(f"training step {version + 1} was refused: {err.cause if hasattr(err, 'cause') else err}. "
+                           f"The last good checkpoint is {self.last_checkpoint or '(none yet)'}") from None
+
+    def _get_sync(self, ref: Any) -> None:
+        try:
+            self.sync_times.append(ray.get(ref))
+        except RayActorError:
+            self.workers.note_dead_rollout()
+            if not self.workers.alive_rollouts():
+                raise RunError("every rollout worker died; no replica is left to generate") from None
+
+    def _check_health(self, result: GroupResult) -> None:
+        reasons = [t.failure_reason or "" for t in result.failed]
+        if any("no rollout replica" in r or "NoReplicaError" in r for r in reasons):
+            if not self.workers.alive_rollouts():
+                raise RunError("every rollout worker died; no replica is left to generate")
+        if self.counters.consecutive_dropped >= max(4 * self.B, 16):
+            top = ", ".join(f"{k} ({v})" for k, v in self.counters.failure_reasons.most_common(3))
+            raise RunError(f"the last {self.counters.consecutive_dropped} groups all failed; reasons: {top}")
+
+    # ---- per-step bookkeeping --------------------------------------------------------------------
+    def _step_record(self, version: int, train: dict[str, Any], batch: dict[str, Any], step_time: float,
+                     sync_time: float, busy_time: float) -> dict[str, Any]:
+        tokens = batch["generated_tokens"]
+        return {
+            "version": version,
+            "wall_s": time.time() - self.run_start,
+            "step_time_s": step_time,
+            "train_s": train.get("train_s", 0.0),
+            "sync_s": sync_time,
+            "train_sync_s": busy_time,
+            "tokens": train.get("tokens", 0),
+            "gen_tok_s": tokens / step_time if step_time > 0 else 0.0,
+            "trajectories_per_s": batch["trajectories"] / step_time if step_time > 0 else 0.0,
+            "buffer_groups": len(self.ready),
+            "in_flight_groups": len(self.pending),
+            "rss_mb": _rss_mb(),
+            **{k: v for k, v in batch.items()},
+            "loss": train.get("loss"),
+            "grad_norm": train.get("grad_norm"),
+            "clip_frac": train.get("clip_frac"),
+            "entropy": train.get("entropy"),
+            **{k: v for k, v in self.counters.as_dict().items() if k != "failure_reasons"},
+        }
+
+    def _after_step(self, version: int, record: dict[str, Any], progress: RunProgress) -> None:
+        every = self.cfg.train.eval_every
+        if every and version % every == 0 and version < self.cfg.train.steps:
+            evaluation = self.evaluate(version, label=f"step_{version}")
+            self.evals.append(evaluation)
+            record["heldout_success"] = evaluation["success"]
+        self.metrics.log(version, record)
+        if self.cfg.train.checkpoint_every and version % self.cfg.train.checkpoint_every == 0:
+            self.checkpoint(version)
+        progress.update(version, success=record["success"], reward=record["reward"], tok_s=record["gen_tok_s"],
+                        staleness=record["staleness_max"])
+
+    # ---- evaluation, checkpoints, spans ----------------------------------------------------------
+    def evaluate(self, version: int, label: str) -> dict[str, Any]:
+        """Greedy episodes on held-out seeds (disjoint from training seeds), spread over the EnvWorkers."""
+        n = self.cfg.train.eval_episodes
+        t0 = time.time()
+        if n == 0:
+            return {"label": label, "version": version, "success": float("nan"), "episodes": 0}
+        mix = TaskMix({t.name: t.weight for t in self.cfg.tasks})
+        specs = [EpisodeSpec(traj_id=f"eval-{label}-{i}", task=mix.next(), seed=self.cfg.train.eval_seed_base + i,
+                             greedy=True) for i in range(n)]
+        names = self.workers.alive_env_names()
+        chunks = [specs[i::len(names)] for i in range(len(names))]
+        refs = [self.workers.env[name].run_episodes.remote(chunk) for name, chunk in zip(names, chunks, strict=True)]
+        trajs = [t for part in ray.get(refs) for t in part]
+        ok = [t for t in trajs if t.status == "ok"]
+        per_task = {}
+        for task in self.cfg.tasks:
+            ts = [t for t in trajs if t.task == task.name]
+            per_task[task.name] = float(np.mean([t.success for t in ts])) if ts else float("nan")
+        result = {"label": label, "version": version, "episodes": len(trajs),
+                  "success": float(np.mean([t.success for t in trajs])),
+                  "reward": float(np.mean([t.reward for t in ok])) if ok else float("nan"),
+                  "failed": len(trajs) - len(ok), "per_task": per_task, "seconds": time.time() - t0,
+                  "wall_s": time.time() - self.run_start}
+        self.timeline.write([{"worker": "controller", "role": "controller", "kind": "eval", "t0": t0,
+                              "t1": time.time(), "step": version}])
+        return result
+
+    def checkpoint(self, version: int, final: bool = False) -> None:
+        path = self.run_dir / "checkpoints" / f"step_{version:06d}"
+        state = {"version": version, "group_index": self.group_index, "evals": self.evals,
+                 "counters": self.counters.as_dict(), "wall_s": time.time() - self.run_start, "final": final}
+        self.last_checkpoint = ray.get(self.workers.trainer.save_checkpoint.remote(str(path), state))
+
+    def collect_spans(self) -> None:
+        self.timeline.write(self.workers.drain_spans())
+
+    def _cancel_pending(self) -> None:
+        for ref, (spec, worker) in list(self.pending.items()):
+            handle = self.workers.env.get(worker)
+            if handle is not None:
+                handle.cancel_group.remote(spec.group_id)
+        self.pending.clear()
+
+    def summary(self, version: int) -> dict[str, Any]:
+        before = next((e for e in self.evals if e["label"] == "before_rl"), None)
+        after = self.evals[-1]
+        return {
+            "name": self.cfg.name,
+            "mode": self.cfg.async_.mode,
+            "max_staleness": self.cfg.async_.max_staleness,
+            "steps": version,
+            "wall_s": time.time() - self.run_start,
+            "heldout_success_before_rl": before["success"] if before else None,
+            "heldout_success_after_rl": after["success"],
+            "heldout_episodes": after["episodes"],
+            "evals": self.evals,
+            "max_buffer_groups": max(self.buffer_sizes, default=0),
+            "max_in_flight_groups_bound": self.ledger.max_in_flight,
+            "last_checkpoint": self.last_checkpoint,
+            "routing": self.workers.routing_stats(),
+            "env_workers": self.workers.env_stats(),
+            "sync": _mean_dicts(self.sync_times),
+            **self.counters.as_dict(),
+        }
+
+
+def _seed_of(seed: int, purpose: str, index: int) -> int:
+    digest = hashlib.blake2b(f"{seed}:{purpose}:{index}".encode(), digest_size=6).digest()
+    return int.from_bytes(digest, "little") * 1000
+
+
+def _rss_mb() -> float:
+    """Current resident memory of this process (not the peak), to show it stays flat over a run."""
+    return psutil.Process().memory_info().rss / (1 << 20)
+
+
+def _mean_dicts(items: list[dict[str, float]]) -> dict[str, float]:
+    if not items:
+        return {}
+    return {key: float(np.mean([d[key] for d in items])) for key in items[0]}

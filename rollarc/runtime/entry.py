@@ -1,0 +1,126 @@
+"""``rollarc train`` and ``rollarc eval``: set up a run directory and Ray, run the controller, write the report."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import ray
+
+from rollarc.config import Config, load_train_config
+from rollarc.configio import ConfigError, dump_yaml
+from rollarc.report.metrics import MetricsWriter
+from rollarc.runtime.controller import Controller, RunError
+from rollarc.runtime.ray_cluster import start_ray
+from rollarc.runtime.workers import Workers
+from rollarc.train.sft_entry import SFT_META, read_sft_meta, run_sft
+
+
+def new_run_dir(cfg: Config) -> Path:
+    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    run_dir = Path(cfg.run.dir) / f"{cfg.name}-{stamp}"
+    suffix = 1
+    while run_dir.exists():
+        run_dir = Path(cfg.run.dir) / f"{cfg.name}-{stamp}-{suffix}"
+        suffix += 1
+    run_dir.mkdir(parents=True)
+    return run_dir
+
+
+def latest_checkpoint(run_dir: Path) -> Path | None:
+    candidates = sorted(p for p in (run_dir / "checkpoints").glob("step_*") if (p / "state.json").is_file())
+    return candidates[-1] if candidates else None
+
+
+def initial_policy(cfg: Config, log: Any = print) -> tuple[str, dict[str, Any] | None]:
+    """The directory RL starts from: ``model.path`` as given, or the SFT warm start (trained if missing)."""
+    if cfg.model.path is not None:
+        return cfg.model.path, None
+    sft_dir = cfg.sft_checkpoint()
+    if not (sft_dir / "config.json").is_file():
+        log(f"no SFT checkpoint at {sft_dir}: training the warm start first")
+        run_sft(cfg, log=log)
+    return str(sft_dir), read_sft_meta(sft_dir)
+
+
+def train_main(config_path: str, overrides: list[str], address: str | None = None) -> int:
+    cfg = load_train_config(config_path, overrides)
+    return run_training(cfg, address=address)
+
+
+def run_training(cfg: Config, address: str | None = None) -> int:
+    """Run (or resume) RL training; returns a process exit code."""
+    start = time.time()
+    resume_state: dict[str, Any] | None = None
+    if cfg.resume is not None:
+        run_dir = Path(cfg.resume)
+        checkpoint = latest_checkpoint(run_dir)
+        if checkpoint is None:
+            raise ConfigError(f"resume={run_dir}: no checkpoint found under {run_dir / 'checkpoints'}")
+        resume_state = json.loads((checkpoint / "state.json").read_text())
+        policy_dir = str(checkpoint / "policy")
+        sft_meta = read_sft_meta(run_dir)
+        print(f"resuming {run_dir} from {checkpoint.name} (version {resume_state['version']})", file=sys.stderr)
+    else:
+        policy_dir, sft_meta = initial_policy(cfg, log=lambda m: print(m, file=sys.stderr))
+        run_dir = new_run_dir(cfg)
+        if sft_meta is not None:
+            (run_dir / SFT_META).write_text(json.dumps(sft_meta, indent=1))
+    (run_dir / "config.yaml").write_text(dump_yaml(cfg))
+    version = int(resume_state["version"]) if resume_state else 0
+    start_ray(cfg.cluster, address)
+    try:
+        workers = Workers(cfg, policy_dir, start_version=version)
+        if resume_state is not None:
+            ray.get(workers.trainer.load_checkpoint.remote(str(latest_checkpoint(run_dir))))
+        metrics = MetricsWriter(run_dir, tensorboard=cfg.run.tensorboard,
+                                truncate_after_step=version if resume_state else None)
+        controller = Controller(cfg, run_dir, workers, start_version=version,
+                                group_index=int(resume_state["group_index"]) if resume_state else 0,
+                                metrics=metrics)
+        if resume_state is not None:
+            controller.evals = list(resume_state.get("evals", []))
+        try:
+            summary = controller.run()
+        except RunError as err:
+            print(f"rollarc: run stopped: {err}", file=sys.stderr)
+            controller.collect_spans()
+            return 1
+        finally:
+            metrics.close()
+            controller.timeline.close()
+    finally:
+        ray.shutdown()
+    summary["sft"] = sft_meta
+    summary["total_wall_s"] = time.time() - start
+    (run_dir / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
+    from rollarc.report.build import build_report
+
+    build_report(run_dir)
+    _print_result(run_dir, summary)
+    return 0
+
+
+def _print_result(run_dir: Path, summary: dict[str, Any]) -> None:
+    before, after = summary.get("heldout_success_before_rl"), summary.get("heldout_success_after_rl")
+    print(f"run directory: {run_dir}")
+    if before is not None and after is not None:
+        print(f"held-out success: {before:.3f} before RL -> {after:.3f} after RL "
+              f"({summary['heldout_episodes']} episodes, {summary['steps']} steps, {summary['wall_s']:.0f} s)")
+
+
+def eval_main(config_path: str, overrides: list[str], checkpoint: str | None = None, episodes: int | None = None) -> int:
+    from rollarc.agent.local_eval import evaluate_local
+    from rollarc.models.checkpoint import load_policy
+
+    cfg = load_train_config(config_path, overrides)
+    path = checkpoint or cfg.model.path or str(cfg.sft_checkpoint())
+    model, tokenizer = load_policy(path)
+    n = episodes if episodes is not None else cfg.train.eval_episodes
+    result = evaluate_local(model, tokenizer, list(cfg.tasks), n, cfg.train.eval_seed_base, cfg.sampling, cfg.engine)
+    print(json.dumps({"checkpoint": path, **result}))
+    return 0

@@ -1,0 +1,137 @@
+"""EnvWorker: a Ray async actor on the CPU pool that runs many trajectories at once.
+
+Environments are stateful and stay pinned here. Each trajectory is its own asyncio task (the agent
+loop); env steps run in the worker's thread pool. A group request starts ``G + r`` rollouts of one task
+seed and returns as soon as the first ``G`` have finished well (redundancy); the rest are cancelled and
+their in-flight turns aborted at the router.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import ray
+import torch
+
+from rollarc.agent.chat import ChatRenderer
+from rollarc.agent.runner import EpisodeRunner, EpisodeSpec
+from rollarc.agent.trajectory import Trajectory
+from rollarc.engine.types import Completion, SamplingParams
+from rollarc.models.checkpoint import load_tokenizer
+
+
+@dataclass(frozen=True)
+class GroupSpec:
+    group_id: str
+    index: int           # global group counter (the env seed is derived from it)
+    task: str
+    seed: int
+    size: int            # G
+    redundancy: int      # r
+    sampling_seed: int | None
+    step: int            # version the controller had published when it admitted the group
+
+
+@dataclass
+class GroupResult:
+    spec: GroupSpec
+    trajectories: list[Trajectory]
+    failed: list[Trajectory] = field(default_factory=list)
+    cancelled: int = 0
+    worker: str = ""
+    seconds: float = 0.0
+
+    @property
+    def min_version(self) -> int:
+        versions = [t.min_version for t in self.trajectories if t.versions]
+        return min(versions) if versions else -1
+
+
+@ray.remote
+class EnvWorker:
+    def __init__(self, name: str, tasks: dict[str, Any], tokenizer_dir: str, sampling: Any, router: Any,
+                 threads: int, max_env_threads: int, trajectory_timeout_s: float, seed: int = 0):
+        torch.set_num_threads(threads)
+        self.name = name
+        self.router = router
+        self.trajectory_timeout_s = trajectory_timeout_s
+        self.renderer = ChatRenderer(load_tokenizer(tokenizer_dir))
+        self._spans: list[dict[str, Any]] = []
+        self._step = 0
+        self._traj_task: dict[str, str] = {}
+        self.runner = EpisodeRunner(tasks, self.renderer, self._generate, sampling, max_env_threads=max_env_threads,
+                                    span_sink=self._spans.append, worker_name=name, latency_seed=seed)
+        self._groups: dict[str, list[asyncio.Task]] = {}
+
+    async def _generate(self, prompt_ids: list[int], params: SamplingParams, cache_key: str) -> Completion:
+        task = self._traj_task.get(cache_key)
+        return await self.router.generate.remote(prompt_ids, params, cache_key, task, self._step)
+
+    async def _run_one(self, spec: EpisodeSpec) -> Trajectory:
+        self._traj_task[spec.traj_id] = spec.task
+        try:
+            return await asyncio.wait_for(self.runner.run(spec), self.trajectory_timeout_s)
+        except asyncio.CancelledError:
+            self.router.abort_key.remote(spec.traj_id)
+            raise
+        except TimeoutError:
+            self.router.abort_key.remote(spec.traj_id)
+            return Trajectory(traj_id=spec.traj_id, task=spec.task, seed=spec.seed, group_id=spec.group_id,
+                              worker=self.name).fail(f"trajectory timeout after {self.trajectory_timeout_s:g} s")
+        finally:
+            self._traj_task.pop(spec.traj_id, None)
+            self.router.release.remote(spec.traj_id)
+
+    async def run_group(self, spec: GroupSpec) -> GroupResult:
+        start = time.perf_counter()
+        self._step = spec.step
+        specs = [EpisodeSpec(traj_id=f"{spec.group_id}-{i}", task=spec.task, seed=spec.seed, group_id=spec.group_id,
+                             sampling_seed=None if spec.sampling_seed is None else spec.sampling_seed + i)
+                 for i in range(spec.size + spec.redundancy)]
+        tasks = [asyncio.create_task(self._run_one(s)) for s in specs]
+        self._groups[spec.group_id] = tasks
+        kept: list[Trajectory] = []
+        failed: list[Trajectory] = []
+        pending = set(tasks)
+        try:
+            while pending and len(kept) < spec.size:
+                done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                for task in done:
+                    traj = task.result()
+                    (kept if traj.status == "ok" else failed).append(traj)
+        finally:
+            for task in pending:
+                task.cancel()
+            self._groups.pop(spec.group_id, None)
+        if pending:
+            await asyncio.gather(*pending, return_exceptions=True)
+        kept.sort(key=lambda t: t.traj_id)
+        return GroupResult(spec=spec, trajectories=kept[: spec.size], failed=failed, cancelled=len(pending),
+                           worker=self.name, seconds=time.perf_counter() - start)
+
+    async def cancel_group(self, group_id: str) -> int:
+        tasks = self._groups.get(group_id, [])
+        for task in tasks:
+            task.cancel()
+        return len(tasks)
+
+    async def run_episodes(self, specs: list[EpisodeSpec]) -> list[Trajectory]:
+        """Independent episodes (held-out evaluation): all at once, results in order."""
+        return list(await asyncio.gather(*[self._run_one(s) for s in specs]))
+
+    def stats(self) -> dict[str, Any]:
+        s = self.runner.stats
+        return {"name": self.name, "started": s.started, "finished": s.finished, "failed": s.failed,
+                "env_timeouts": s.env_timeouts, "env_errors": s.env_errors, "injected_failures": s.injected_failures,
+                "hung_threads": s.hung_threads, "pool_replacements": s.pool_replacements,
+                "failure_reasons": dict(s.failure_reasons), "running_groups": len(self._groups)}
+
+    def drain_spans(self) -> list[dict[str, Any]]:
+        spans, self._spans[:] = list(self._spans), []
+        return spans
+
+    def ping(self) -> str:
+        return self.name

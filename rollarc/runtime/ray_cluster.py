@@ -1,0 +1,61 @@
+"""Resource pools as Ray resources, and starting or joining a Ray cluster.
+
+A pool is a Ray custom resource (``pool_<name>`` unless the config names one, e.g.
+``accelerator_type:H800``). On a laptop the pools are declared as logical resources at ``ray.init``, so
+placement runs exactly as on a cluster, where nodes are started with the same resources
+(``ray start --resources '{"pool_h800": 8}'``). Actors reserve pool units, not CPUs (``num_cpus=0``),
+so two cores can host every role while each role still lands only where its pool is.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import ray
+
+from rollarc.config import ClusterConfig, PoolConfig, RoleConfig
+
+
+def pool_resource(name: str, pool: PoolConfig) -> str:
+    return pool.resource or f"pool_{name}"
+
+
+def start_ray(cluster: ClusterConfig, address: str | None = None) -> dict[str, float]:
+    """Start a local Ray cluster with the pools as logical resources, or join ``address``; return resources."""
+    address = address or cluster.address
+    if ray.is_initialized():
+        ray.shutdown()
+    if address is None:
+        ray.init(
+            num_cpus=cluster.num_cpus or os.cpu_count() or 1,
+            resources={pool_resource(n, p): float(p.count) for n, p in cluster.pools.items()},
+            include_dashboard=cluster.include_dashboard,
+            dashboard_host=cluster.dashboard_host,
+            logging_level="warning",
+            log_to_driver=True,
+        )
+    else:
+        ray.init(address=address, logging_level="warning")
+    available = ray.cluster_resources()
+    missing = [f"{pool_resource(n, p)} (need {p.count}, have {available.get(pool_resource(n, p), 0):g})"
+               for n, p in cluster.pools.items() if available.get(pool_resource(n, p), 0) < p.count]
+    if missing:
+        ray.shutdown()
+        raise RuntimeError("the Ray cluster lacks the configured pools: " + ", ".join(missing)
+                           + ". Start nodes with --resources, or fix cluster.pools.")
+    return available
+
+
+def actor_options(cluster: ClusterConfig, role: RoleConfig, name: str | None = None) -> dict[str, Any]:
+    """Ray actor options that place one replica of ``role`` on its pool with pinned torch threads."""
+    threads = str(role.threads)
+    options: dict[str, Any] = {
+        "num_cpus": 0,
+        "resources": {pool_resource(role.pool, cluster.pools[role.pool]): role.units} if role.units else {},
+        "runtime_env": {"env_vars": {"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads,
+                                     "TOKENIZERS_PARALLELISM": "false"}},
+    }
+    if name is not None:
+        options["name"] = name
+    return options

@@ -1,0 +1,70 @@
+"""TrainWorker: the policy (and its optional frozen reference) on the compute pool, as a Ray actor."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import ray
+import torch
+
+from rollarc.agent.trajectory import Trajectory
+from rollarc.models.checkpoint import atomic_directory, load_policy
+from rollarc.runtime.weight_sync import SyncPayload, publish_full
+from rollarc.train.policy_trainer import PolicyTrainer
+
+
+@ray.remote
+class TrainWorker:
+    def __init__(self, policy_dir: str, cfg: Any, threads: int):
+        torch.set_num_threads(threads)
+        torch.manual_seed(cfg.seed)
+        self.cfg = cfg
+        self.model, self.tokenizer = load_policy(policy_dir)
+        t = cfg.train
+        self.trainer = PolicyTrainer(
+            self.model, cfg.algo, t.lr, temperature=cfg.sampling.temperature, weight_decay=t.weight_decay,
+            betas=t.betas, grad_clip=t.grad_clip, minibatches=t.minibatches, epochs=t.epochs,
+            micro_batch_tokens=t.micro_batch_tokens, pad_id=self.tokenizer.pad_token_id, seed=cfg.seed)
+        self._spans: list[dict[str, Any]] = []
+
+    def train_step(self, groups: list[list[Trajectory]], step: int) -> dict[str, Any]:
+        t0 = time.time()
+        stats = self.trainer.train_step(groups)
+        self._spans.append({"worker": "train-0", "role": "train", "kind": "train", "t0": t0, "t1": time.time(),
+                            "step": step, "tokens": stats["tokens"]})
+        return stats
+
+    def publish(self) -> SyncPayload:
+        """Put the current weights into the object store once, as the version just trained."""
+        t0 = time.time()
+        payload = publish_full(self.trainer.named_weights(), self.trainer.version,
+                               int(self.cfg.sync.bucket_mb * (1 << 20)))
+        self._spans.append({"worker": "train-0", "role": "train", "kind": "sync", "t0": t0, "t1": time.time(),
+                            "version": self.trainer.version})
+        return payload
+
+    def version(self) -> int:
+        return self.trainer.version
+
+    def save_checkpoint(self, path: str, controller_state: dict[str, Any]) -> str:
+        """Policy (HF format), optimiser state and controller state, written atomically as one directory."""
+        with atomic_directory(path) as tmp:
+            self.model.save_pretrained(tmp / "policy", safe_serialization=True)
+            self.tokenizer.save_pretrained(tmp / "policy")
+            torch.save(self.trainer.optimizer_state(), tmp / "trainer_state.pt")
+            (tmp / "state.json").write_text(json.dumps(controller_state, indent=1))
+        return path
+
+    def load_checkpoint(self, path: str) -> dict[str, Any]:
+        path_ = Path(path)
+        model, _ = load_policy(path_ / "policy")
+        self.model.load_state_dict(model.state_dict())
+        self.trainer.load_optimizer_state(torch.load(path_ / "trainer_state.pt", weights_only=False))
+        return json.loads((path_ / "state.json").read_text())
+
+    def drain_spans(self) -> list[dict[str, Any]]:
+        spans, self._spans = self._spans, []
+        return spans

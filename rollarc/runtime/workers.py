@@ -1,0 +1,122 @@
+"""Create the role actors on their pools and keep the handles: the runtime's phone book.
+
+Pure plumbing: which actor exists, where it is placed, replacing one that died, fanning a weight sync
+out to every rollout replica, and gathering spans and stats. No decisions about training live here.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from typing import Any
+
+import ray
+from ray.exceptions import RayActorError
+
+from rollarc.config import Config
+from rollarc.runtime.env_worker import EnvWorker
+from rollarc.runtime.ray_cluster import actor_options
+from rollarc.runtime.rollout_worker import RolloutWorker
+from rollarc.runtime.router import Router
+from rollarc.runtime.train_worker import TrainWorker
+from rollarc.runtime.weight_sync import SyncPayload
+
+
+class Workers:
+    def __init__(self, cfg: Config, policy_dir: str, start_version: int = 0):
+        self.cfg = cfg
+        self.policy_dir = policy_dir
+        roles = cfg.cluster.roles
+        self.tasks = {t.name: t for t in cfg.tasks}
+        self.router = Router.options(num_cpus=0, max_concurrency=10_000).remote(
+            {t.name: t.rollout_pool for t in cfg.tasks})
+        self.rollout: dict[str, Any] = {}
+        self.rollout_pool: dict[str, str] = {}
+        index = 0
+        for group in roles.rollout:
+            for _ in range(group.replicas):
+                name = f"rollout-{index}"
+                index += 1
+                self.add_rollout(name, group, start_version)
+        self.trainer = TrainWorker.options(**actor_options(cfg.cluster, roles.train)).remote(
+            policy_dir, cfg, roles.train.threads)
+        self.env: dict[str, Any] = {}
+        self._env_serial = 0
+        for _ in range(roles.env.replicas):
+            self._new_env()
+        ray.get([h.ping.remote() for h in [*self.rollout.values(), *self.env.values()]])
+        self.dead_rollouts: list[str] = []
+
+    # ---- rollout replicas ------------------------------------------------------------------------
+    def add_rollout(self, name: str, group: Any, version: int) -> Any:
+        handle = RolloutWorker.options(**actor_options(self.cfg.cluster, group), max_concurrency=10_000).remote(
+            name, self.policy_dir, self.cfg.engine, self.cfg.async_.in_flight_update, group.threads, group.pool,
+            version)
+        self.rollout[name] = handle
+        self.rollout_pool[name] = group.pool
+        ray.get(self.router.add_replica.remote(name, handle, group.pool, self.cfg.engine.max_num_seqs))
+        return handle
+
+    def remove_rollout(self, name: str, drain: bool = True) -> None:
+        ray.get(self.router.remove_replica.remote(name, drain))
+        handle = self.rollout.pop(name)
+        self.rollout_pool.pop(name, None)
+        ray.kill(handle)
+
+    def sync_all(self, payload: SyncPayload) -> list[Any]:
+        return [h.update_weights.remote(payload) for n, h in self.rollout.items() if n not in self.dead_rollouts]
+
+    def alive_rollouts(self) -> list[str]:
+        return ray.get(self.router.alive.remote())
+
+    def note_dead_rollout(self) -> None:
+        alive = set(self.alive_rollouts())
+        for name in self.rollout:
+            if name not in alive and name not in self.dead_rollouts:
+                self.dead_rollouts.append(name)
+
+    # ---- env workers -----------------------------------------------------------------------------
+    def _new_env(self) -> str:
+        name = f"env-{self._env_serial}"
+        self._env_serial += 1
+        role = self.cfg.cluster.roles.env
+        self.env[name] = EnvWorker.options(**actor_options(self.cfg.cluster, role), max_concurrency=10_000).remote(
+            name, self.tasks, self.policy_dir, self.cfg.sampling, self.router, role.threads, 64,
+            self.cfg.async_.trajectory_timeout_s, seed=self.cfg.seed * 1000 + self._env_serial)
+        return name
+
+    def replace_env(self, name: str) -> str:
+        """An EnvWorker died: forget it and start a fresh one in its place."""
+        self.env.pop(name, None)
+        return self._new_env()
+
+    def alive_env_names(self) -> list[str]:
+        return list(self.env)
+
+    def least_loaded_env(self, pending: Iterable[tuple[Any, str]]) -> str:
+        load = Counter(worker for _, worker in pending)
+        return min(self.env, key=lambda n: (load[n], n))
+
+    # ---- gathering -------------------------------------------------------------------------------
+    def drain_spans(self) -> list[dict[str, Any]]:
+        handles = [*self.env.values(), *(h for n, h in self.rollout.items() if n not in self.dead_rollouts),
+                   self.trainer]
+        spans: list[dict[str, Any]] = []
+        for ref in [h.drain_spans.remote() for h in handles]:
+            try:
+                spans.extend(ray.get(ref))
+            except RayActorError:
+                continue  # a worker that died takes its unsent spans with it; its death is counted elsewhere
+        return spans
+
+    def routing_stats(self) -> dict[str, Any]:
+        return ray.get(self.router.routing_stats.remote())
+
+    def env_stats(self) -> list[dict[str, Any]]:
+        stats = []
+        for ref in [h.stats.remote() for h in self.env.values()]:
+            try:
+                stats.append(ray.get(ref))
+            except RayActorError:
+                continue
+        return stats

@@ -1,0 +1,167 @@
+"""One RL training step on a batch of trajectories: the maths of a TrainWorker, with no Ray in it.
+
+A training step produces exactly one new policy version. By default it is one optimiser step; with
+``minibatches``/``epochs`` above 1 it is several, but only the weights at the end of the step are ever
+published, so every generated token still carries the version of the weights that produced it.
+
+Micro-batches (by token budget) accumulate gradients so memory stays bounded; their losses are
+weighted so the minibatch loss equals the configured aggregation over the whole minibatch.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from typing import Any
+
+import torch
+from transformers import PreTrainedModel
+
+from rollarc.agent.trajectory import Trajectory
+from rollarc.algo.advantages import broadcast_to_tokens
+from rollarc.algo.config import LossConfig
+from rollarc.algo.logprobs import entropy_from_logits, token_logprobs
+from rollarc.algo.off_policy import needs_proximal_logprobs
+from rollarc.algo.policy_loss import policy_loss
+from rollarc.train.batch import TrainBatch, build_batch
+
+
+class NonFiniteError(FloatingPointError):
+    """A NaN/inf loss or gradient: the step is refused before the weights change."""
+
+
+class PolicyTrainer:
+    def __init__(self, model: PreTrainedModel, loss_cfg: LossConfig, lr: float, *, temperature: float = 1.0,
+                 weight_decay: float = 0.0, betas: tuple[float, float] = (0.9, 0.999), grad_clip: float = 1.0,
+                 minibatches: int = 1, epochs: int = 1, micro_batch_tokens: int = 16384, pad_id: int = 0,
+                 seed: int = 0, version: int = 0):
+        self.model = model.train()
+        self.loss_cfg = loss_cfg
+        self.temperature = temperature if temperature > 0 else 1.0
+        self.grad_clip = grad_clip
+        self.minibatches = minibatches
+        self.epochs = epochs
+        self.micro_batch_tokens = micro_batch_tokens
+        self.pad_id = pad_id
+        self.version = version
+        self.optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay, betas=betas)
+        self.generator = torch.Generator().manual_seed(seed)
+        self.ref_model = None
+        if loss_cfg.kl_coef > 0:
+            self.ref_model = copy.deepcopy(model).eval().requires_grad_(False)
+
+    # ---- log-probs -------------------------------------------------------------------------------
+    def _forward_logits(self, model: PreTrainedModel, batch: TrainBatch) -> torch.Tensor:
+        return model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits[:, :-1]
+
+    @torch.no_grad()
+    def logprobs(self, batch: TrainBatch, model: PreTrainedModel | None = None) -> torch.Tensor:
+        """Per-target log-probs of ``batch`` under ``model`` (default: the current policy), no gradient."""
+        model = model or self.model
+        out = torch.zeros_like(batch.behav_logp)
+        for index in self._micro_batches(batch, torch.arange(batch.num_rows)):
+            sub = batch.rows(index)
+            logits = self._forward_logits(model, sub)
+            out[index, : logits.shape[1]] = token_logprobs(logits, sub.input_ids[:, 1:], self.temperature)
+        return out
+
+    # ---- the step --------------------------------------------------------------------------------
+    def train_step(self, groups: list[list[Trajectory]]) -> dict[str, Any]:
+        """Advantages within each group, then the clipped policy loss; returns statistics."""
+        start = time.perf_counter()
+        batch = build_batch(groups, self.loss_cfg.advantage, self.loss_cfg.eps, self.pad_id)
+        rewards = [t.reward for g in groups for t in g]
+        if not all(torch.isfinite(torch.tensor(rewards)).tolist()):
+            raise NonFiniteError(f"non-finite reward in the batch at version {self.version}; refusing to train")
+        logp_prox = self.logprobs(batch) if needs_proximal_logprobs(self.loss_cfg.correction) else None
+        ref_logp = self.logprobs(batch, self.ref_model) if self.ref_model is not None else None
+        self.model.train()
+        totals: dict[str, float] = {}
+        steps = 0
+        for _ in range(self.epochs):
+            order = torch.randperm(batch.num_rows, generator=self.generator)
+            for mini in order.chunk(min(self.minibatches, batch.num_rows)):
+                stats = self._optimizer_step(batch, mini, logp_prox, ref_logp)
+                for key, value in stats.items():
+                    totals[key] = totals.get(key, 0.0) + value
+                steps += 1
+        self.version += 1
+        result = {key: value / steps for key, value in totals.items()}
+        stale = batch.versions[batch.loss_mask.bool()]
+        result.update({
+            "version": self.version,
+            "optimizer_steps": steps,
+            "rows": batch.num_rows,
+            "target_tokens": batch.num_target_tokens,
+            "tokens": int(batch.attention_mask.sum().item()),
+            "train_s": time.perf_counter() - start,
+            "token_staleness_max": float((self.version - 1) - stale.min().item()) if stale.numel() else 0.0,
+        })
+        return result
+
+    def _optimizer_step(self, batch: TrainBatch, rows: torch.Tensor, logp_prox: torch.Tensor | None,
+                        ref_logp: torch.Tensor | None) -> dict[str, float]:
+        mini = batch.rows(rows)
+        total_tokens = max(1.0, float(mini.loss_mask.sum().item()))
+        total_rows = max(1.0, float((mini.loss_mask.sum(dim=1) > 0).sum().item()))
+        self.optimizer.zero_grad(set_to_none=True)
+        sums: dict[str, float] = {}
+        for local in self._micro_batches(mini, torch.arange(mini.num_rows)):
+            micro = mini.rows(local)
+            index = rows[local]
+            width = micro.loss_mask.shape[1]
+            logits = self._forward_logits(self.model, micro)
+            logp = token_logprobs(logits, micro.input_ids[:, 1:], self.temperature)
+            need_entropy = self.loss_cfg.entropy_coef > 0
+            entropy = entropy_from_logits(logits, self.temperature) if need_entropy else None
+            loss, stats = policy_loss(
+                logp, micro.behav_logp, None if logp_prox is None else logp_prox[index, :width],
+                broadcast_to_tokens(micro.advantages, micro.loss_mask), micro.loss_mask, self.loss_cfg,
+                ref_logp=None if ref_logp is None else ref_logp[index, :width], entropy=entropy)
+            if self.loss_cfg.agg == "token_mean":
+                weight = float(micro.loss_mask.sum().item()) / total_tokens
+            else:
+                weight = float((micro.loss_mask.sum(dim=1) > 0).sum().item()) / total_rows
+            if not torch.isfinite(loss):
+                raise NonFiniteError(f"loss is {loss.item()} at version {self.version}; the step is refused")
+            (loss * weight).backward()
+            for key, value in stats.items():
+                sums[key] = sums.get(key, 0.0) + float(value) * weight
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.grad_clip)
+        if not torch.isfinite(grad_norm):
+            self.optimizer.zero_grad(set_to_none=True)
+            raise NonFiniteError(f"gradient norm is {grad_norm.item()} at version {self.version}; the step is refused")
+        self.optimizer.step()
+        sums["grad_norm"] = float(grad_norm.item())
+        return sums
+
+    def _micro_batches(self, batch: TrainBatch, rows: torch.Tensor) -> list[torch.Tensor]:
+        """Split ``rows`` into groups whose padded size stays under the token budget (longest first)."""
+        lengths = batch.attention_mask[rows].sum(dim=1)
+        order = rows[torch.argsort(lengths, descending=True)]
+        groups: list[torch.Tensor] = []
+        current: list[int] = []
+        longest = 0
+        for row in order.tolist():
+            length = int(batch.attention_mask[row].sum().item())
+            if current and max(longest, length) * (len(current) + 1) > self.micro_batch_tokens:
+                groups.append(torch.tensor(current))
+                current, longest = [], 0
+            current.append(row)
+            longest = max(longest, length)
+        if current:
+            groups.append(torch.tensor(current))
+        return groups
+
+    # ---- weights and state -----------------------------------------------------------------------
+    def named_weights(self) -> dict[str, torch.Tensor]:
+        return {name: tensor.detach() for name, tensor in self.model.state_dict().items()}
+
+    def optimizer_state(self) -> dict[str, Any]:
+        return {"optimizer": self.optimizer.state_dict(), "version": self.version,
+                "generator": self.generator.get_state()}
+
+    def load_optimizer_state(self, state: dict[str, Any]) -> None:
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.version = int(state["version"])
+        self.generator.set_state(state["generator"])
