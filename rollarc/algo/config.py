@@ -1,0 +1,51 @@
+"""``LossConfig``: the advantage estimator, the PPO clip, the aggregation and the off-policy correction.
+
+A setting that the chosen estimator or correction would not use is an error when it differs from
+its default (``tis_cap: 3`` with ``correction: none``, say): a user who sets it believes it acts.
+Defaults are accepted, so a dumped config loads again unchanged.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import Field, model_validator
+
+from rollarc.algo.advantages import AdvantageKind
+from rollarc.algo.masking import Aggregation
+from rollarc.algo.off_policy import Correction
+from rollarc.configio import FrozenModel
+
+FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
+
+
+class LossConfig(FrozenModel):
+    """How the policy loss is computed; see docs/sections/algorithms.md for every formula."""
+
+    advantage: AdvantageKind = "grpo"
+    clip_low: FiniteFloat = Field(0.2, gt=0, lt=1)
+    clip_high: FiniteFloat = Field(0.28, gt=0, lt=1)
+    agg: Aggregation = "token_mean"
+    kl_coef: FiniteFloat = Field(0.0, ge=0)
+    entropy_coef: FiniteFloat = Field(0.0, ge=0)
+    correction: Correction = "none"
+    # Truncation C of the TIS weight min(pi_prox/pi_behav, C); below 1 it would down-weight on-policy tokens.
+    tis_cap: FiniteFloat = Field(2.0, ge=1)
+    # decoupled_ppo only: tokens whose weight pi_prox/pi_behav exceeds it are dropped (None: keep all).
+    decoupled_cap: FiniteFloat | None = Field(None, gt=1)
+    # GRPO only: added to the group's sample std before dividing.
+    eps: FiniteFloat = Field(1e-6, gt=0, lt=1)
+
+    @model_validator(mode="after")
+    def _no_setting_without_effect(self) -> LossConfig:
+        applies = {
+            "eps": (self.advantage == "grpo", "advantage='grpo'"),
+            "tis_cap": (self.correction == "tis", "correction='tis'"),
+            "decoupled_cap": (self.correction == "decoupled_ppo", "correction='decoupled_ppo'"),
+        }
+        for name, (used, where) in applies.items():
+            value = getattr(self, name)
+            if not used and value != type(self).model_fields[name].default:
+                raise ValueError(f"{name}={value!r} has no effect with advantage={self.advantage!r} and "
+                                 f"correction={self.correction!r}; it only applies with {where}")
+        return self
