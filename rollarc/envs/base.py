@@ -40,6 +40,10 @@ ParseMode = Literal["strict", "lenient"]
 Parsed = TypeVar("Parsed")
 
 
+class GenerationFailed(RuntimeError):
+    """No task instance meeting the env's settings was found; the message names the settings to relax."""
+
+
 class TextEnvConfig(FrozenModel):
     """Keyword arguments every text env accepts."""
 

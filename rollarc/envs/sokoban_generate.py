@@ -15,15 +15,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from rollarc.envs.base import GenerationFailed
 from rollarc.envs.grid_moves import Move
 from rollarc.envs.sokoban_room import Room
 from rollarc.envs.sokoban_solver import SolverBudgetExceeded, solve
 
 MOVES = list(Move)
-
-
-class GenerationFailed(RuntimeError):
-    """No room meeting the constraints was found within the attempt budget."""
 
 
 def generate_room(

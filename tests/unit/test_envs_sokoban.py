@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rollarc.envs import SokobanEnv, play_expert
+from rollarc.envs import GenerationFailed, SokobanEnv, play_expert
 from rollarc.envs.grid_moves import Move
 from rollarc.envs.sokoban_room import Room
 from rollarc.envs.sokoban_solver import SolverBudgetExceeded, live_cells, plan_text, solve
@@ -200,7 +200,7 @@ def test_expert_recovers_from_a_detour() -> None:
 
 def test_generation_failure_names_the_settings() -> None:
     env = SokobanEnv(height=2, width=2, num_boxes=1, min_solution_moves=5, max_steps=5)
-    with pytest.raises(RuntimeError, match="2x2 sokoban room"):
+    with pytest.raises(GenerationFailed, match="2x2 sokoban room"):
         env.reset(seed=0)
 
 
