@@ -36,6 +36,7 @@ from rollarc.envs.safe_arith import ArithError, evaluate, format_number
 Tag = Literal["calc", "answer"]
 INVALID_HINT = "Invalid action. Use <calc>expr</calc> or <answer>expr</answer>."
 MAX_SHOWN_DIGITS = 20  # longer calculator results are shown as too large (keeps observations bounded)
+MAX_MESSAGE_LENGTH = 100  # bound of the line above the task (the longest error message is ~80 characters)
 MAX_INSTANCE_ATTEMPTS = 1000
 _STRICT = re.compile(r"<(calc|answer)>(.*)</\1>", re.DOTALL)
 _LENIENT = re.compile(r"<\s*(calc|answer)\s*>(.*?)<\s*/\s*\1\s*>", re.DOTALL | re.IGNORECASE)
@@ -80,8 +81,7 @@ class CountdownEnv(TextEnv[tuple[Tag, str]]):
     def _max_observation_length(self) -> int:
         cfg = self.config
         task = len("nums target ") + cfg.num_count * (len(str(cfg.num_max)) + 1) + len(str(cfg.target_max))
-        message = max(len(INVALID_HINT), len("calc error: ") + 64, len("wrong: = ") + MAX_SHOWN_DIGITS)
-        return message + 1 + task
+        return MAX_MESSAGE_LENGTH + 1 + task
 
     def _new_episode(self, rng: np.random.Generator, options: dict[str, Any]) -> None:
         self.calculated = set()

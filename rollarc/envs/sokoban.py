@@ -73,6 +73,11 @@ class SokobanEnv(TextEnv[Move]):
         self._expert_moves = {}
         if "layout" in options:
             self.room = Room.parse(options["layout"])
+            if self.room.height > self.config.height or self.room.width > self.config.width:
+                raise ValueError(
+                    f"sokoban options['layout'] is {self.room.height}x{self.room.width}, larger than the env's "
+                    f"height x width = {self.config.height}x{self.config.width}"
+                )
             return
         cfg = self.config
         self.room, plan = generate_room(

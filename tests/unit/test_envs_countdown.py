@@ -123,6 +123,7 @@ def test_exact_arithmetic_allows_fractional_intermediates() -> None:
         ("lenient", "<answer>1/0</answer>", True),
         ("lenient", "<calc>2**99999</calc>", True),
         ("lenient", "<calc>__import__('os').system('true')</calc>", True),
+        ("lenient", "<calc>3\u00d77</calc>", True),  # a non-ASCII times sign
         ("lenient", "<calc>1+1" + " " * 100 + "</calc>", True),  # longer than max_action_length
     ],
 )
@@ -179,12 +180,12 @@ def test_random_action_strings_never_raise(actions: list[str], mode: str) -> Non
             break
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(
     tag=st.sampled_from(["calc", "answer"]),
-    expression=st.text(alphabet="0123456789+-*/() ", max_size=40),
+    expression=st.one_of(st.text(alphabet="0123456789+-*/() ", max_size=40), st.text(max_size=40)),
 )
 def test_tagged_random_arithmetic_never_raises(tag: str, expression: str) -> None:
     env, _ = env_on([3, 7, 25, 50], 79)
     obs, *_ = env.step(f"<{tag}>{expression}</{tag}>")
-    assert env.observation_space.contains(obs)
+    assert env.observation_space.contains(obs), obs

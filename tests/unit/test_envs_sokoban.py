@@ -204,6 +204,11 @@ def test_generation_failure_names_the_settings() -> None:
         env.reset(seed=0)
 
 
+def test_given_layouts_must_fit_the_configured_size() -> None:
+    with pytest.raises(ValueError, match="larger than the env's height x width = 2x5"):
+        SokobanEnv(height=2).reset(options={"layout": "P\nX\nO"})
+
+
 def test_bad_kwargs_are_named() -> None:
     with pytest.raises(ValueError, match="widht"):
         SokobanEnv(widht=5)
