@@ -143,15 +143,18 @@ class Workload(FrozenModel):
         raise KeyError(name)
 
     def groups_per_task(self) -> dict[str, int]:
-        """Split B among the tasks by ``share`` (largest remainder), each task at least one group
-        when B allows it."""
-        total = sum(t.share for t in self.tasks)
-        b = self.batch.groups_per_step
-        exact = {t.name: b * t.share / total for t in self.tasks}
-        counts = {name: int(x) for name, x in exact.items()}
-        for name in sorted(exact, key=lambda n: exact[n] - counts[n], reverse=True)[: b - sum(counts.values())]:
-            counts[name] += 1
-        return counts
+        return split_groups(self.batch.groups_per_step, {t.name: t.share for t in self.tasks})
+
+
+def split_groups(groups: int, shares: dict[str, float]) -> dict[str, int]:
+    """Split ``groups`` among tasks in proportion to ``shares`` (largest remainder, so the counts
+    add up exactly and follow the shares as closely as whole groups allow)."""
+    total = sum(shares.values())
+    exact = {name: groups * share / total for name, share in shares.items()}
+    counts = {name: int(x) for name, x in exact.items()}
+    for name in sorted(exact, key=lambda n: exact[n] - counts[n], reverse=True)[: groups - sum(counts.values())]:
+        counts[name] += 1
+    return counts
 
 
 def load_workload(path: str | Path, overrides: list[str] | None = None) -> Workload:

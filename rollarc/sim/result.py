@@ -71,6 +71,7 @@ class SimResult:
     serverless_usd: float
     events: int
     wall_s: float
+    step_ends: list[float] = field(default_factory=list, repr=False)
     timeline: list[dict[str, Any]] | None = field(default=None, repr=False)
 
     @property

@@ -347,6 +347,7 @@ class Simulation:
             serverless_usd=serverless_usd,
             events=events,
             wall_s=wall_s,
+            step_ends=list(ends),
             timeline=self.timeline,
         )
 

@@ -1,0 +1,110 @@
+"""``rollarc simulate``: run scenarios, compare against a baseline, or calibrate from real runs.
+
+    rollarc simulate configs/sim/rollarc_3072.yaml --baseline configs/sim/monolithic_h800_3072.yaml
+    rollarc simulate configs/sim/rollarc_3072.yaml steps=10 --json
+    rollarc simulate --calibrate runs/sync-run runs/async-run --json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from rollarc.configio import ConfigError
+from rollarc.sim.calibrate import calibrate
+from rollarc.sim.result import SimResult
+from rollarc.sim.run_dir import load_run, write_run
+from rollarc.sim.scenario import load_scenario
+from rollarc.sim.setup import build_setup
+from rollarc.sim.simulator import simulate
+
+
+def run_scenario(path: str | Path, overrides: list[str] | None = None, record_timeline: bool = False) -> SimResult:
+    return simulate(build_setup(load_scenario(path, overrides)), record_timeline=record_timeline)
+
+
+def comparison(result: SimResult, baseline: SimResult) -> dict[str, float]:
+    """How much faster and cheaper ``result`` is than ``baseline`` (values > 1 favour ``result``)."""
+    return {
+        "speedup": baseline.step_time_s / result.step_time_s,
+        "throughput_ratio": result.trajectories_per_s / baseline.trajectories_per_s,
+        "cost_per_step_ratio": baseline.cost_per_step_usd / result.cost_per_step_usd,
+        "reserved_price_ratio": result.price_per_hour / baseline.price_per_hour,
+    }
+
+
+def format_result(r: SimResult) -> str:
+    lines = [
+        f"{r.name}: {r.mode}, {r.placement}, {r.steps} steps",
+        f"  step time {r.step_time_s:.1f} s (steady {r.steady_step_time_s:.1f} s)   "
+        f"throughput {r.trajectories_per_s:.2f} traj/s, {r.tokens_per_s:,.0f} tok/s",
+        f"  trajectories trained {r.trajectories:,} {r.trained_by_task}  dropped groups {r.dropped_groups}  "
+        f"mean staleness {r.mean_staleness:.2f}",
+        f"  cost ${r.price_per_hour:,.0f}/h reserved + ${r.serverless_usd:,.2f} serverless = ${r.cost_per_step_usd:,.2f}/step",
+        "  pool        kind     count  busy   bubble  utilisation",
+    ]
+    for name, p in r.pools.items():
+        util = "-" if p.utilisation is None else f"{p.utilisation:.3f}"
+        lines.append(f"  {name:<11} {p.kind:<8} {p.count:>5}  {p.busy_fraction:5.2f}  {p.bubble_fraction:6.2f}  {util}")
+    lines.append(f"  simulated {r.events:,} events in {r.wall_s:.2f} s ({r.events_per_s:,.0f} events/s)")
+    return "\n".join(lines)
+
+
+def _print_json(data: dict[str, Any]) -> None:
+    print(json.dumps(data), flush=True)
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="rollarc simulate", description=__doc__.split("\n")[0])
+    parser.add_argument("scenario", nargs="?", help="scenario YAML (see configs/sim/)")
+    parser.add_argument("overrides", nargs="*", help="dotted key=value overrides of the scenario, e.g. steps=10")
+    parser.add_argument("--baseline", help="a second scenario to compare against (ratios > 1 favour the first)")
+    parser.add_argument("--calibrate", nargs="+", metavar="RUN_DIR", help="fit costs from run directories and report the prediction error")
+    parser.add_argument("--timeline", metavar="DIR", help="also write the simulated run as a run directory (config, timeline, metrics)")
+    parser.add_argument("--json", action="store_true", help="print the result as one JSON line (last)")
+    args = parser.parse_args(argv)
+    try:
+        if args.calibrate:
+            report = calibrate([load_run(path) for path in args.calibrate])
+            for run in report["runs"]:
+                pred = ", ".join(f"{mode} {t:.2f} s" for mode, t in run["predicted_step_time_s"].items())
+                print(f"{run['run_dir']} ({run['mode']}): measured {run['measured_step_time_s']:.2f} s/step; "
+                      f"predicted {pred}; error {100 * run['error']:.1f}%")
+            if args.json:
+                _print_json(report)
+            return 0
+        if not args.scenario:
+            parser.error("give a scenario YAML or --calibrate RUN_DIR")
+        loaded = load_scenario(args.scenario, args.overrides)
+        result = simulate(build_setup(loaded), record_timeline=bool(args.timeline))
+        print(format_result(result))
+        output: dict[str, Any] = result.as_dict()
+        if args.timeline:
+            _write_timeline(args.timeline, loaded, result)
+            print(f"  wrote run directory {args.timeline}")
+        if args.baseline:
+            base = run_scenario(args.baseline)
+            print(format_result(base))
+            ratios = comparison(result, base)
+            print("  vs baseline: " + ", ".join(f"{k} {v:.2f}x" for k, v in ratios.items()))
+            output = {"scenario": output, "baseline": base.as_dict(), **ratios}
+        if args.json:
+            _print_json(output)
+        return 0
+    except (ConfigError, ValueError) as err:
+        print(f"rollarc simulate: {err}", file=sys.stderr)
+        return 2
+
+
+def _write_timeline(path: str, loaded: Any, result: SimResult) -> None:
+    wl = loaded.workload
+    k = loaded.max_staleness
+    config = {
+        "train": {"groups_per_step": wl.batch.groups_per_step, "group_size": wl.batch.group_size, "steps": result.steps},
+        "async": {"mode": "sync" if k == 0 else "async", "max_staleness": k},
+    }
+    ends = [0.0, *result.step_ends]
+    write_run(path, config, result.timeline or [], [b - a for a, b in zip(ends, ends[1:])])
