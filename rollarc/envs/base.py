@@ -61,7 +61,7 @@ class Outcome:
     terminated: bool = False
     success: bool = False
     message: str = ""  # a short line shown above the rendered state (e.g. a calculator result)
-    invalid: bool = False  # the action parsed but cannot be carried out (e.g. a malformed calc expression)
+    invalid: bool = False  # the turn was an invalid action (unparseable, or e.g. a malformed calc expression)
 
 
 class TextEnv(gymnasium.Env[str, str], Generic[Parsed], metaclass=ABCMeta):
