@@ -210,6 +210,18 @@ def encode_full(new: Mapping[str, torch.Tensor], *, bucket_bytes: int = DEFAULT_
         yield DeltaBucket(tuple(patches))
 
 
+def full_nbytes(tensors: Mapping[str, torch.Tensor], *, bucket_bytes: int = DEFAULT_BUCKET_BYTES) -> int:
+    """What ``encode_full(tensors)`` would weigh on the wire, without copying anything."""
+    total = 0
+    for ranges in _bucket_ranges(tensors, bucket_bytes):
+        total += BUCKET_HEADER_BYTES
+        for name, start, stop in ranges:
+            tensor = tensors[name]
+            total += (PATCH_HEADER_BYTES + len(name) + 8 * tensor.dim() + STREAM_HEADER_BYTES
+                      + (stop - start) * tensor.element_size())
+    return total
+
+
 def apply_delta(state: MutableMapping[str, torch.Tensor], buckets: Iterable[DeltaBucket]) -> None:
     """Apply buckets in place. A full-copy patch creates a tensor that ``state`` lacks.
 

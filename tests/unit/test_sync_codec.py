@@ -20,6 +20,7 @@ from rollarc.sync.codec import (
     changed_positions,
     encode_delta,
     encode_full,
+    full_nbytes,
     state_checksums,
 )
 
@@ -235,3 +236,12 @@ def test_wire_size_estimate_matches_pickle():
     pickled = sum(len(pickle.dumps(b, protocol=5)) for b in buckets)
     assert abs(pickled - estimated) < 0.1 * estimated
     assert state_checksums(old) != state_checksums(new)
+
+
+def test_full_nbytes_predicts_encode_full():
+    rng = np.random.default_rng(8)
+    state = {"a": random_bits((300, 7), torch.bfloat16, rng), "b": random_bits((5,), torch.float32, rng),
+             "c": torch.empty(0)}
+    for bucket_bytes in (16, 1000, 1 << 20):
+        assert full_nbytes(state, bucket_bytes=bucket_bytes) == sum(
+            b.nbytes for b in encode_full(state, bucket_bytes=bucket_bytes))
