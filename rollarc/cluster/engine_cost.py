@@ -166,13 +166,3 @@ class LinearTrain:
 
     def peak_flops(self) -> None:
         return None
-
-
-@dataclass(frozen=True)
-class FixedService:
-    """A reward whose cost does not depend on the trajectory (a rule, or a measured mean)."""
-
-    seconds: float
-
-    def time(self, tokens: float) -> float:
-        return self.seconds
