@@ -104,7 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("bench", help=f"benchmarks against their baselines ({bench_help})")
     p.add_argument("name", choices=sorted(BENCHMARKS))
     p.add_argument("rest", nargs=argparse.REMAINDER)
-    p.set_defaults(func=lambda a: _passthrough(f"rollarc.bench.{a.name.replace('async', 'async_')}")(a.rest))
+    p.set_defaults(func=lambda a: _passthrough(f"rollarc.bench.{_bench_module(a.name)}")(a.rest))
 
     p = sub.add_parser("plan", help="hardware-affinity placement plan", add_help=False)
     p.add_argument("rest", nargs=argparse.REMAINDER)
@@ -116,10 +116,27 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+PASSTHROUGH = {"plan": "rollarc.cluster.plan_cli", "simulate": "rollarc.sim.cli"}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(list(argv) if argv is not None else None)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # plan/simulate/bench own their flags (which argparse.REMAINDER would not pass on when they start with --).
+    if argv and argv[0] in PASSTHROUGH:
+        return _guarded(lambda: _passthrough(PASSTHROUGH[argv[0]])(argv[1:]))
+    if len(argv) >= 2 and argv[0] == "bench" and argv[1] in BENCHMARKS:
+        return _guarded(lambda: _passthrough(f"rollarc.bench.{_bench_module(argv[1])}")(argv[2:]))
+    args = build_parser().parse_args(argv)
+    return _guarded(lambda: args.func(args))
+
+
+def _bench_module(name: str) -> str:
+    return "async_" if name == "async" else name
+
+
+def _guarded(run: Callable[[], int]) -> int:
     try:
-        return args.func(args)
+        return run()
     except ConfigError as err:
         print(f"rollarc: {err}", file=sys.stderr)
         return 2

@@ -40,6 +40,7 @@ class AgentConfig(FrozenModel):
     history: Literal["full", "last_k"] = "full"
     history_k: int = Field(0, ge=0)
     context_limit: int = Field(1024, ge=8)
+    instructions: bool = Field(True, description="send the env's instructions as a system message")
 
 
 class TaskConfig(FrozenModel):

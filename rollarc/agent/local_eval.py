@@ -16,7 +16,7 @@ from rollarc.agent.chat import ChatRenderer
 from rollarc.agent.runner import EpisodeRunner, EpisodeSpec
 from rollarc.agent.trajectory import Trajectory
 from rollarc.engine.config import EngineConfig
-from rollarc.engine.engine import AsyncLLMEngine
+from rollarc.engine.async_engine import AsyncLLMEngine
 from rollarc.engine.types import Completion, SamplingParams
 from rollarc.runtime.task_mix import TaskMix
 

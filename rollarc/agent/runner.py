@@ -104,7 +104,7 @@ class EpisodeRunner:
 
         sampling = self.greedy_sampling if spec.greedy else self.sampling
         traj = await run_trajectory(env, self.renderer, self.generate, task.agent, sampling, traj, env_call,
-                                    instructions=self._instructions.get(spec.task, ""), on_span=self._span,
+                                    instructions=self._instructions.get(spec.task, "") if task.agent.instructions else "", on_span=self._span,
                                     sampling_seed=spec.sampling_seed)
         if not broken:
             self._free_envs[spec.task].append(env)

@@ -16,9 +16,13 @@ from pathlib import Path
 
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+from transformers.utils import logging as hf_logging
 
 from rollarc.models.presets import build_model
 from rollarc.models.tokenizer import build_tokenizer
+
+# Loading a 2 MB checkpoint is instant; per-load progress bars from every actor only bury the run's output.
+hf_logging.disable_progress_bar()
 
 
 @contextlib.contextmanager

@@ -32,6 +32,7 @@ from rollarc.config import Config
 from rollarc.report.metrics import MetricsWriter, TimelineWriter
 from rollarc.report.progress import RunProgress
 from rollarc.runtime.env_worker import GroupResult, GroupSpec
+from rollarc.runtime.group_buffer import GroupBuffer
 from rollarc.runtime.staleness import StalenessLedger
 from rollarc.runtime.task_mix import TaskMix
 from rollarc.runtime.workers import Workers
@@ -78,7 +79,7 @@ class Controller:
         self.group_index = group_index
         self.counters = Counters()
         self.pending: dict[Any, tuple[GroupSpec, str]] = {}
-        self.ready: list[GroupResult] = []
+        self.buffer = GroupBuffer(self.B, cfg.async_.max_staleness)
         self.restart_queue: list[GroupSpec] = []
         self.run_start = run_start or time.time()
         self.metrics = metrics or MetricsWriter(run_dir, tensorboard=cfg.run.tensorboard)
@@ -189,29 +190,22 @@ class Controller:
             self._check_health(result)
             return
         self.counters.consecutive_dropped = 0
-        self.ready.append(result)
+        self.buffer.add(result)
 
     def _form_batch(self) -> list[GroupResult] | None:
-        train_version = self.ledger.next_train_version
-        fresh: list[GroupResult] = []
-        for result in self.ready:
-            if self.ledger.is_fresh(result.min_version, train_version):
-                fresh.append(result)
-                continue
+        decision = self.buffer.take(self.ledger.next_train_version)
+        for result in decision.stale:
             self.ledger.discard()
             if self.cfg.async_.on_stale == "restart":
                 self.counters.restarted_stale += 1
                 self.restart_queue.append(result.spec)
             else:
                 self.counters.dropped_stale += 1
-        self.ready = fresh
-        self.buffer_sizes.append(len(self.ready))
-        if len(fresh) < self.B:
+        self.buffer_sizes.append(len(self.buffer) + len(decision.batch))
+        if not decision.batch:
             return None
-        fresh.sort(key=lambda g: (g.min_version, g.spec.index))
-        batch, self.ready = fresh[: self.B], fresh[self.B:]
-        self.counters.groups_trained += len(batch)
-        return batch
+        self.counters.groups_trained += len(decision.batch)
+        return decision.batch
 
     def _batch_info(self, batch: list[GroupResult], train_version: int) -> dict[str, Any]:
         trajs = [t for g in batch for t in g.trajectories]
@@ -275,7 +269,7 @@ class Controller:
             "tokens": train.get("tokens", 0),
             "gen_tok_s": tokens / step_time if step_time > 0 else 0.0,
             "trajectories_per_s": batch["trajectories"] / step_time if step_time > 0 else 0.0,
-            "buffer_groups": len(self.ready),
+            "buffer_groups": len(self.buffer),
             "in_flight_groups": len(self.pending),
             "rss_mb": _rss_mb(),
             **{k: v for k, v in batch.items()},

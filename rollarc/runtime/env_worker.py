@@ -45,6 +45,10 @@ class GroupResult:
     seconds: float = 0.0
 
     @property
+    def order(self) -> int:
+        return self.spec.index
+
+    @property
     def min_version(self) -> int:
         versions = [t.min_version for t in self.trajectories if t.versions]
         return min(versions) if versions else -1

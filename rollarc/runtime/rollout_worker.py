@@ -22,7 +22,7 @@ import ray
 import torch
 
 from rollarc.engine.config import EngineConfig
-from rollarc.engine.engine import AsyncLLMEngine
+from rollarc.engine.async_engine import AsyncLLMEngine
 from rollarc.engine.types import Completion, SamplingParams
 from rollarc.models.checkpoint import load_policy
 from rollarc.runtime.weight_sync import SyncPayload, receive_full
@@ -37,8 +37,8 @@ class RolloutWorker:
         self.pool = pool
         self.in_flight_update = in_flight_update
         model, _tokenizer = load_policy(policy_dir)
-        self.engine = AsyncLLMEngine(model, engine_cfg.model_copy(update={"num_threads": threads}),
-                                     version=version)
+        self.engine = AsyncLLMEngine(model, engine_cfg.model_copy(update={"num_threads": threads}))
+        self.engine.engine.version = version  # resuming: the weights loaded are that version
         self._running: dict[str, str | None] = {}  # request id -> cache key
         self._gate = asyncio.Event()
         self._gate.set()

@@ -43,7 +43,7 @@ def demonstration(task: Any, seed: int, renderer: ChatRenderer, sampling: Any) -
 
     traj = Trajectory(traj_id=f"demo-{task.name}-{seed}", task=task.name, seed=seed)
     return asyncio.run(run_trajectory(env, renderer, expert, task.agent, sampling, traj, env_call,
-                                      instructions=instructions(env)))
+                                      instructions=instructions(env) if task.agent.instructions else ""))
 
 
 def demonstrations(tasks: list[Any], episodes: int, seed_base: int, renderer: ChatRenderer,

@@ -69,10 +69,11 @@ class PolicyTrainer:
     def train_step(self, groups: list[list[Trajectory]]) -> dict[str, Any]:
         """Advantages within each group, then the clipped policy loss; returns statistics."""
         start = time.perf_counter()
+        bad = [t.traj_id for g in groups for t in g if not torch.isfinite(torch.tensor(t.reward))]
+        if bad:
+            raise NonFiniteError(f"non-finite reward in trajectories {bad[:3]} at version {self.version}; "
+                                 "refusing to train on it")
         batch = build_batch(groups, self.loss_cfg.advantage, self.loss_cfg.eps, self.pad_id)
-        rewards = [t.reward for g in groups for t in g]
-        if not all(torch.isfinite(torch.tensor(rewards)).tolist()):
-            raise NonFiniteError(f"non-finite reward in the batch at version {self.version}; refusing to train")
         logp_prox = self.logprobs(batch) if needs_proximal_logprobs(self.loss_cfg.correction) else None
         ref_logp = self.logprobs(batch, self.ref_model) if self.ref_model is not None else None
         self.model.train()

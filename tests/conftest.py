@@ -1,0 +1,33 @@
+"""Shared fixtures: tiny policies built on the fly (nothing is downloaded), a local Ray cluster."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+torch.set_num_threads(1)
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+@pytest.fixture(scope="session")
+def nano_policy_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An HF-format directory holding a randomly initialised nano policy and rollarc's tokenizer."""
+    from rollarc.models import new_policy, save_policy
+
+    model, tokenizer = new_policy("nano", max_position_embeddings=256, seed=0)
+    path = tmp_path_factory.mktemp("policy") / "nano"
+    save_policy(model, tokenizer, path)
+    return path
+
+# The runtime tests load scripted envs by entry point ("runtime_plugins:ScriptedEnv"). Putting the folder on
+# PYTHONPATH before Ray starts makes it importable in every Ray worker too.
+PLUGINS = str(Path(__file__).parent / "plugins")
+if PLUGINS not in os.environ.get("PYTHONPATH", "").split(os.pathsep):
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in [PLUGINS, os.environ.get("PYTHONPATH", "")] if p)
+import sys  # noqa: E402
+
+if PLUGINS not in sys.path:
+    sys.path.insert(0, PLUGINS)

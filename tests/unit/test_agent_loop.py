@@ -1,0 +1,186 @@
+"""The agent loop and episode runner with a scripted engine: masks, segments, history, failures."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+
+import pytest
+
+from rollarc.agent.chat import ChatRenderer
+from rollarc.agent.loop import run_trajectory, turn_seed, window
+from rollarc.agent.runner import EpisodeRunner, EpisodeSpec
+from rollarc.agent.trajectory import NO_VERSION, Trajectory
+from rollarc.config import AgentConfig, SamplingConfig, TaskConfig
+from rollarc.engine.types import Completion, SamplingParams
+from rollarc.envs.latency import LatencyConfig
+from rollarc.models import new_policy
+
+_, TOKENIZER = new_policy("nano")
+RENDERER = ChatRenderer(TOKENIZER)
+SAMPLING = SamplingConfig()
+
+
+class ScriptedEngine:
+    """Replies "U" (or a scripted sequence of replies); records prompts; can abort the first attempt."""
+
+    def __init__(self, replies: list[str] | None = None, abort_first: bool = False, version: int = 7):
+        self.replies = replies
+        self.abort_first = abort_first
+        self.version = version
+        self.prompts: list[list[int]] = []
+        self.params: list[SamplingParams] = []
+
+    async def __call__(self, prompt_ids: list[int], params: SamplingParams, cache_key: str) -> Completion:
+        self.prompts.append(list(prompt_ids))
+        self.params.append(params)
+        if self.abort_first and len(self.prompts) == 1:
+            return Completion(cache_key, len(prompt_ids), [], [], [], self.version, "abort")
+        text = self.replies[(len(self.prompts) - 1) % len(self.replies)] if self.replies else "U"
+        ids = RENDERER.encode_reply(text)
+        return Completion(cache_key, len(prompt_ids), ids, [-0.5] * len(ids), [self.version] * len(ids),
+                          self.version, "stop")
+
+
+def task(**env_kwargs) -> TaskConfig:
+    agent = env_kwargs.pop("agent", {})
+    latency = env_kwargs.pop("latency", {})
+    timeout = env_kwargs.pop("step_timeout_s", 5.0)
+    return TaskConfig(name="scripted", env={"entry_point": "runtime_plugins:ScriptedEnv", "kwargs": env_kwargs},
+                      agent=AgentConfig(**{"max_turns": 10, "max_tokens_per_turn": 4, **agent}),
+                      latency=LatencyConfig(**latency), step_timeout_s=timeout)
+
+
+def run(task_cfg: TaskConfig, engine: ScriptedEngine, seed: int = 1, sampling_seed: int | None = None) -> Trajectory:
+    async def go() -> Trajectory:
+        runner = EpisodeRunner({task_cfg.name: task_cfg}, RENDERER, engine, SAMPLING, max_env_threads=4)
+        try:
+            return await runner.run(EpisodeSpec("t1", task_cfg.name, seed, sampling_seed=sampling_seed))
+        finally:
+            runner.close()
+
+    return asyncio.run(go())
+
+
+def test_full_history_is_one_segment_and_only_sampled_tokens_are_trained():
+    engine = ScriptedEngine()
+    traj = run(task(turns=3, agent={"history": "full"}), engine)
+    assert traj.status == "ok" and traj.success and traj.num_turns == 3 and traj.reward == 3.0
+    assert len(traj.segments) == 1
+    seg = traj.segments[0]
+    text = TOKENIZER.decode(seg.token_ids)
+    assert text == ("<|user|>t0..<|end|><|assistant|>U<|end|><|user|>t1..<|end|><|assistant|>U<|end|>"
+                    "<|user|>t2..<|end|><|assistant|>U<|end|>")
+    trained = [tok for tok, m in zip(seg.token_ids, seg.assistant_mask, strict=True) if m]
+    assert TOKENIZER.decode(trained) == "U<|end|>U<|end|>U<|end|>"
+    assert all(v == 7 for v, m in zip(seg.versions, seg.assistant_mask, strict=True) if m)
+    assert all(v == NO_VERSION for v, m in zip(seg.versions, seg.assistant_mask, strict=True) if not m)
+    assert [lp for lp, m in zip(seg.logprobs, seg.assistant_mask, strict=True) if m] == [-0.5] * 6
+    assert traj.min_version == 7
+    # The second prompt extends the first conversation exactly (so the engine can reuse its KV).
+    assert engine.prompts[1][: len(engine.prompts[0])] == engine.prompts[0]
+
+
+def test_last_k_history_starts_a_segment_per_turn():
+    engine = ScriptedEngine()
+    traj = run(task(turns=3, agent={"history": "last_k", "history_k": 0}), engine)
+    assert len(traj.segments) == 3
+    assert [TOKENIZER.decode(s.token_ids) for s in traj.segments] == [
+        f"<|user|>t{i}..<|end|><|assistant|>U<|end|>" for i in range(3)]
+    assert window([1, 2, 3, 4, 5], "full", 0) == [1, 2, 3, 4, 5]
+
+
+def test_invalid_replies_are_counted_not_raised():
+    traj = run(task(turns=2), ScriptedEngine(replies=["x?", "U"]))
+    assert traj.status == "ok" and not traj.success and traj.invalid_actions == 1 and traj.reward == 1.0
+
+
+def test_context_limit_ends_the_episode_before_generating():
+    engine = ScriptedEngine()
+    traj = run(task(turns=5, agent={"history": "full", "context_limit": 30}), engine)
+    assert traj.finish == "context_limit"
+    assert all(len(p) + 4 <= 30 for p in engine.prompts)
+    assert traj.num_turns == len(engine.prompts) < 5
+
+
+def test_max_turns():
+    traj = run(task(turns=50, agent={"max_turns": 4}), ScriptedEngine())
+    assert traj.finish == "max_turns" and traj.num_turns == 4 and not traj.success
+
+
+def test_aborted_turn_is_retried_and_keeps_earlier_turns():
+    engine = ScriptedEngine(abort_first=True)
+    traj = run(task(turns=2), engine)
+    assert traj.status == "ok" and traj.num_turns == 2 and len(engine.prompts) == 3
+    assert engine.prompts[0] == engine.prompts[1]
+
+
+def test_env_that_raises_fails_only_that_trajectory_with_its_reason():
+    traj = run(task(turns=2, raise_on_seed_mod=2), ScriptedEngine(), seed=4)
+    assert traj.status == "failed" and "scripted env crash on seed 4" in traj.failure_reason
+    ok = run(task(turns=2, raise_on_seed_mod=2), ScriptedEngine(), seed=3)
+    assert ok.status == "ok"
+
+
+def test_env_that_hangs_times_out_and_is_counted():
+    cfg = task(turns=2, hang_on_seed_mod=1, hang_s=1.0, step_timeout_s=0.05)
+
+    async def go():
+        runner = EpisodeRunner({cfg.name: cfg}, RENDERER, ScriptedEngine(), SAMPLING, max_env_threads=4)
+        traj = await runner.run(EpisodeSpec("t", cfg.name, 1))
+        runner.close()
+        return traj, runner.stats
+
+    traj, stats = asyncio.run(go())
+    assert traj.status == "failed" and "timed out after 0.05 s" in traj.failure_reason
+    assert stats.env_timeouts == 1 and stats.failed == 1
+
+
+def test_injected_failures_fail_the_trajectory():
+    traj = run(task(turns=2, latency={"kind": "fixed", "fixed_s": 0.0, "failure_prob": 1.0}), ScriptedEngine())
+    assert traj.status == "failed" and "injected failure" in traj.failure_reason
+
+
+def test_nan_reward_is_kept_and_flagged():
+    traj = run(task(turns=2, nan_reward=True), ScriptedEngine())
+    assert math.isnan(traj.reward) and traj.failure_reason == "non-finite reward"
+
+
+def test_sampling_seeds_depend_on_trajectory_and_turn_only():
+    engine = ScriptedEngine()
+    run(task(turns=2), engine, sampling_seed=5)
+    seeds = [p.seed for p in engine.params]
+    assert seeds == [turn_seed(5, "t1", 0, 0), turn_seed(5, "t1", 1, 0)] and seeds[0] != seeds[1]
+    assert turn_seed(5, "t1", 0, 0) == turn_seed(5, "t1", 0, 0) != turn_seed(6, "t1", 0, 0)
+
+
+def test_greedy_spec_overrides_temperature():
+    cfg = task(turns=1)
+    engine = ScriptedEngine()
+
+    async def go():
+        runner = EpisodeRunner({cfg.name: cfg}, RENDERER, engine, SamplingConfig(temperature=0.9), max_env_threads=2)
+        await runner.run(EpisodeSpec("t", cfg.name, 1, greedy=True))
+        await runner.run(EpisodeSpec("u", cfg.name, 1))
+        runner.close()
+
+    asyncio.run(go())
+    assert [p.temperature for p in engine.params] == [0.0, 0.9]
+
+
+@pytest.mark.parametrize("mode", ["full", "last_k"])
+def test_trajectory_masks_feed_the_batch(mode):
+    from rollarc.train.batch import build_batch
+
+    trajs = [run(task(turns=2, agent={"history": mode}), ScriptedEngine(replies=[r]), seed=s)
+             for s, r in [(1, "U"), (2, "D")]]
+    for i, t in enumerate(trajs):
+        t.traj_id = f"t{i}"
+    batch = build_batch([trajs], "grpo", 1e-6, TOKENIZER.pad_token_id)
+    # rewards 2 and 0 -> sample-std GRPO advantages +1/sqrt(2), -1/sqrt(2)
+    adv = {t: round(a, 4) for t, a in zip(batch.row_traj, batch.advantages.tolist(), strict=True)}
+    assert adv == {"t0": round(2 ** -0.5, 4), "t1": round(-(2 ** -0.5), 4)}
+    targets = batch.input_ids[:, 1:][batch.loss_mask.bool()]
+    assert TOKENIZER.decode(targets.tolist()).replace("<|end|>", "|") == "U|U|D|D|"
+    assert (batch.behav_logp[batch.loss_mask.bool()] == -0.5).all()
+    assert (batch.versions[~batch.loss_mask.bool()] == NO_VERSION).all()

@@ -1,0 +1,94 @@
+"""The RL training step: it moves probability toward high-advantage actions, and refuses NaN."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from rollarc.agent.chat import ChatRenderer, Message
+from rollarc.agent.trajectory import Segment, Trajectory
+from rollarc.algo.config import LossConfig
+from rollarc.models import new_policy
+from rollarc.train.policy_trainer import NonFiniteError, PolicyTrainer
+
+
+def make_traj(renderer: ChatRenderer, traj_id: str, action: str, reward: float, model=None,
+              version: int = 0) -> Trajectory:
+    """A one-turn trajectory; its behaviour log-probs are the model's own (on-policy), or -1 without a model."""
+    seg = Segment()
+    prompt = renderer.prompt_ids([Message("user", "PFH\nFFG")])
+    seg.extend_context(prompt)
+    reply = renderer.encode_reply(action)
+    logps = [-1.0] * len(reply)
+    if model is not None:
+        with torch.no_grad():
+            logits = model(torch.tensor([prompt + reply])).logits[0, len(prompt) - 1: -1]
+        logps = torch.log_softmax(logits, -1).gather(1, torch.tensor(reply)[:, None])[:, 0].tolist()
+    seg.extend_generated(reply, logps, [version] * len(reply))
+    return Trajectory(traj_id=traj_id, task="t", seed=0, segments=[seg], reward=reward)
+
+
+def action_logprob(model, renderer: ChatRenderer, action: str) -> float:
+    prompt = renderer.prompt_ids([Message("user", "PFH\nFFG")])
+    target = renderer.tokenizer.convert_tokens_to_ids(action)
+    with torch.no_grad():
+        logits = model(torch.tensor([prompt])).logits[0, -1]
+    return float(torch.log_softmax(logits, -1)[target])
+
+
+@pytest.mark.parametrize("correction", ["none", "tis", "decoupled_ppo"])
+def test_step_moves_probability_toward_the_rewarded_action(correction):
+    torch.manual_seed(0)
+    model, tok = new_policy("nano", max_position_embeddings=64)
+    renderer = ChatRenderer(tok)
+    trainer = PolicyTrainer(model, LossConfig(correction=correction), lr=3e-3, pad_id=tok.pad_token_id)
+    before_r, before_d = action_logprob(model, renderer, "R"), action_logprob(model, renderer, "D")
+    for _ in range(3):
+        group = [make_traj(renderer, f"r{i}", "R", 1.0, model) for i in range(2)] + \
+                [make_traj(renderer, f"d{i}", "D", 0.0, model) for i in range(2)]
+        stats = trainer.train_step([group])
+    assert trainer.version == 3 and stats["version"] == 3 and stats["target_tokens"] == 8
+    assert action_logprob(model, renderer, "R") > before_r + 0.1
+    assert action_logprob(model, renderer, "D") < before_d - 0.1
+
+
+def test_zero_advantage_group_leaves_the_weights_unchanged():
+    model, tok = new_policy("nano", max_position_embeddings=64)
+    renderer = ChatRenderer(tok)
+    trainer = PolicyTrainer(model, LossConfig(), lr=1e-2, pad_id=tok.pad_token_id)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    trainer.train_step([[make_traj(renderer, "a", "R", 1.0), make_traj(renderer, "b", "D", 1.0)]])
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+
+
+def test_nan_reward_refuses_the_step_and_keeps_the_weights():
+    model, tok = new_policy("nano", max_position_embeddings=64)
+    renderer = ChatRenderer(tok)
+    trainer = PolicyTrainer(model, LossConfig(), lr=1e-2, pad_id=tok.pad_token_id)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    with pytest.raises(NonFiniteError, match="non-finite reward"):
+        trainer.train_step([[make_traj(renderer, "a", "R", float("nan")), make_traj(renderer, "b", "D", 0.0)]])
+    assert trainer.version == 0
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+
+
+def test_micro_batches_give_the_same_gradient_as_one_batch():
+    torch.manual_seed(0)
+    results = []
+    for budget in (10_000, 20):
+        model, tok = new_policy("nano", max_position_embeddings=64, seed=1)
+        renderer = ChatRenderer(tok)
+        trainer = PolicyTrainer(model, LossConfig(), lr=1e-2, pad_id=tok.pad_token_id, micro_batch_tokens=budget)
+        group = [make_traj(renderer, f"t{i}", a, r) for i, (a, r) in enumerate([("R", 1.0), ("D", 0.0), ("U", 0.5)])]
+        trainer.train_step([group])
+        results.append(torch.cat([p.detach().flatten() for p in model.parameters()]))
+    assert torch.allclose(results[0], results[1], atol=1e-6)
+
+
+def test_staleness_of_trained_tokens_is_reported():
+    model, tok = new_policy("nano", max_position_embeddings=64)
+    renderer = ChatRenderer(tok)
+    trainer = PolicyTrainer(model, LossConfig(), lr=1e-3, pad_id=tok.pad_token_id, version=5)
+    stats = trainer.train_step([[make_traj(renderer, "a", "R", 1.0, version=3),
+                                 make_traj(renderer, "b", "D", 0.0, version=5)]])
+    assert stats["token_staleness_max"] == 2.0 and trainer.version == 6

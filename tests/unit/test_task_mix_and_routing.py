@@ -1,0 +1,78 @@
+"""Task mixing by weight, and the routing policy (sticky prefix, preferred pool, bounded stealing)."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from rollarc.runtime.routing import NoReplicaError, ReplicaState, RoutingPolicy
+from rollarc.runtime.task_mix import TaskMix
+
+
+def test_task_mix_follows_weights_exactly_and_deterministically():
+    mix = TaskMix({"a": 3.0, "b": 1.0})
+    first = [mix.next() for _ in range(8)]
+    assert Counter(first) == {"a": 6, "b": 2}
+    again = TaskMix({"a": 3.0, "b": 1.0})
+    assert [again.next() for _ in range(8)] == first
+    skipped = TaskMix({"a": 3.0, "b": 1.0})
+    skipped.skip(5)
+    assert [skipped.next() for _ in range(3)] == first[5:]
+    with pytest.raises(ValueError):
+        TaskMix({"a": 0.0})
+
+
+def replicas(*specs: tuple[str, str, int, int]) -> dict[str, ReplicaState]:
+    return {name: ReplicaState(name=name, pool=pool, capacity=cap, outstanding=out) for name, pool, cap, out in specs}
+
+
+def test_preferred_pool_and_least_loaded():
+    policy = RoutingPolicy()
+    reps = replicas(("c0", "compute", 4, 0), ("b0", "bandwidth", 4, 2), ("b1", "bandwidth", 4, 1))
+    assert policy.choose(reps, None, "bandwidth").replica == "b1"
+    assert policy.choose(reps, None, "compute").replica == "c0"
+    assert policy.choose(reps, None, None).replica == "c0"
+
+
+def test_sticky_prefix_wins_over_load():
+    policy = RoutingPolicy()
+    reps = replicas(("b0", "bandwidth", 4, 0), ("b1", "bandwidth", 4, 0))
+    first = policy.choose(reps, "traj-1", "bandwidth")
+    assert not first.sticky
+    reps[first.replica].outstanding = 3
+    again = policy.choose(reps, "traj-1", "bandwidth")
+    assert again.replica == first.replica and again.sticky
+    reps[first.replica].alive = False
+    moved = policy.choose(reps, "traj-1", "bandwidth")
+    assert moved.replica != first.replica and not moved.sticky
+
+
+def test_work_stealing_only_when_full_and_bounded():
+    policy = RoutingPolicy(steal_fraction=0.5)
+    reps = replicas(("b0", "bandwidth", 4, 3), ("c0", "compute", 4, 0))
+    assert policy.choose(reps, None, "bandwidth").replica == "b0"  # not full yet: no stealing
+    reps["b0"].outstanding = 4
+    route = policy.choose(reps, None, "bandwidth")
+    assert route.replica == "c0" and route.stolen
+    reps["c0"].foreign = 2  # steal bound reached (0.5 * capacity)
+    assert policy.choose(reps, None, "bandwidth").replica == "b0"
+    reps["c0"].foreign = 0
+    reps["c0"].outstanding = 2  # not idle enough (half full)
+    assert policy.choose(reps, None, "bandwidth").replica == "b0"
+
+
+def test_no_usable_replica_is_a_clear_error():
+    policy = RoutingPolicy()
+    reps = replicas(("c0", "compute", 4, 0))
+    reps["c0"].accepting = False
+    with pytest.raises(NoReplicaError, match="no rollout replica"):
+        policy.choose(reps, None, None)
+
+
+def test_forget_drops_sticky_entries_of_a_replica():
+    policy = RoutingPolicy()
+    reps = replicas(("c0", "compute", 4, 0), ("c1", "compute", 4, 1))
+    policy.choose(reps, "t", None)
+    policy.forget("c0")
+    assert "t" not in policy.sticky
