@@ -1,0 +1,200 @@
+"""``rollarc bench engine``: rollarc's engine vs HF ``generate`` (static batches) vs HF continuous batching.
+
+One mixed workload, the same requests for all three, in one process with the same torch threads:
+
+- prompts of uniform random length (8–512 tokens; quick: 8–128) of random character ids;
+- ``max_tokens`` long-tailed: 90% uniform in 16–64, 10% eight times that (quick: 8–16 / ×8);
+- the ``tiny`` preset policy with random weights; greedy decoding; EOS is ignored by all three, so
+  every request generates exactly its ``max_tokens`` and the useful work is identical.
+
+Engines:
+
+1. rollarc ``LLMEngine``: every request submitted at once; continuous batching.
+2. ``model.generate`` in static batches of ``--hf-batch`` requests in arrival order, left-padded;
+   each batch runs to its longest ``max_tokens`` (``max_new_tokens=max(batch)``); only the tokens each
+   request asked for count as useful output.
+3. transformers' continuous batching: the manager behind ``model.generate_batch`` (its
+   ``continuous_batching_context_manager``), fed with ``add_request(..., max_new_tokens=<per request>,
+   eos_token_id=-1)``: ``generate_batch`` itself takes one ``max_new_tokens`` for all requests, the
+   manager accepts one per request, so it does exactly the useful work. Its KV cache is sized to hold
+   every request at once (``num_blocks``); library defaults otherwise (SDPA attention on a CPU).
+
+Each engine is warmed up on a few requests first; construction and warm-up are not timed. Reported:
+useful generated tokens per second (sum of ``max_tokens`` / wall time).
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import time
+from dataclasses import dataclass
+
+import torch
+
+from rollarc.bench.readme_table import emit_json, markdown_table, write_block
+
+FIRST_CHAR_ID = 6  # ids below are the tokenizer's special tokens
+
+
+@dataclass(frozen=True)
+class Workload:
+    prompts: list[list[int]]
+    max_tokens: list[int]
+
+    @property
+    def useful_tokens(self) -> int:
+        return sum(self.max_tokens)
+
+
+def make_workload(num_requests: int, prompt_range: tuple[int, int], short_range: tuple[int, int],
+                  long_fraction: float, long_factor: int, vocab_size: int, seed: int) -> Workload:
+    rng = random.Random(seed)
+    prompts, max_tokens = [], []
+    for _ in range(num_requests):
+        length = rng.randint(*prompt_range)
+        prompts.append([rng.randrange(FIRST_CHAR_ID, vocab_size) for _ in range(length)])
+        tokens = rng.randint(*short_range)
+        max_tokens.append(tokens * long_factor if rng.random() < long_fraction else tokens)
+    return Workload(prompts, max_tokens)
+
+
+def run_rollarc(model, workload: Workload, max_num_seqs: int, prefill_budget: int, threads: int) -> float:
+    from rollarc.engine import EngineConfig, LLMEngine, SamplingParams
+
+    config = EngineConfig(max_num_seqs=max_num_seqs, prefill_token_budget=prefill_budget, num_threads=threads,
+                          prefix_cache_tokens=0)
+    engine = LLMEngine(model, config)
+    params = [SamplingParams(temperature=0.0, max_tokens=m, ignore_eos=True) for m in workload.max_tokens]
+    engine.generate(workload.prompts[:4], params[:4])  # warm-up
+    start = time.perf_counter()
+    completions = engine.generate(workload.prompts, params)
+    elapsed = time.perf_counter() - start
+    produced = sum(c.num_tokens for c in completions)
+    if produced != workload.useful_tokens:
+        raise RuntimeError(f"rollarc produced {produced} tokens, expected {workload.useful_tokens}")
+    return elapsed
+
+
+def run_hf_generate(model, workload: Workload, batch_size: int) -> float:
+    from transformers import GenerationConfig
+
+    def batch_generate(prompts: list[list[int]], new_tokens: int) -> None:
+        width = max(len(p) for p in prompts)
+        ids = torch.zeros(len(prompts), width, dtype=torch.long)
+        mask = torch.zeros(len(prompts), width, dtype=torch.long)
+        for row, prompt in enumerate(prompts):  # left padding
+            ids[row, width - len(prompt):] = torch.tensor(prompt)
+            mask[row, width - len(prompt):] = 1
+        config = GenerationConfig(do_sample=False, max_new_tokens=new_tokens, eos_token_id=None, pad_token_id=0)
+        out = model.generate(ids, attention_mask=mask, generation_config=config)
+        if out.shape[1] != width + new_tokens:
+            raise RuntimeError(f"HF generate stopped early: {out.shape[1] - width} of {new_tokens} tokens")
+
+    with torch.inference_mode():
+        batch_generate(workload.prompts[:4], 4)  # warm-up
+        start = time.perf_counter()
+        for first in range(0, len(workload.prompts), batch_size):
+            batch_generate(workload.prompts[first:first + batch_size],
+                           max(workload.max_tokens[first:first + batch_size]))
+        return time.perf_counter() - start
+
+
+def run_hf_continuous(model, workload: Workload) -> float:
+    from transformers import GenerationConfig
+    from transformers.generation.configuration_utils import ContinuousBatchingConfig
+    from transformers.generation.continuous_batching.utils import WorkloadHints
+
+    prompts, max_tokens = workload.prompts, workload.max_tokens
+    page = ContinuousBatchingConfig().page_size
+    # Enough KV blocks for every request at once, and no more: the library's default on a CPU (sized
+    # from free RAM) makes its warm-up take seconds and each step slower.
+    blocks = sum(-(-(len(p) + m) // page) for p, m in zip(prompts, max_tokens)) + 4
+    config = GenerationConfig(do_sample=False, max_new_tokens=max(max_tokens), eos_token_id=-1, pad_token_id=0)
+    hints = WorkloadHints(max_prompt_length=max(len(p) for p in prompts), max_generated_length=max(max_tokens),
+                          num_requests=len(prompts))
+    with torch.inference_mode(), model.continuous_batching_context_manager(
+            generation_config=config, continuous_batching_config=ContinuousBatchingConfig(num_blocks=blocks),
+            workload_hints=hints, block=True, timeout=60) as manager:  # entering it warms the manager up
+        start = time.perf_counter()
+        for index, (prompt, tokens) in enumerate(zip(prompts, max_tokens)):
+            manager.add_request(prompt, request_id=f"r{index}", max_new_tokens=tokens, eos_token_id=-1)
+        produced, finished = 0, 0
+        while finished < len(prompts):
+            result = manager.get_result(timeout=1)
+            if result is None:
+                if not manager.is_running():
+                    raise RuntimeError("transformers' continuous batching thread stopped early")
+                continue
+            if result.is_finished():
+                if result.error is not None:
+                    raise RuntimeError(f"transformers' continuous batching failed: {result.error}")
+                finished += 1
+                produced += len(result.generated_tokens)
+        elapsed = time.perf_counter() - start
+    if produced != workload.useful_tokens:
+        raise RuntimeError(f"HF continuous batching produced {produced} tokens, expected {workload.useful_tokens}")
+    return elapsed
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="rollarc bench engine", description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="small workload for smoke tests")
+    parser.add_argument("--json", action="store_true", help="accepted; the JSON line is always printed last")
+    parser.add_argument("--no-readme", action="store_true", help="do not write the README block")
+    parser.add_argument("--requests", type=int, default=None, help="number of requests (default 256; quick 32)")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads for every engine (default 1)")
+    parser.add_argument("--hf-batch", type=int, default=64, help="static batch size of HF generate")
+    parser.add_argument("--max-num-seqs", type=int, default=256, help="rollarc EngineConfig.max_num_seqs")
+    parser.add_argument("--prefill-budget", type=int, default=2048, help="rollarc EngineConfig.prefill_token_budget")
+    parser.add_argument("--preset", default="tiny", help="model preset (default tiny)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--skip-hf-batch", action="store_true", help="skip transformers' continuous batching")
+    args = parser.parse_args(argv)
+
+    from rollarc.models import count_parameters, new_policy
+
+    torch.set_num_threads(args.threads)
+    num_requests = args.requests or (32 if args.quick else 256)
+    prompt_range, short_range = ((8, 128), (8, 16)) if args.quick else ((8, 512), (16, 64))
+    max_len = prompt_range[1] + short_range[1] * 8
+    model, tokenizer = new_policy(args.preset, max_position_embeddings=max_len, seed=args.seed)
+    workload = make_workload(num_requests, prompt_range, short_range, long_fraction=0.1, long_factor=8,
+                             vocab_size=len(tokenizer), seed=args.seed)
+    print(f"engine bench: {num_requests} requests, prompts {prompt_range[0]}-{prompt_range[1]} tokens, "
+          f"max_tokens {short_range[0]}-{short_range[1]} (10% x8), {args.preset} model "
+          f"({count_parameters(model) / 1e6:.2f} M params), {args.threads} torch thread(s); "
+          f"useful tokens {workload.useful_tokens}, prompt tokens {sum(map(len, workload.prompts))}", flush=True)
+
+    seconds: dict[str, float] = {}
+    seconds["rollarc"] = run_rollarc(model, workload, args.max_num_seqs, args.prefill_budget, args.threads)
+    print(f"  rollarc engine:              {seconds['rollarc']:7.2f} s", flush=True)
+    seconds["hf_generate"] = run_hf_generate(model, workload, args.hf_batch)
+    print(f"  HF generate (batch {args.hf_batch}):     {seconds['hf_generate']:7.2f} s", flush=True)
+    if not args.skip_hf_batch:
+        seconds["hf_generate_batch"] = run_hf_continuous(model, workload)
+        print(f"  HF continuous batching:      {seconds['hf_generate_batch']:7.2f} s", flush=True)
+
+    tok_s = {name: workload.useful_tokens / s for name, s in seconds.items()}
+    result = {
+        "rollarc_tok_s": tok_s["rollarc"],
+        "hf_generate_tok_s": tok_s["hf_generate"],
+        "hf_generate_batch_tok_s": tok_s.get("hf_generate_batch"),
+        "ratio_vs_hf_generate": tok_s["rollarc"] / tok_s["hf_generate"],
+        "ratio_vs_hf_generate_batch": (tok_s["rollarc"] / tok_s["hf_generate_batch"]
+                                       if "hf_generate_batch" in tok_s else None),
+        "requests": num_requests,
+        "useful_tokens": workload.useful_tokens,
+        "threads": args.threads,
+    }
+    labels = {"rollarc": "rollarc LLMEngine (continuous batching)",
+              "hf_generate": f"HF `generate`, static batches of {args.hf_batch}",
+              "hf_generate_batch": "HF continuous batching (`generate_batch` manager)"}
+    rows = [[labels[name], seconds[name], tok_s[name], tok_s["rollarc"] / tok_s[name]] for name in seconds]
+    table = markdown_table(["engine", "wall s", "useful tok/s", "rollarc speed-up"], rows)
+    print(table, flush=True)
+    if not (args.quick or args.no_readme):
+        command = "rollarc bench engine" + (f" --threads {args.threads}" if args.threads != 1 else "")
+        write_block("engine", table, command=command)
+    emit_json(result)
+    return 0

@@ -1,0 +1,203 @@
+"""``AsyncLLMEngine``: the engine's step loop on a background thread, for asyncio callers (Ray async actors).
+
+Callers on one event loop ``await generate(...)`` concurrently; the engine thread batches them all.
+Everything that touches the engine (add, abort, weight updates) is queued as a command and applied
+by the engine thread at the next step boundary, so the engine itself is never shared between
+threads. Results go back with ``loop.call_soon_threadsafe``.
+
+If the loop thread dies (a bug, an out-of-memory), every pending and later call raises
+:class:`EngineDeadError` carrying the cause, instead of hanging.
+
+Torch threads: ``EngineConfig.num_threads`` is applied on the engine thread as well as at construction,
+since OpenMP keeps the setting per thread; torch's intra-op pool itself is process-wide.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import itertools
+import logging
+import threading
+from collections.abc import Hashable, Iterable, Mapping, Sequence
+from typing import Any
+
+import torch
+from torch import nn
+
+from rollarc.engine.config import EngineConfig
+from rollarc.engine.engine import LLMEngine
+from rollarc.engine.types import Completion, SamplingParams
+
+logger = logging.getLogger(__name__)
+
+
+class EngineDeadError(RuntimeError):
+    """The engine's loop thread is not running (shut down, or it failed: see ``__cause__``)."""
+
+
+def _settle(future: asyncio.Future, result: Completion | None, error: BaseException | None) -> None:
+    if future.done():  # the caller cancelled
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(result)
+
+
+class AsyncLLMEngine:
+    def __init__(self, model: nn.Module, config: EngineConfig | None = None, tokenizer: Any = None) -> None:
+        self.engine = LLMEngine(model, config, tokenizer)
+        self._cv = threading.Condition()
+        self._commands: list[tuple[Any, ...]] = []
+        self._waiters: dict[str, tuple[asyncio.AbstractEventLoop, asyncio.Future]] = {}
+        self._ids = itertools.count()
+        self._stopping = False
+        self._error: BaseException | None = None
+        self._stats = self.engine.stats()
+        self._thread = threading.Thread(target=self._run, name="rollarc-engine", daemon=True)
+        self._thread.start()
+
+    # ----------------------------------------------------------------- public API (any thread / event loop)
+    async def generate(self, prompt_ids: Sequence[int], params: SamplingParams | None = None,
+                       request_id: str | None = None, cache_key: Hashable | None = None) -> Completion:
+        """Generate for one prompt; resolves when the request finishes (any finish_reason).
+
+        Cancelling the awaiting task aborts the request. Bad arguments raise ``ValueError``.
+        """
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        request_id = request_id if request_id is not None else f"async-{next(self._ids)}"
+        with self._cv:
+            self._check_alive()
+            if request_id in self._waiters:
+                raise ValueError(f"request_id {request_id!r} is already in use")
+            self._waiters[request_id] = (loop, future)
+            self._commands.append(("add", request_id, list(prompt_ids), params, cache_key))
+            self._cv.notify()
+        try:
+            return await future
+        except asyncio.CancelledError:
+            self.abort(request_id)
+            raise
+
+    def abort(self, request_id: str) -> None:
+        """Abort a request; its ``generate`` returns a Completion with finish_reason "abort"."""
+        self._submit(("abort", request_id))
+
+    def update_weights_nowait(self, named_tensors: Mapping[str, torch.Tensor] | Iterable[tuple[str, torch.Tensor]],
+                              version: int) -> concurrent.futures.Future:
+        """Queue a weight update for the next step boundary; the future resolves once it is applied."""
+        done: concurrent.futures.Future = concurrent.futures.Future()
+        self._submit(("update", named_tensors, version, done))
+        return done
+
+    async def update_weights(self, named_tensors: Mapping[str, torch.Tensor] | Iterable[tuple[str, torch.Tensor]],
+                             version: int) -> None:
+        """Apply new weights between two steps and return once they are in use (see ``LLMEngine.update_weights``)."""
+        await asyncio.wrap_future(self.update_weights_nowait(named_tensors, version))
+
+    def stats(self) -> dict[str, Any]:
+        """The engine's stats as of the end of its latest step."""
+        return dict(self._stats)
+
+    @property
+    def version(self) -> int:
+        """The weight version in use (set once an update is applied)."""
+        return self.engine.version
+
+    def shutdown(self, timeout: float | None = 30.0) -> None:
+        """Stop the loop thread; unfinished requests fail with :class:`EngineDeadError`. Idempotent."""
+        with self._cv:
+            self._stopping = True
+            self._cv.notify()
+        if self._thread.is_alive() and threading.current_thread() is not self._thread:
+            self._thread.join(timeout)
+
+    # ----------------------------------------------------------------- engine thread
+    def _submit(self, command: tuple[Any, ...]) -> None:
+        with self._cv:
+            self._check_alive()
+            self._commands.append(command)
+            self._cv.notify()
+
+    def _check_alive(self) -> None:
+        if self._error is not None:
+            raise EngineDeadError(f"engine loop failed: {self._error!r}") from self._error
+        if self._stopping:
+            raise EngineDeadError("engine was shut down")
+
+    def _run(self) -> None:
+        if self.engine.config.num_threads is not None:
+            torch.set_num_threads(self.engine.config.num_threads)
+        try:
+            while True:
+                with self._cv:
+                    while not (self._commands or self._stopping or self.engine.has_unfinished()):
+                        self._cv.wait()
+                    if self._stopping:
+                        break
+                    commands, self._commands = self._commands, []
+                for command in commands:
+                    self._apply(command)
+                if commands:
+                    self._stats = self.engine.stats()
+                if self.engine.has_unfinished():
+                    for completion in self.engine.step():
+                        self._resolve(completion.request_id, completion, None)
+                self._stats = self.engine.stats()
+        except BaseException as err:  # noqa: BLE001 - logged here and raised to every caller as EngineDeadError
+            self._error = err
+            logger.exception("rollarc engine loop failed; pending and later calls raise EngineDeadError")
+        finally:
+            self._fail_all()
+
+    def _apply(self, command: tuple[Any, ...]) -> None:
+        kind = command[0]
+        if kind == "add":
+            _, request_id, prompt_ids, params, cache_key = command
+            try:
+                self.engine.add_request(prompt_ids, params, request_id=request_id, cache_key=cache_key)
+            except ValueError as err:
+                self._resolve(request_id, None, err)
+        elif kind == "abort":
+            self.engine.abort(command[1])
+        elif kind == "update":
+            _, named_tensors, version, done = command
+            try:
+                self.engine.update_weights(named_tensors, version)
+            except (KeyError, ValueError) as err:
+                done.set_exception(err)
+            else:
+                done.set_result(None)
+
+    def _resolve(self, request_id: str, completion: Completion | None, error: BaseException | None) -> None:
+        with self._cv:
+            waiter = self._waiters.pop(request_id, None)
+        if waiter is None:
+            return
+        loop, future = waiter
+        try:
+            loop.call_soon_threadsafe(_settle, future, completion, error)
+        except RuntimeError:  # the caller's event loop is closed: nobody is waiting any more
+            pass
+
+    def _fail_all(self) -> None:
+        """Fail every pending request and weight update: the loop is gone."""
+        with self._cv:
+            self._stopping = True
+            waiters, self._waiters = self._waiters, {}
+            commands, self._commands = self._commands, []
+        cause = self._error
+        for request_id in waiters:
+            error = EngineDeadError(f"engine loop ended before request {request_id!r} finished"
+                                    + (f": {cause!r}" if cause is not None else " (shut down)"))
+            error.__cause__ = cause
+            loop, future = waiters[request_id]
+            try:
+                loop.call_soon_threadsafe(_settle, future, None, error)
+            except RuntimeError:
+                pass
+        for command in commands:
+            if command[0] == "update":
+                command[3].set_exception(EngineDeadError("engine loop ended before the weight update was applied"))

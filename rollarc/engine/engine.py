@@ -1,0 +1,285 @@
+"""``LLMEngine``: the synchronous engine core (add requests, ``step()``, collect finished completions).
+
+One ``step()`` = the scheduler admits waiting requests, the model runner decodes one token for every
+running request and prefills the admitted ones, the sampler picks one token per request, and
+finished requests leave the batch (their KV goes to the prefix cache when they carry a
+``cache_key``). Everything happens on the caller's thread; :class:`rollarc.engine.AsyncLLMEngine`
+runs this loop on a background thread.
+
+Rules worth knowing:
+
+- **Length.** ``max_model_len`` bounds prompt + generated tokens. A prompt of ``max_model_len`` tokens
+  or more is rejected (finish_reason "error", message says both numbers). Otherwise generation stops
+  at ``max_tokens`` or when the sequence reaches ``max_model_len``, whichever comes first, with
+  finish_reason "length": ``max_tokens`` is never rewritten, the sequence is just cut where the
+  cache ends, like vLLM.
+- **Versions.** Every token records ``self.version`` at the step that sampled it. ``update_weights``
+  applies between steps; running requests continue under the new weights, keeping the KV they
+  computed under the old ones, and their earlier tokens keep their old version.
+- **Errors.** Bad arguments to ``add_request`` raise ``ValueError`` at once. Non-finite logits finish
+  only the affected request with finish_reason "error"; the others continue.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from typing import Any
+
+import torch
+from torch import nn
+
+from rollarc.engine.config import EngineConfig
+from rollarc.engine.kv_cache import SlotKVCache
+from rollarc.engine.model_runner import ModelRunner, PrefillSeq, model_geometry
+from rollarc.engine.prefix_cache import CachedPrefix, PrefixCache
+from rollarc.engine.request import Request
+from rollarc.engine.sampling import draw_uniforms, sample
+from rollarc.engine.scheduler import Scheduler
+from rollarc.engine.types import Completion, FinishReason, SamplingParams
+
+_RATE_WINDOW_S = 10.0
+
+
+def _eos_ids(model: nn.Module) -> frozenset[int]:
+    eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    if eos is None:
+        eos = getattr(model.config, "eos_token_id", None)
+    if eos is None:
+        return frozenset()
+    return frozenset([eos] if isinstance(eos, int) else eos)
+
+
+class LLMEngine:
+    def __init__(self, model: nn.Module, config: EngineConfig | None = None, tokenizer: Any = None) -> None:
+        """``model``: an HF Llama-family causal LM (its weights are shared, not copied).
+
+        ``tokenizer`` (anything with ``decode(list[int]) -> str``) is needed only for stop strings.
+        """
+        self.config = config = config or EngineConfig()
+        geometry = model_geometry(model)
+        self.max_model_len = config.max_model_len or geometry.max_position_embeddings
+        if self.max_model_len > geometry.max_position_embeddings:
+            raise ValueError(f"EngineConfig.max_model_len={self.max_model_len} exceeds the model's "
+                             f"max_position_embeddings={geometry.max_position_embeddings}")
+        if config.num_threads is not None:
+            torch.set_num_threads(config.num_threads)
+        self.model = model
+        self.vocab_size = geometry.vocab_size
+        parameter = next(model.parameters())
+        self.kv = SlotKVCache(geometry.num_layers, config.max_num_seqs, geometry.num_kv_heads, self.max_model_len,
+                              geometry.head_dim, dtype=parameter.dtype, device=parameter.device)
+        self.runner = ModelRunner(model, self.kv)
+        self.prefix_cache = PrefixCache(config.prefix_cache_tokens)
+        self.scheduler = Scheduler(self.kv, self.prefix_cache, config.prefill_token_budget)
+        self.version = 0
+        self.eos_token_ids = _eos_ids(model)
+        self._decode: Callable[[list[int]], str] | None = tokenizer.decode if tokenizer is not None else None
+        self._generator = torch.Generator().manual_seed(config.seed)
+        self._requests: dict[str, Request] = {}
+        self._done: list[Completion] = []  # finished outside step() (abort, rejection), returned by the next step()
+        self._next_id = 0
+        self._rate: deque[tuple[float, int]] = deque()
+        self.counters: dict[str, int] = {"steps": 0, "generated_tokens": 0, "prefill_tokens": 0,
+                                         "cached_prompt_tokens": 0, "prefix_hits": 0, "stop": 0, "length": 0,
+                                         "abort": 0, "error": 0}
+
+    # ----------------------------------------------------------------- requests
+    def add_request(self, prompt_ids: Sequence[int], params: SamplingParams | None = None,
+                    request_id: str | None = None, cache_key: Hashable | None = None) -> str:
+        """Queue a request; returns its id. Invalid input raises ``ValueError`` naming the problem."""
+        params = params or SamplingParams()
+        prompt = [int(t) for t in prompt_ids]
+        if request_id is None:
+            request_id = f"req-{self._next_id}"
+            self._next_id += 1
+        if request_id in self._requests:
+            raise ValueError(f"request_id {request_id!r} is already in use")
+        if not prompt:
+            raise ValueError(f"request {request_id!r}: empty prompt")
+        bad = [t for t in prompt if not 0 <= t < self.vocab_size]
+        if bad:
+            raise ValueError(f"request {request_id!r}: token ids {bad[:5]} are outside the vocabulary [0, {self.vocab_size})")
+        if params.stop and self._decode is None:
+            raise ValueError(f"request {request_id!r}: stop strings {params.stop!r} need an engine built with a tokenizer")
+        generator = torch.Generator().manual_seed(params.seed) if params.seed is not None else None
+        request = Request(request_id, prompt, params, cache_key, time.perf_counter(), generator=generator)
+        self._requests[request_id] = request
+        if len(prompt) >= self.max_model_len:
+            self._done.append(self._finish(request, "error", error=(
+                f"prompt of {len(prompt)} tokens leaves no room to generate within max_model_len={self.max_model_len}")))
+        else:
+            self.scheduler.add(request)
+        return request_id
+
+    def abort(self, request_id: str) -> bool:
+        """Finish a request now with finish_reason "abort" and the tokens so far (returned by the next ``step()``).
+
+        False when no such request is unfinished.
+        """
+        request = self._requests.get(request_id)
+        if request is None:
+            return False
+        if request.slot is None:
+            self.scheduler.remove_waiting(request)
+        self._done.append(self._finish(request, "abort"))
+        return True
+
+    def has_unfinished(self) -> bool:
+        return bool(self._requests) or bool(self._done)
+
+    # ----------------------------------------------------------------- stepping
+    def step(self) -> list[Completion]:
+        """Run one engine step; returns the requests that finished (in any order)."""
+        finished, self._done = self._done, []
+        plan = self.scheduler.schedule(self.version)
+        batch = plan.decodes + plan.prefills
+        if not batch:
+            return finished
+        with torch.inference_mode():
+            logits = []
+            if plan.decodes:
+                device = self.runner.device
+                token_ids = torch.tensor([r.last_token() for r in plan.decodes], device=device)
+                positions = torch.tensor([r.num_computed for r in plan.decodes], device=device)
+                logits.append(self.runner.decode(token_ids, positions))
+            if plan.prefills:
+                logits.append(self.runner.prefill([self._prefill_seq(r) for r in plan.prefills]))
+            sampled = self._sample(batch, torch.cat(logits) if len(logits) > 1 else logits[0])
+        now = time.perf_counter()
+        self.counters["steps"] += 1
+        self.counters["prefill_tokens"] += sum(len(r.prompt_ids) - r.cached_prompt_tokens for r in plan.prefills)
+        token_ids, logprobs, ok = sampled.token_ids.tolist(), sampled.logprobs.tolist(), sampled.ok.tolist()
+        for request in batch:  # all of them first: finishing one may move another's KV, by num_computed
+            request.num_computed = request.num_tokens
+        generated = 0
+        for request, token, logprob, good in zip(batch, token_ids, logprobs, ok):
+            if not good:
+                finished.append(self._finish(request, "error", now=now, error=(
+                    f"NaN/inf in logits at position {request.num_tokens} (output token {len(request.output_ids)}) "
+                    f"under weight version {self.version}")))
+                continue
+            request.output_ids.append(token)
+            request.logprobs.append(logprob)
+            request.token_versions.append(self.version)
+            if request.first_token_time is None:
+                request.first_token_time = now
+            generated += 1
+            reason = self._stop_reason(request, token)
+            if reason is not None:
+                finished.append(self._finish(request, reason[0], now=now, stop_reason=reason[1]))
+        self.counters["generated_tokens"] += generated
+        self._rate.append((now, generated))
+        return finished
+
+    def generate(self, prompts: Sequence[Sequence[int]], params: SamplingParams | Sequence[SamplingParams] | None = None,
+                 cache_keys: Sequence[Hashable | None] | None = None) -> list[Completion]:
+        """Run ``prompts`` to completion together (continuous batching); completions in input order."""
+        per_request = params if isinstance(params, Sequence) else [params] * len(prompts)
+        keys = cache_keys if cache_keys is not None else [None] * len(prompts)
+        if len(per_request) != len(prompts) or len(keys) != len(prompts):
+            raise ValueError(f"generate: {len(prompts)} prompts but {len(per_request)} params and {len(keys)} cache_keys")
+        ids = [self.add_request(p, sp, cache_key=k) for p, sp, k in zip(prompts, per_request, keys)]
+        results: dict[str, Completion] = {}
+        wanted = set(ids)
+        while not wanted.issubset(results):
+            results.update((c.request_id, c) for c in self.step())
+        return [results[i] for i in ids]
+
+    # ----------------------------------------------------------------- weights
+    def update_weights(self, named_tensors: Mapping[str, torch.Tensor] | Iterable[tuple[str, torch.Tensor]],
+                       version: int) -> None:
+        """Copy new values into the model's parameters (by ``named_parameters`` name) and set the version.
+
+        All names and shapes are checked before anything is copied, so a bad update changes nothing.
+        Cached prefixes are dropped: their KV was computed under the old weights.
+        """
+        items = list(named_tensors.items()) if isinstance(named_tensors, Mapping) else list(named_tensors)
+        targets = dict(self.model.named_parameters(remove_duplicate=False))
+        targets.update(self.model.named_buffers(remove_duplicate=False))
+        unknown = [name for name, _ in items if name not in targets]
+        if unknown:
+            raise KeyError(f"update_weights: unknown parameter names {unknown[:5]}"
+                           f"{' ...' if len(unknown) > 5 else ''}; the model has e.g. {list(targets)[:3]}")
+        mismatched = [f"{name}: {tuple(t.shape)} != {tuple(targets[name].shape)}" for name, t in items
+                      if tuple(t.shape) != tuple(targets[name].shape)]
+        if mismatched:
+            raise ValueError(f"update_weights: shape mismatch {mismatched[:5]}")
+        with torch.no_grad():
+            for name, tensor in items:
+                targets[name].copy_(tensor)
+        self.prefix_cache.clear()
+        self.version = int(version)
+
+    # ----------------------------------------------------------------- stats
+    def stats(self) -> dict[str, Any]:
+        now = time.perf_counter()
+        while self._rate and now - self._rate[0][0] > _RATE_WINDOW_S:
+            self._rate.popleft()
+        span = now - self._rate[0][0] if len(self._rate) > 1 else 0.0
+        recent = sum(n for _, n in list(self._rate)[1:])
+        return {
+            "version": self.version,
+            "running": len(self.scheduler.running),
+            "waiting": len(self.scheduler.waiting),
+            "gen_tokens_per_s": recent / span if span > 0 else 0.0,
+            "prefix_cache_tokens": self.prefix_cache.num_tokens,
+            "prefix_cache_entries": len(self.prefix_cache),
+            "kv_cache_bytes": self.kv.nbytes,
+            "max_num_seqs": self.kv.max_num_seqs,
+            "max_model_len": self.max_model_len,
+            **self.counters,
+        }
+
+    # ----------------------------------------------------------------- internals
+    def _prefill_seq(self, request: Request) -> PrefillSeq:
+        start = request.cached_prompt_tokens
+        if request.reused_prefix is not None:
+            self.kv.write(request.slot, request.reused_prefix.kv, start)
+            request.reused_prefix = None
+        return PrefillSeq(slot=request.slot, start=start, token_ids=request.prompt_ids[start:])
+
+    def _sample(self, batch: list[Request], logits: torch.Tensor):
+        params = [r.params for r in batch]
+        device = logits.device
+        temperature = torch.tensor([p.temperature for p in params], dtype=torch.float32, device=device)
+        if all(p.greedy for p in params):
+            uniforms = torch.zeros(len(batch), device=device)
+        else:
+            uniforms = draw_uniforms([r.generator for r in batch], self._generator).to(device)
+        top_k = torch.tensor([p.top_k for p in params], device=device)
+        top_p = torch.tensor([p.top_p for p in params], dtype=torch.float32, device=device)
+        return sample(logits, temperature, top_k, top_p, uniforms)
+
+    def _stop_reason(self, request: Request, token: int) -> tuple[FinishReason, int | str | None] | None:
+        params = request.params
+        if token in params.stop_token_ids or (not params.ignore_eos and token in self.eos_token_ids):
+            return "stop", token
+        if params.stop:
+            text = self._decode(request.output_ids)
+            for stop in params.stop:
+                if stop in text:
+                    return "stop", stop
+        if len(request.output_ids) >= params.max_tokens or request.num_tokens >= self.max_model_len:
+            return "length", None
+        return None
+
+    def _finish(self, request: Request, reason: FinishReason, now: float | None = None, error: str | None = None,
+                stop_reason: int | str | None = None) -> Completion:
+        """Take ``request`` out of the engine (slot, prefix cache) and build its completion."""
+        if request.slot is not None:
+            if reason == "error":
+                self.kv.clear(request.slot, request.num_computed)
+            elif request.cache_key is not None and self.prefix_cache.capacity_tokens > 0 and request.num_computed > 0:
+                tokens = (request.prompt_ids + request.output_ids)[:request.num_computed]
+                self.prefix_cache.put(request.cache_key, CachedPrefix(
+                    tokens, self.kv.read(request.slot, request.num_computed), self.version))
+            self.scheduler.release(request)
+        del self._requests[request.request_id]
+        self.counters[reason] += 1
+        if request.cached_prompt_tokens:
+            self.counters["prefix_hits"] += 1
+            self.counters["cached_prompt_tokens"] += request.cached_prompt_tokens
+        return request.completion(reason, self.version, now if now is not None else time.perf_counter(),
+                                  error=error, stop_reason=stop_reason)
