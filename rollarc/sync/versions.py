@@ -77,7 +77,7 @@ class WeightPublisher:
             version = 0 if self.version is None else self.version + 1
         elif self.version is not None and version <= self.version:
             raise ValueError(f"version must increase: published {self.version}, got {version}")
-        new = {name: tensor.detach().to("cpu", copy=True).contiguous() for name, tensor in state.items()}
+        new = {name: self._copy(tensor) for name, tensor in state.items()}
         old = self._state
         if self.config.method == "delta" and self.config.history > 0 and old is not None and _same_layout(old, new):
             for layout, history in self._history.items():
@@ -90,6 +90,11 @@ class WeightPublisher:
                 history.clear()  # after a skipped delta no chain can cross this version
         self._state, self.version = new, version
         return version
+
+    def _copy(self, tensor: torch.Tensor) -> torch.Tensor:
+        """A private CPU copy, in ``config.dtype`` if the tensor is floating point."""
+        dtype = getattr(torch, self.config.dtype) if self.config.dtype and tensor.is_floating_point() else tensor.dtype
+        return tensor.detach().to("cpu", dtype=dtype, copy=True).contiguous()
 
     def latest(self, layout: ShardSpec) -> tuple[VersionedUpdate, ...]:
         """What to push to receivers of ``layout`` that are one version behind: the newest delta, else a full copy."""

@@ -142,3 +142,12 @@ def test_tensor_parallel_receivers_get_only_their_shard():
     assert rec.state["layers.0.self_attn.q_proj.weight"].shape == (16, 16)
     whole = pub.full_nbytes(ShardSpec())
     assert sum(pub.full_nbytes(spec) for spec in specs) < 1.3 * whole
+
+
+def test_publisher_sends_floats_in_the_configured_dtype_only():
+    pub = WeightPublisher(SyncConfig(method="delta", dtype="bfloat16"))
+    pub.publish({"w": torch.tensor([1.0, 1.0 + 2**-10]), "steps": torch.tensor([3])})
+    rec = WeightReceiver()
+    rec.sync(pub.fetch)
+    assert rec.state["w"].dtype == torch.bfloat16 and rec.state["w"].tolist() == [1.0, 1.0]
+    assert rec.state["steps"].dtype == torch.int64
