@@ -213,8 +213,13 @@ class Controller:
         per_task: dict[str, list[Trajectory]] = {}
         for t in trajs:
             per_task.setdefault(t.task, []).append(t)
+        digest = hashlib.blake2b(digest_size=8)
+        for t in trajs:
+            for seg in t.segments:
+                digest.update(str(seg.token_ids).encode())
         return {
             "train_version": train_version,
+            "batch_digest": digest.hexdigest(),
             "trajectories": len(trajs),
             "reward": float(np.mean([t.reward for t in trajs])),
             "success": float(np.mean([t.success for t in trajs])),

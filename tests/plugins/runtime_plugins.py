@@ -13,11 +13,13 @@ class ScriptedEnv(gymnasium.Env[str, str]):
     """Episode of ``turns`` steps. Reward 1 per step whose action is "U" (success: every action was "U").
 
     ``raise_on_seed_mod``/``hang_on_seed_mod``: seeds divisible by it raise / hang in ``step``;
-    ``nan_reward``: the first step returns a NaN reward.
+    ``nan_reward``: the first step returns a NaN reward; ``reward_by_length``: reward len(action) / 10
+    instead (so even a random policy sees reward differences within a group).
     """
 
     def __init__(self, turns: int = 3, raise_on_seed_mod: int = 0, hang_on_seed_mod: int = 0, hang_s: float = 5.0,
-                 nan_reward: bool = False, obs_len: int = 4) -> None:
+                 nan_reward: bool = False, obs_len: int = 4, reward_by_length: bool = False) -> None:
+        self.reward_by_length = reward_by_length
         self.turns = turns
         self.raise_on_seed_mod = raise_on_seed_mod
         self.hang_on_seed_mod = hang_on_seed_mod
@@ -48,7 +50,9 @@ class ScriptedEnv(gymnasium.Env[str, str]):
         self.t += 1
         up = action.strip() == "U"
         self.all_up &= up
-        reward = float("nan") if self.nan_reward and self.t == 1 else float(up)
+        reward = len(action) / 10 if self.reward_by_length else float(up)
+        if self.nan_reward and self.t == 1:
+            reward = float("nan")
         done = self.t >= self.turns
         info: dict[str, Any] = {"invalid_action": not up}
         if done:

@@ -1,0 +1,73 @@
+"""Weight sync equality, and the router's failover when rollout replicas die."""
+
+from __future__ import annotations
+
+import pytest
+import ray
+import torch
+from ray.exceptions import RayTaskError
+from transformers import AutoModelForCausalLM
+
+from rollarc.agent.chat import ChatRenderer, Message
+from rollarc.agent.trajectory import Segment, Trajectory
+from rollarc.engine.types import SamplingParams
+from rollarc.models import load_tokenizer
+from rollarc.runtime.ray_cluster import start_ray
+from rollarc.runtime.routing import NoReplicaError
+from rollarc.runtime.workers import Workers
+from tests.integration.test_runtime import config
+
+pytestmark = pytest.mark.slow
+GREEDY = SamplingParams(temperature=0.0, max_tokens=12, ignore_eos=True)
+
+
+@pytest.fixture
+def workers(nano_policy_dir, tmp_path):
+    def make(**sections):
+        cfg = config(nano_policy_dir, tmp_path, **sections)
+        start_ray(cfg.cluster)
+        return Workers(cfg, str(nano_policy_dir))
+
+    yield make
+    ray.shutdown()
+
+
+def test_engine_greedy_after_sync_equals_the_trainer_model(workers, nano_policy_dir, tmp_path):
+    w = workers(train={"lr": 0.05})
+    tok = load_tokenizer(nano_policy_dir)
+    renderer = ChatRenderer(tok)
+    prompt = renderer.prompt_ids([Message("user", "t0..")])
+    before = ray.get(w.router.generate.remote(prompt, GREEDY, None))
+    group = []
+    for i, action in enumerate(["UU", "D", "LLL", "R"]):
+        seg = Segment()
+        seg.extend_context(prompt)
+        reply = renderer.encode_reply(action)
+        seg.extend_generated(reply, [-2.0] * len(reply), [0] * len(reply))
+        group.append(Trajectory(traj_id=f"t{i}", task="scripted", seed=0, segments=[seg], reward=float(i)))
+    for step in range(3):  # a large learning rate, so the greedy reply really changes
+        ray.get(w.trainer.train_step.remote([group], step))
+    payload = ray.get(w.trainer.publish.remote())
+    assert payload.version == 3
+    ray.get(w.sync_all(payload))
+    after = ray.get(w.router.generate.remote(prompt, GREEDY, None))
+    assert after.token_versions == [3] * 12 and before.token_versions == [0] * 12
+    ray.get(w.trainer.save_checkpoint.remote(str(tmp_path / "ck"), {}))
+    model = AutoModelForCausalLM.from_pretrained(tmp_path / "ck" / "policy")
+    expected = model.generate(torch.tensor([prompt]), max_new_tokens=12, do_sample=False, min_new_tokens=12)
+    assert after.token_ids == expected[0, len(prompt):].tolist()
+    assert after.token_ids != before.token_ids  # the update changed what the engine generates
+
+
+def test_router_fails_over_when_a_replica_dies_and_errors_when_none_is_left(workers):
+    w = workers(cluster={"roles": {"rollout": {"pool": "compute", "replicas": 2}, "train": {"pool": "compute", "units": 0}}})
+    assert sorted(ray.get(w.router.alive.remote())) == ["rollout-0", "rollout-1"]
+    ray.kill(w.rollout["rollout-0"])
+    results = ray.get([w.router.generate.remote([3, 40, 5, 4], GREEDY, f"k{i}") for i in range(6)])
+    assert all(r.finish_reason == "length" for r in results)
+    assert ray.get(w.router.alive.remote()) == ["rollout-1"]
+    assert ray.get(w.router.routing_stats.remote())["dead_replicas"] == ["rollout-0"]
+    ray.kill(w.rollout["rollout-1"])
+    with pytest.raises(RayTaskError) as err:
+        ray.get(w.router.generate.remote([3, 40, 5, 4], GREEDY, "last"))
+    assert isinstance(err.value, NoReplicaError) or "no rollout replica" in str(err.value)
