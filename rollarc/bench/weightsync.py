@@ -273,7 +273,7 @@ def readme_body(real: list[RealResult], syn: SyntheticResult, relay: RelayResult
     fan = markdown_table(
         ["send", "cross-site bytes", "intra-site bytes"],
         [[f"direct to all {relay.sites * relay.per_site} receivers", f"{relay.direct_cross_bytes / 1e6:.2f} MB", "0"],
-         [f"relay: 1 per site, binary tree inside", f"{relay.relay_cross_bytes / 1e6:.2f} MB",
+         ["relay: 1 per site, binary tree inside", f"{relay.relay_cross_bytes / 1e6:.2f} MB",
           f"{relay.relay_intra_bytes / 1e6:.2f} MB"]])
     return (f"{sizes}\n\nThroughput in GB of bf16 model bytes per second, over the {syn.params / 1e9:g}e9-parameter "
             f"set; peak RSS {result['peak_rss_gb']:.2f} GB.\n\n{speed}\n\n"
