@@ -26,7 +26,7 @@ class SyncConfig(FrozenModel):
     """
 
     method: Literal["full", "delta"] = "full"
-    bucket_mb: float = Field(64.0, gt=0, le=1 << 16)
+    bucket_mb: float = Field(64.0, ge=1e-3, le=1 << 16)
     dense_threshold: float = Field(0.5, gt=0.0, le=1.0)
     history: int = Field(4, ge=0, le=1024)
     dtype: Literal["bfloat16", "float16", "float32"] | None = None
