@@ -20,6 +20,8 @@ class EngineConfig(FrozenModel):
     - ``num_threads``: torch intra-op threads, set when the engine starts. Torch's thread count is
       process-wide, so it applies to everything else in the process too; ``None`` leaves it alone.
     - ``seed``: seeds the generator of requests that carry no seed of their own.
+    - ``kv_cache_max_gb``: refuse to start when the preallocated KV cache would be larger, instead of
+      running the machine out of memory (a long-context model's default ``max_model_len`` is large).
     """
 
     max_num_seqs: int = Field(default=64, ge=1)
@@ -28,3 +30,4 @@ class EngineConfig(FrozenModel):
     prefix_cache_tokens: int = Field(default=65536, ge=0)
     num_threads: int | None = Field(default=1, ge=1)
     seed: int = 0
+    kv_cache_max_gb: float = Field(default=4.0, gt=0)

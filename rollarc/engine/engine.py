@@ -68,6 +68,12 @@ class LLMEngine:
         self.model = model
         self.vocab_size = geometry.vocab_size
         parameter = next(model.parameters())
+        kv_gb = (2 * geometry.num_layers * config.max_num_seqs * geometry.num_kv_heads * self.max_model_len
+                 * geometry.head_dim * parameter.element_size()) / 1e9
+        if kv_gb > config.kv_cache_max_gb:
+            raise ValueError(f"the KV cache would take {kv_gb:.2f} GB (max_num_seqs={config.max_num_seqs} x "
+                             f"max_model_len={self.max_model_len}), over kv_cache_max_gb={config.kv_cache_max_gb}; "
+                             "lower EngineConfig.max_num_seqs or max_model_len, or raise kv_cache_max_gb")
         self.kv = SlotKVCache(geometry.num_layers, config.max_num_seqs, geometry.num_kv_heads, self.max_model_len,
                               geometry.head_dim, dtype=parameter.dtype, device=parameter.device)
         self.runner = ModelRunner(model, self.kv)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from test_engine_models import VOCAB, hf_greedy, nano_policy, random_prompts, scramble, tiny_hf_model
+from tests.unit.test_engine_models import VOCAB, hf_greedy, nano_policy, random_prompts, scramble, tiny_hf_model
 
 from rollarc.engine import EngineConfig, LLMEngine, SamplingParams
 

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 import torch
-from test_engine_models import hf_greedy, random_prompts, tiny_hf_model
+from tests.unit.test_engine_models import hf_greedy, random_prompts, tiny_hf_model
 
 from rollarc.engine import AsyncLLMEngine, EngineConfig, EngineDeadError, SamplingParams
 

@@ -97,6 +97,11 @@ def test_unsupported_model_type_is_named() -> None:
         LLMEngine(model)
 
 
+def test_oversized_kv_cache_is_refused_with_the_keys_to_change() -> None:
+    with pytest.raises(ValueError, match="max_num_seqs=4096 x max_model_len=128"):
+        LLMEngine(tiny_hf_model(), EngineConfig(max_num_seqs=4096, kv_cache_max_gb=0.01))
+
+
 def test_max_model_len_beyond_model_positions_is_rejected() -> None:
     with pytest.raises(ValueError, match="max_position_embeddings=128"):
         LLMEngine(tiny_hf_model(), EngineConfig(max_model_len=4096))
