@@ -33,8 +33,12 @@ import argparse
 import random
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 from rollarc.bench.readme_table import emit_json, markdown_table, write_block
 
@@ -63,7 +67,7 @@ def make_workload(num_requests: int, prompt_range: tuple[int, int], short_range:
     return Workload(prompts, max_tokens)
 
 
-def run_rollarc(model, workload: Workload, max_num_seqs: int, prefill_budget: int, threads: int) -> float:
+def run_rollarc(model: PreTrainedModel, workload: Workload, max_num_seqs: int, prefill_budget: int, threads: int) -> float:
     from rollarc.engine import EngineConfig, LLMEngine, SamplingParams
 
     config = EngineConfig(max_num_seqs=max_num_seqs, prefill_token_budget=prefill_budget, num_threads=threads,
@@ -80,7 +84,7 @@ def run_rollarc(model, workload: Workload, max_num_seqs: int, prefill_budget: in
     return elapsed
 
 
-def run_hf_generate(model, workload: Workload, batch_size: int) -> float:
+def run_hf_generate(model: PreTrainedModel, workload: Workload, batch_size: int) -> float:
     from transformers import GenerationConfig
 
     def batch_generate(prompts: list[list[int]], new_tokens: int) -> None:
@@ -104,7 +108,7 @@ def run_hf_generate(model, workload: Workload, batch_size: int) -> float:
         return time.perf_counter() - start
 
 
-def run_hf_continuous(model, workload: Workload, num_blocks: int) -> float:
+def run_hf_continuous(model: PreTrainedModel, workload: Workload, num_blocks: int) -> float:
     from transformers import GenerationConfig
     from transformers.generation.configuration_utils import ContinuousBatchingConfig
     from transformers.generation.continuous_batching.utils import WorkloadHints

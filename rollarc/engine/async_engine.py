@@ -78,7 +78,10 @@ class AsyncLLMEngine:
         try:
             return await future
         except asyncio.CancelledError:
-            self.abort(request_id)
+            with self._cv:
+                if self._error is None and not self._stopping:
+                    self._commands.append(("abort", request_id))
+                    self._cv.notify()
             raise
 
     def abort(self, request_id: str) -> None:

@@ -35,7 +35,7 @@ from rollarc.engine.kv_cache import SlotKVCache
 from rollarc.engine.model_runner import ModelRunner, PrefillSeq, model_geometry
 from rollarc.engine.prefix_cache import CachedPrefix, PrefixCache
 from rollarc.engine.request import Request
-from rollarc.engine.sampling import draw_uniforms, sample
+from rollarc.engine.sampling import Sampled, draw_uniforms, sample
 from rollarc.engine.scheduler import Scheduler
 from rollarc.engine.types import Completion, FinishReason, SamplingParams
 
@@ -106,15 +106,18 @@ class LLMEngine:
             raise ValueError(f"request {request_id!r}: empty prompt")
         bad = [t for t in prompt if not 0 <= t < self.vocab_size]
         if bad:
-            raise ValueError(f"request {request_id!r}: token ids {bad[:5]} are outside the vocabulary [0, {self.vocab_size})")
+            raise ValueError(f"request {request_id!r}: token ids {bad[:5]} are outside the vocabulary "
+                             f"[0, {self.vocab_size})")
         if params.stop and self._decode is None:
-            raise ValueError(f"request {request_id!r}: stop strings {params.stop!r} need an engine built with a tokenizer")
+            raise ValueError(f"request {request_id!r}: stop strings {params.stop!r} need an engine built with "
+                             "a tokenizer")
         generator = torch.Generator().manual_seed(params.seed) if params.seed is not None else None
         request = Request(request_id, prompt, params, cache_key, time.perf_counter(), generator=generator)
         self._requests[request_id] = request
         if len(prompt) >= self.max_model_len:
             self._done.append(self._finish(request, "error", error=(
-                f"prompt of {len(prompt)} tokens leaves no room to generate within max_model_len={self.max_model_len}")))
+                f"prompt of {len(prompt)} tokens leaves no room to generate within "
+                f"max_model_len={self.max_model_len}")))
         else:
             self.scheduler.add(request)
         return request_id
@@ -179,18 +182,30 @@ class LLMEngine:
         self._rate.append((now, generated))
         return finished
 
-    def generate(self, prompts: Sequence[Sequence[int]], params: SamplingParams | Sequence[SamplingParams] | None = None,
+    def generate(self, prompts: Sequence[Sequence[int]],
+                 params: SamplingParams | Sequence[SamplingParams] | None = None,
                  cache_keys: Sequence[Hashable | None] | None = None) -> list[Completion]:
-        """Run ``prompts`` to completion together (continuous batching); completions in input order."""
+        """Run ``prompts`` to completion together (continuous batching); completions in input order.
+
+        Requests added earlier with ``add_request`` keep running; those that finish meanwhile are
+        returned by the next ``step()``.
+        """
         per_request = params if isinstance(params, Sequence) else [params] * len(prompts)
         keys = cache_keys if cache_keys is not None else [None] * len(prompts)
         if len(per_request) != len(prompts) or len(keys) != len(prompts):
-            raise ValueError(f"generate: {len(prompts)} prompts but {len(per_request)} params and {len(keys)} cache_keys")
+            raise ValueError(f"generate: {len(prompts)} prompts but {len(per_request)} params and "
+                             f"{len(keys)} cache_keys")
         ids = [self.add_request(p, sp, cache_key=k) for p, sp, k in zip(prompts, per_request, keys)]
-        results: dict[str, Completion] = {}
         wanted = set(ids)
+        results: dict[str, Completion] = {}
+        others: list[Completion] = []
         while not wanted.issubset(results):
-            results.update((c.request_id, c) for c in self.step())
+            for completion in self.step():
+                if completion.request_id in wanted:
+                    results[completion.request_id] = completion
+                else:
+                    others.append(completion)
+        self._done.extend(others)
         return [results[i] for i in ids]
 
     # ----------------------------------------------------------------- weights
@@ -246,7 +261,7 @@ class LLMEngine:
             request.reused_prefix = None
         return PrefillSeq(slot=request.slot, start=start, token_ids=request.prompt_ids[start:])
 
-    def _sample(self, batch: list[Request], logits: torch.Tensor):
+    def _sample(self, batch: list[Request], logits: torch.Tensor) -> Sampled:
         params = [r.params for r in batch]
         device = logits.device
         temperature = torch.tensor([p.temperature for p in params], dtype=torch.float32, device=device)

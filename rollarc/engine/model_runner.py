@@ -178,7 +178,7 @@ class ModelRunner:
         return self.lm_head(self.final_norm(x))
 
     def prefill(self, seqs: Sequence[PrefillSeq]) -> torch.Tensor:
-        """Run the new tokens of ``seqs`` (packed), fill their KV, return each one's last-token logits ``[R, vocab]``."""
+        """Run the new tokens of ``seqs`` (packed) and fill their KV; returns last-token logits ``[R, vocab]``."""
         g = self.geometry
         lengths = [len(s.token_ids) for s in seqs]
         token_ids = torch.tensor([t for s in seqs for t in s.token_ids], dtype=torch.long, device=self.device)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 import torch
-from tests.unit.test_engine_models import VOCAB, hf_greedy, nano_policy, random_prompts, scramble, tiny_hf_model
 
 from rollarc.engine import EngineConfig, LLMEngine, SamplingParams
+from tests.unit.test_engine_models import VOCAB, hf_greedy, nano_policy, random_prompts, scramble, tiny_hf_model
 
 GREEDY = SamplingParams(temperature=0.0, max_tokens=12)
 
@@ -278,6 +278,15 @@ def test_more_requests_than_slots_all_finish_correctly() -> None:
     assert stats["generated_tokens"] == sum(sp.max_tokens for sp in params)
     assert stats["prefill_tokens"] == sum(map(len, prompts))
     assert stats["length"] == 7 and stats["waiting"] == 0 and stats["running"] == 0
+
+
+def test_generate_keeps_completions_of_other_requests_for_step() -> None:
+    engine = LLMEngine(tiny_hf_model())
+    early = engine.add_request([1, 2, 3], SamplingParams(temperature=0.0, max_tokens=2))
+    [mine] = engine.generate([[4, 5]], SamplingParams(temperature=0.0, max_tokens=6))
+    assert mine.num_tokens == 6
+    assert [c.request_id for c in engine.step()] == [early]
+    assert not engine.has_unfinished()
 
 
 def test_completion_timing_fields_are_ordered() -> None:

@@ -6,9 +6,9 @@ import asyncio
 
 import pytest
 import torch
-from tests.unit.test_engine_models import hf_greedy, random_prompts, tiny_hf_model
 
 from rollarc.engine import AsyncLLMEngine, EngineConfig, EngineDeadError, SamplingParams
+from tests.unit.test_engine_models import hf_greedy, random_prompts, tiny_hf_model
 
 GREEDY = SamplingParams(temperature=0.0, max_tokens=8)
 
