@@ -67,7 +67,8 @@ def make_workload(num_requests: int, prompt_range: tuple[int, int], short_range:
     return Workload(prompts, max_tokens)
 
 
-def run_rollarc(model: PreTrainedModel, workload: Workload, max_num_seqs: int, prefill_budget: int, threads: int) -> float:
+def run_rollarc(model: PreTrainedModel, workload: Workload, max_num_seqs: int, prefill_budget: int,
+                threads: int) -> float:
     from rollarc.engine import EngineConfig, LLMEngine, SamplingParams
 
     config = EngineConfig(max_num_seqs=max_num_seqs, prefill_token_budget=prefill_budget, num_threads=threads,
