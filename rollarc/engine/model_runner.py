@@ -134,19 +134,22 @@ class ModelRunner:
         cos, sin = self.rotary_emb(x, positions[None])
         return cos[0, :, None, :], (sin[0] * self._rope_sign)[:, None, :]
 
-    def _qkv(self, layer: _Layer, h: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor
-             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Projected, normed and rotated ``q [N, H, D]``, ``k [N, KV, D]`` and ``v [N, KV, D]``."""
-        g = self.geometry
-        n = h.shape[0]
-        q = layer.q_proj(h).view(n, g.num_heads, g.head_dim)
-        k = layer.k_proj(h).view(n, g.num_kv_heads, g.head_dim)
-        v = layer.v_proj(h).view(n, g.num_kv_heads, g.head_dim)
+    def _q(self, layer: _Layer, h: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        """Projected, normed and rotated queries ``[N, H, D]``."""
+        q = layer.q_proj(h).view(h.shape[0], self.geometry.num_heads, self.geometry.head_dim)
         if layer.q_norm is not None:
             q = layer.q_norm(q)
+        return _rope(q, cos, sin)
+
+    def _kv(self, layer: _Layer, h: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor
+            ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Projected, normed and rotated keys and values, ``[N, KV, D]`` each."""
+        g = self.geometry
+        k = layer.k_proj(h).view(h.shape[0], g.num_kv_heads, g.head_dim)
+        v = layer.v_proj(h).view(h.shape[0], g.num_kv_heads, g.head_dim)
         if layer.k_norm is not None:
             k = layer.k_norm(k)
-        return _rope(q, cos, sin), _rope(k, cos, sin), v
+        return _rope(k, cos, sin), v
 
     def decode(self, token_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         """One token for each running request (slots ``0..B-1``): ``token_ids [B]`` at ``positions [B]``.
@@ -164,7 +167,9 @@ class ModelRunner:
         x = self.embed(token_ids)
         cos, sin = self._cos_sin(x, positions)
         for index, layer in enumerate(self.layers):
-            q, k, v = self._qkv(layer, layer.input_norm(x), cos, sin)
+            h = layer.input_norm(x)
+            q = self._q(layer, h, cos, sin)
+            k, v = self._kv(layer, h, cos, sin)
             keys, values = self.kv.keys(index), self.kv.values(index)
             keys[rows, :, positions] = k
             values[rows, :, positions] = v
@@ -178,7 +183,12 @@ class ModelRunner:
         return self.lm_head(self.final_norm(x))
 
     def prefill(self, seqs: Sequence[PrefillSeq]) -> torch.Tensor:
-        """Run the new tokens of ``seqs`` (packed) and fill their KV; returns last-token logits ``[R, vocab]``."""
+        """Run the new tokens of ``seqs`` (packed) and fill their KV; returns last-token logits ``[R, vocab]``.
+
+        Every layer computes K/V for all tokens, but the last layer needs its attention, ``o_proj`` and
+        MLP only at each sequence's last token (the only one whose logits are used), so it computes
+        just those rows: exact, and about ``1 / num_layers`` less prefill work.
+        """
         g = self.geometry
         lengths = [len(s.token_ids) for s in seqs]
         token_ids = torch.tensor([t for s in seqs for t in s.token_ids], dtype=torch.long, device=self.device)
@@ -186,27 +196,43 @@ class ModelRunner:
         offsets = [0]
         for n in lengths:
             offsets.append(offsets[-1] + n)
+        last = torch.tensor([a + n - 1 for a, n in zip(offsets, lengths)], device=self.device)
         masks = [self._prefill_masks(s.start, n) for s, n in zip(seqs, lengths)]
         x = self.embed(token_ids)
         cos, sin = self._cos_sin(x, positions)
+        final = len(self.layers) - 1
         for index, layer in enumerate(self.layers):
-            q, k, v = self._qkv(layer, layer.input_norm(x), cos, sin)
+            h = layer.input_norm(x)
+            k, v = self._kv(layer, h, cos, sin)
             keys, values = self.kv.keys(index), self.kv.values(index)
-            outs = []
-            for seq, n, a, mask in zip(seqs, lengths, offsets, masks):
-                end = seq.start + n
-                keys[seq.slot, :, seq.start:end] = k[a:a + n].transpose(0, 1)
-                values[seq.slot, :, seq.start:end] = v[a:a + n].transpose(0, 1)
-                window_mask = mask.get(layer.sliding_window, mask[None])
-                out = F.scaled_dot_product_attention(
-                    q[a:a + n].transpose(0, 1)[None], keys[seq.slot:seq.slot + 1, :, :end],
-                    values[seq.slot:seq.slot + 1, :, :end], attn_mask=window_mask,
-                    is_causal=window_mask is None, scale=layer.scaling, enable_gqa=True)
-                outs.append(out[0].transpose(0, 1).reshape(n, g.num_heads * g.head_dim))
+            for seq, n, a in zip(seqs, lengths, offsets):
+                keys[seq.slot, :, seq.start:seq.start + n] = k[a:a + n].transpose(0, 1)
+                values[seq.slot, :, seq.start:seq.start + n] = v[a:a + n].transpose(0, 1)
+            if index < final:
+                q = self._q(layer, h, cos, sin)
+                outs = []
+                for seq, n, a, mask in zip(seqs, lengths, offsets, masks):
+                    end = seq.start + n
+                    window_mask = mask.get(layer.sliding_window, mask[None])
+                    out = F.scaled_dot_product_attention(
+                        q[a:a + n].transpose(0, 1)[None], keys[seq.slot:seq.slot + 1, :, :end],
+                        values[seq.slot:seq.slot + 1, :, :end], attn_mask=window_mask,
+                        is_causal=window_mask is None, scale=layer.scaling, enable_gqa=True)
+                    outs.append(out[0].transpose(0, 1).reshape(n, g.num_heads * g.head_dim))
+            else:
+                x, q = x[last], self._q(layer, h[last], cos[last], sin[last])
+                outs = []
+                for row, (seq, n) in enumerate(zip(seqs, lengths)):
+                    end = seq.start + n
+                    begin = max(0, end - layer.sliding_window) if layer.sliding_window else 0
+                    out = F.scaled_dot_product_attention(
+                        q[row].view(1, g.num_kv_heads, self.heads_per_kv, g.head_dim),
+                        keys[seq.slot:seq.slot + 1, :, begin:end], values[seq.slot:seq.slot + 1, :, begin:end],
+                        scale=layer.scaling)
+                    outs.append(out.reshape(1, g.num_heads * g.head_dim))
             x = x + layer.o_proj(torch.cat(outs) if len(outs) > 1 else outs[0])
             x = x + layer.mlp(layer.post_norm(x))
-        last = torch.tensor([a + n - 1 for a, n in zip(offsets, lengths)], device=self.device)
-        return self.lm_head(self.final_norm(x[last]))
+        return self.lm_head(self.final_norm(x))
 
     def _prefill_masks(self, start: int, n: int) -> dict[int | None, torch.Tensor | None]:
         """Attention masks ``[n, start+n]`` (True = attend) per sliding window; None = plain causal from 0."""
