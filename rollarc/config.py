@@ -16,6 +16,7 @@ from rollarc.configio import FrozenModel, load_config
 from rollarc.engine.config import EngineConfig
 from rollarc.envs.latency import LatencyConfig
 from rollarc.envs.registry import EnvSpec
+from rollarc.rewards.config import RewardConfig
 from rollarc.sync.config import SyncConfig
 
 
@@ -161,12 +162,6 @@ class ClusterConfig(FrozenModel):
         if roles.env.replicas < 1:
             raise ValueError("cluster.roles.env.replicas must be at least 1")
         return self
-
-
-class RewardConfig(FrozenModel):
-    """Where the trajectory reward comes from. ``rule``: the environment's own reward, in-process."""
-
-    kind: Literal["rule"] = "rule"
 
 
 class RunConfig(FrozenModel):

@@ -16,7 +16,7 @@ import asyncio
 import concurrent.futures
 import functools
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -55,10 +55,25 @@ class RunnerStats:
     failure_reasons: dict[str, int] = field(default_factory=dict)
 
 
+RewardFn = Callable[[Trajectory], Awaitable[float]]
+
+
+class RewardFailure(RuntimeError):
+    """The model-based reward could not score a trajectory (timeout, service error); it fails that trajectory."""
+
+
 class EpisodeRunner:
+    """Runs episodes; ``reward_fn`` (optional) scores each finished trajectory with a model-based reward.
+
+    The score is awaited inside the trajectory's own task, so a pending reward never blocks other
+    trajectories. It is stored as ``traj.model_reward`` and added to the environment return with
+    ``reward_weight`` (the shaped reward); a :class:`RewardFailure` fails that trajectory alone.
+    """
+
     def __init__(self, tasks: dict[str, Any], renderer: ChatRenderer, generate: GenerateFn, sampling: Any,
                  max_env_threads: int = 16, span_sink: Callable[[dict[str, Any]], None] | None = None,
-                 worker_name: str = "env-0", latency_seed: int = 0):
+                 worker_name: str = "env-0", latency_seed: int = 0, reward_fn: RewardFn | None = None,
+                 reward_weight: float = 1.0):
         self.tasks = tasks
         self.renderer = renderer
         self.generate = generate
@@ -75,6 +90,8 @@ class EpisodeRunner:
         self._free_envs: dict[str, list[Any]] = {name: [] for name in tasks}
         self._instructions: dict[str, str] = {}
         self._wall_offset = perf_to_wall_offset()
+        self.reward_fn = reward_fn
+        self.reward_weight = reward_weight
 
     async def run(self, spec: EpisodeSpec) -> Trajectory:
         task = self.tasks[spec.task]
@@ -108,7 +125,21 @@ class EpisodeRunner:
                                     sampling_seed=spec.sampling_seed)
         if not broken:
             self._free_envs[spec.task].append(env)
+        if self.reward_fn is not None and traj.status == "ok" and not spec.greedy:
+            traj = await self._score(traj)
         return self._count(traj)
+
+    async def _score(self, traj: Trajectory) -> Trajectory:
+        t0 = time.perf_counter()
+        try:
+            score = float(await self.reward_fn(traj))
+        except RewardFailure as err:
+            return traj.fail(f"reward: {err}")
+        traj.model_reward = score
+        traj.reward = traj.reward + self.reward_weight * score
+        traj.timings["reward_s"] = time.perf_counter() - t0
+        self._span("reward", t0, time.perf_counter(), traj=traj.traj_id, task=traj.task)
+        return traj
 
     def _count(self, traj: Trajectory) -> Trajectory:
         self.stats.finished += 1

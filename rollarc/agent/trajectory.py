@@ -51,6 +51,7 @@ class Trajectory:
     segments: list[Segment] = field(default_factory=list)
     turn_rewards: list[float] = field(default_factory=list)
     reward: float = 0.0
+    model_reward: float | None = None  # score of a model-based reward, when one is configured
     success: bool = False
     num_turns: int = 0
     invalid_actions: int = 0

@@ -73,6 +73,7 @@ def run_training(cfg: Config, address: str | None = None) -> int:
     (run_dir / "config.yaml").write_text(dump_yaml(cfg))
     version = int(resume_state["version"]) if resume_state else 0
     start_ray(cfg.cluster, address)
+    workers = None
     try:
         workers = Workers(cfg, policy_dir, start_version=version)
         if resume_state is not None:
@@ -94,6 +95,8 @@ def run_training(cfg: Config, address: str | None = None) -> int:
             metrics.close()
             controller.timeline.close()
     finally:
+        if workers is not None:
+            workers.shutdown()
         ray.shutdown()
     summary["sft"] = sft_meta
     summary["total_wall_s"] = time.time() - start

@@ -57,7 +57,8 @@ class GroupResult:
 @ray.remote
 class EnvWorker:
     def __init__(self, name: str, tasks: dict[str, Any], tokenizer_dir: str, sampling: Any, router: Any,
-                 threads: int, max_env_threads: int, trajectory_timeout_s: float, seed: int = 0):
+                 threads: int, max_env_threads: int, trajectory_timeout_s: float, seed: int = 0,
+                 reward_spec: Any = None, reward_weight: float = 1.0):
         torch.set_num_threads(threads)
         self.name = name
         self.router = router
@@ -66,8 +67,15 @@ class EnvWorker:
         self._spans: list[dict[str, Any]] = []
         self._step = 0
         self._traj_task: dict[str, str] = {}
+        self.reward_client = None
+        if reward_spec is not None:
+            from rollarc.rewards.service import connect
+
+            self.reward_client = connect(reward_spec)
         self.runner = EpisodeRunner(tasks, self.renderer, self._generate, sampling, max_env_threads=max_env_threads,
-                                    span_sink=self._spans.append, worker_name=name, latency_seed=seed)
+                                    span_sink=self._spans.append, worker_name=name, latency_seed=seed,
+                                    reward_fn=self.reward_client.score if self.reward_client else None,
+                                    reward_weight=reward_weight)
         self._groups: dict[str, list[asyncio.Task]] = {}
 
     async def _generate(self, prompt_ids: list[int], params: SamplingParams, cache_key: str) -> Completion:

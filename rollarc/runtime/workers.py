@@ -40,6 +40,11 @@ class Workers:
                 self.add_rollout(name, group, start_version)
         self.trainer = TrainWorker.options(**actor_options(cfg.cluster, roles.train)).remote(
             policy_dir, cfg, roles.train.threads)
+        self.reward_backend = None
+        if cfg.reward.kind != "rule":
+            from rollarc.rewards.service import start_reward_backend
+
+            self.reward_backend = start_reward_backend(cfg.reward, cfg)
         self.env: dict[str, Any] = {}
         self._env_serial = 0
         for _ in range(roles.env.replicas):
@@ -82,7 +87,9 @@ class Workers:
         role = self.cfg.cluster.roles.env
         self.env[name] = EnvWorker.options(**actor_options(self.cfg.cluster, role), max_concurrency=10_000).remote(
             name, self.tasks, self.policy_dir, self.cfg.sampling, self.router, role.threads, 64,
-            self.cfg.async_.trajectory_timeout_s, seed=self.cfg.seed * 1000 + self._env_serial)
+            self.cfg.async_.trajectory_timeout_s, seed=self.cfg.seed * 1000 + self._env_serial,
+            reward_spec=self.reward_backend.client_spec() if self.reward_backend else None,
+            reward_weight=getattr(self.cfg.reward, "weight", 1.0))
         return name
 
     def replace_env(self, name: str) -> str:
@@ -96,6 +103,11 @@ class Workers:
     def least_loaded_env(self, pending: Iterable[tuple[Any, str]]) -> str:
         load = Counter(worker for _, worker in pending)
         return min(self.env, key=lambda n: (load[n], n))
+
+    def shutdown(self) -> None:
+        """Stop services that outlive their callers (the serverless reward app); actors die with Ray."""
+        if self.reward_backend is not None:
+            self.reward_backend.shutdown()
 
     # ---- gathering -------------------------------------------------------------------------------
     def drain_spans(self) -> list[dict[str, Any]]:
