@@ -25,13 +25,15 @@ from rollarc.engine.config import EngineConfig
 from rollarc.engine.async_engine import AsyncLLMEngine
 from rollarc.engine.types import Completion, SamplingParams
 from rollarc.models.checkpoint import load_policy
-from rollarc.runtime.weight_sync import SyncPayload, receive_full
+from rollarc.runtime.weight_sync import SyncPayload, engine_weights, receive
+from rollarc.sync.config import SyncConfig
+from rollarc.sync.versions import WHOLE, WeightPublisher, WeightReceiver
 
 
 @ray.remote
 class RolloutWorker:
     def __init__(self, name: str, policy_dir: str, engine_cfg: EngineConfig, in_flight_update: str,
-                 threads: int, pool: str, version: int = 0):
+                 threads: int, pool: str, version: int = 0, sync_cfg: SyncConfig | None = None, trainer: Any = None):
         torch.set_num_threads(threads)
         self.name = name
         self.pool = pool
@@ -39,6 +41,13 @@ class RolloutWorker:
         model, _tokenizer = load_policy(policy_dir)
         self.engine = AsyncLLMEngine(model, engine_cfg.model_copy(update={"num_threads": threads}))
         self.engine.engine.version = version  # resuming: the weights loaded are that version
+        self.trainer = trainer
+        # The receiver's copy starts bit-identical to the publisher's (same checkpoint, same wire dtype).
+        start = WeightPublisher(sync_cfg or SyncConfig())
+        start.publish(model.state_dict(), version=version)
+        self.receiver = WeightReceiver(WHOLE, state=dict(start.shard(WHOLE)), version=version)
+        self._engine_like = {k: v for k, v in model.state_dict().items()}
+        self.recoveries = 0
         self._running: dict[str, str | None] = {}  # request id -> cache key
         self._gate = asyncio.Event()
         self._gate.set()
@@ -71,10 +80,18 @@ class RolloutWorker:
     async def update_weights(self, payload: SyncPayload) -> dict[str, float]:
         """Fetch the published buckets and swap them in; returns timings of this replica's sync."""
         t0 = time.perf_counter()
-        buckets = await asyncio.gather(*payload.refs) if payload.refs else []
+        (updates,) = await asyncio.gather(*payload.refs)
         fetched = time.perf_counter()
-        named = receive_full(buckets)
-        version = payload.version
+        if payload.version <= (self.receiver.version if self.receiver.version is not None else -1):
+            return {"fetch_s": fetched - t0, "apply_s": 0.0, "total_s": fetched - t0, "bytes": 0.0}
+
+        async def fetch(have: int | None):
+            return await self.trainer.fetch_weights.remote(have)
+
+        report = await receive(self.receiver, updates, fetch)
+        self.recoveries += int(report.recovered)
+        named = engine_weights(self.receiver, self._engine_like)
+        version = report.version
         if self.in_flight_update == "finish":
             self._gate.clear()
             while self._running:
@@ -91,7 +108,7 @@ class RolloutWorker:
         self._spans.append({"worker": self.name, "role": "rollout", "kind": "sync", "t0": t0 + self._wall_offset,
                             "t1": t1 + self._wall_offset, "version": version, "pool": self.pool})
         return {"fetch_s": fetched - t0, "apply_s": t1 - fetched, "total_s": t1 - t0,
-                "bytes": float(payload.nbytes)}
+                "bytes": float(report.nbytes), "model_bytes": float(payload.model_bytes)}
 
     def abort_key(self, cache_key: str) -> int:
         ids = [rid for rid, key in self._running.items() if key == cache_key]

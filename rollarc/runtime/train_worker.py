@@ -12,7 +12,8 @@ import torch
 
 from rollarc.agent.trajectory import Trajectory
 from rollarc.models.checkpoint import atomic_directory, load_policy
-from rollarc.runtime.weight_sync import SyncPayload, publish_full
+from rollarc.runtime.weight_sync import SyncPayload
+from rollarc.sync.versions import WHOLE, VersionedUpdate, WeightPublisher, updates_nbytes
 from rollarc.train.policy_trainer import PolicyTrainer
 
 
@@ -29,6 +30,8 @@ class TrainWorker:
             betas=t.betas, grad_clip=t.grad_clip, minibatches=t.minibatches, epochs=t.epochs,
             micro_batch_tokens=t.micro_batch_tokens, pad_id=self.tokenizer.pad_token_id, seed=cfg.seed)
         self._spans: list[dict[str, Any]] = []
+        self.publisher = WeightPublisher(cfg.sync)
+        self.publisher.publish(self.trainer.named_weights(), version=self.trainer.version)
 
     def train_step(self, groups: list[list[Trajectory]], step: int) -> dict[str, Any]:
         t0 = time.time()
@@ -38,13 +41,19 @@ class TrainWorker:
         return stats
 
     def publish(self) -> SyncPayload:
-        """Put the current weights into the object store once, as the version just trained."""
+        """Publish the version just trained (full or delta) and put the update into the object store once."""
         t0 = time.time()
-        payload = publish_full(self.trainer.named_weights(), self.trainer.version,
-                               int(self.cfg.sync.bucket_mb * (1 << 20)))
+        self.publisher.publish(self.trainer.named_weights(), version=self.trainer.version)
+        updates = self.publisher.latest(WHOLE)
+        payload = SyncPayload(version=self.trainer.version, method=self.cfg.sync.method, refs=[ray.put(updates)],
+                              nbytes=updates_nbytes(updates), model_bytes=sum(u.model_bytes for u in updates))
         self._spans.append({"worker": "train-0", "role": "train", "kind": "sync", "t0": t0, "t1": time.time(),
                             "version": self.trainer.version})
         return payload
+
+    def fetch_weights(self, have: int | None) -> tuple[VersionedUpdate, ...]:
+        """Catch-up for a receiver at version ``have``: a delta chain or a full copy, whichever is fewer bytes."""
+        return self.publisher.fetch(WHOLE, have)
 
     def version(self) -> int:
         return self.trainer.version
@@ -63,6 +72,8 @@ class TrainWorker:
         model, _ = load_policy(path_ / "policy")
         self.model.load_state_dict(model.state_dict())
         self.trainer.load_optimizer_state(torch.load(path_ / "trainer_state.pt", weights_only=False))
+        self.publisher = WeightPublisher(self.cfg.sync)
+        self.publisher.publish(self.trainer.named_weights(), version=self.trainer.version)
         return json.loads((path_ / "state.json").read_text())
 
     def drain_spans(self) -> list[dict[str, Any]]:

@@ -1,55 +1,64 @@
-"""Versioned weight publication through the Ray object store.
+"""WeightSync: versioned weights from the TrainWorker to every RolloutWorker through the object store.
 
-The TrainWorker puts the new weights into the object store once, in buckets of bounded size, and hands
-out a small ``SyncPayload`` of references. Every RolloutWorker fetches the buckets itself (on one node
-they are read from shared memory; across nodes Ray moves them once per node), then swaps them in.
+The TrainWorker publishes each new version once into a :class:`rollarc.sync.WeightPublisher`
+(``sync.method: full`` sends the whole weights, ``delta`` the lossless sparse change) and puts the
+update into the Ray object store once; every RolloutWorker fetches it by reference (shared memory on
+one node, one transfer per node across nodes) and patches its own copy with a
+:class:`rollarc.sync.WeightReceiver`. A receiver that does not fit the update (it missed a version,
+or a checksum fails) asks the trainer for a catch-up chain or a full copy, so a mismatch is never
+applied silently.
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import ray
 import torch
+
+from rollarc.sync.codec import SyncIntegrityError
+from rollarc.sync.versions import VersionedUpdate, VersionGap, WeightReceiver, updates_nbytes
 
 
 @dataclass
 class SyncPayload:
     version: int
     method: str
-    refs: list[Any] = field(default_factory=list)
+    refs: list[Any] = field(default_factory=list)  # one object ref to the tuple of VersionedUpdates
     nbytes: int = 0
-    tensors: int = 0
+    model_bytes: int = 0
 
 
-def bucketize(named: dict[str, torch.Tensor], bucket_bytes: int) -> list[dict[str, torch.Tensor]]:
-    """Split a state dict into buckets of at most ``bucket_bytes`` (a tensor larger than that is alone)."""
-    buckets: list[dict[str, torch.Tensor]] = []
-    current: dict[str, torch.Tensor] = {}
-    size = 0
-    for name, tensor in named.items():
-        nbytes = tensor.numel() * tensor.element_size()
-        if current and size + nbytes > bucket_bytes:
-            buckets.append(current)
-            current, size = {}, 0
-        current[name] = tensor.detach().contiguous()
-        size += nbytes
-    if current:
-        buckets.append(current)
-    return buckets
+@dataclass
+class ReceiveReport:
+    version: int
+    nbytes: int
+    recovered: bool
 
 
-def publish_full(named: dict[str, torch.Tensor], version: int, bucket_bytes: int) -> SyncPayload:
-    """Put the full weights into the object store once; receivers fetch the buckets by reference."""
-    buckets = bucketize(named, bucket_bytes)
-    refs = [ray.put(bucket) for bucket in buckets]
-    nbytes = sum(t.numel() * t.element_size() for t in named.values())
-    return SyncPayload(version=version, method="full", refs=refs, nbytes=nbytes, tensors=len(named))
+Fetch = Callable[[int | None], Awaitable[Sequence[VersionedUpdate]]]
 
 
-def receive_full(buckets: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
-    named: dict[str, torch.Tensor] = {}
-    for bucket in buckets:
-        named.update(bucket)
-    return named
+async def receive(receiver: WeightReceiver, updates: Sequence[VersionedUpdate], fetch: Fetch) -> ReceiveReport:
+    """Apply pushed ``updates``; when they do not fit, catch up with what ``fetch`` returns (chain or full)."""
+    nbytes = updates_nbytes(updates)
+    recovered = False
+    if not receiver.fits(updates):
+        updates = await fetch(receiver.version)
+        nbytes += updates_nbytes(updates)
+        recovered = True
+    try:
+        receiver.apply(updates)
+    except (VersionGap, SyncIntegrityError):
+        full = await fetch(None)
+        nbytes += updates_nbytes(full)
+        receiver.apply(full)
+        recovered = True
+    assert receiver.version is not None
+    return ReceiveReport(receiver.version, nbytes, recovered)
+
+
+def engine_weights(receiver: WeightReceiver, like: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The receiver's weights in the engine's dtypes (a bf16 wire format is widened exactly)."""
+    return {name: tensor.to(like[name].dtype) for name, tensor in receiver.state.items()}

@@ -30,6 +30,8 @@ class Workers:
         self.tasks = {t.name: t for t in cfg.tasks}
         self.router = Router.options(num_cpus=0, max_concurrency=10_000).remote(
             {t.name: t.rollout_pool for t in cfg.tasks})
+        self.trainer = TrainWorker.options(**actor_options(cfg.cluster, roles.train)).remote(
+            policy_dir, cfg, roles.train.threads)
         self.rollout: dict[str, Any] = {}
         self.rollout_pool: dict[str, str] = {}
         index = 0
@@ -38,8 +40,6 @@ class Workers:
                 name = f"rollout-{index}"
                 index += 1
                 self.add_rollout(name, group, start_version)
-        self.trainer = TrainWorker.options(**actor_options(cfg.cluster, roles.train)).remote(
-            policy_dir, cfg, roles.train.threads)
         self.reward_backend = None
         if cfg.reward.kind != "rule":
             from rollarc.rewards.service import start_reward_backend
@@ -56,7 +56,7 @@ class Workers:
     def add_rollout(self, name: str, group: Any, version: int) -> Any:
         handle = RolloutWorker.options(**actor_options(self.cfg.cluster, group), max_concurrency=10_000).remote(
             name, self.policy_dir, self.cfg.engine, self.cfg.async_.in_flight_update, group.threads, group.pool,
-            version)
+            version, self.cfg.sync, self.trainer)
         self.rollout[name] = handle
         self.rollout_pool[name] = group.pool
         ray.get(self.router.add_replica.remote(name, handle, group.pool, self.cfg.engine.max_num_seqs))

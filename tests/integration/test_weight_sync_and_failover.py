@@ -32,8 +32,10 @@ def workers(nano_policy_dir, tmp_path):
     ray.shutdown()
 
 
-def test_engine_greedy_after_sync_equals_the_trainer_model(workers, nano_policy_dir, tmp_path):
-    w = workers(train={"lr": 0.05})
+@pytest.mark.parametrize("sync", [{"method": "full"}, {"method": "delta", "dtype": "bfloat16"}],
+                         ids=["full-fp32", "delta-bf16"])
+def test_engine_greedy_after_sync_equals_the_trainer_model(workers, nano_policy_dir, tmp_path, sync):
+    w = workers(train={"lr": 0.05}, sync=sync)
     tok = load_tokenizer(nano_policy_dir)
     renderer = ChatRenderer(tok)
     prompt = renderer.prompt_ids([Message("user", "t0..")])
@@ -54,6 +56,10 @@ def test_engine_greedy_after_sync_equals_the_trainer_model(workers, nano_policy_
     assert after.token_versions == [3] * 12 and before.token_versions == [0] * 12
     ray.get(w.trainer.save_checkpoint.remote(str(tmp_path / "ck"), {}))
     model = AutoModelForCausalLM.from_pretrained(tmp_path / "ck" / "policy")
+    if sync.get("dtype") == "bfloat16":  # the rollout side runs the bf16 wire weights, widened exactly
+        with torch.no_grad():
+            for p in model.parameters():
+                p.copy_(p.to(torch.bfloat16).float())
     expected = model.generate(torch.tensor([prompt]), max_new_tokens=12, do_sample=False, min_new_tokens=12)
     assert after.token_ids == expected[0, len(prompt):].tolist()
     assert after.token_ids != before.token_ids  # the update changed what the engine generates
