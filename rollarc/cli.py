@@ -116,7 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-PASSTHROUGH = {"plan": "rollarc.cluster.plan_cli", "simulate": "rollarc.sim.cli"}
+PASSTHROUGH = {"plan": "rollarc.cluster.plan_cli", "simulate": "rollarc.sim.cli", "reward": "rollarc.rewards.cli"}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -119,7 +119,8 @@ def build_report(run_dir: str | Path) -> list[Path]:
     if spans:
         outputs.append(plot_timeline(spans, run_dir / "timeline.png"))
         train_spans = [s for s in spans if s.get("kind") != "eval"]
-        summary["bubble_fraction"] = bubble_fractions(train_spans)
+        window = tuple(summary["rl_window"]) if summary.get("rl_window") else None
+        summary["bubble_fraction"] = bubble_fractions(train_spans, window)
         summary_path.write_text(json.dumps(summary, indent=1, default=str))
         outputs.append(summary_path)
     return outputs

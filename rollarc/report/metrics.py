@@ -8,6 +8,13 @@ from pathlib import Path
 from typing import Any
 
 
+def process_rss_mb() -> float:
+    """Resident memory of the calling process now (not its peak), so growth over a run shows."""
+    import psutil
+
+    return psutil.Process().memory_info().rss / (1 << 20)
+
+
 class MetricsWriter:
     """Appends one JSON object per step; numeric values also go to TensorBoard under the same names."""
 

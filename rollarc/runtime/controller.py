@@ -22,14 +22,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import psutil
 import ray
 from ray.exceptions import RayActorError, RayTaskError
 
 from rollarc.agent.runner import EpisodeSpec
 from rollarc.agent.trajectory import Trajectory
 from rollarc.config import Config
-from rollarc.report.metrics import MetricsWriter, TimelineWriter
+from rollarc.report.metrics import MetricsWriter, TimelineWriter, process_rss_mb
 from rollarc.report.progress import RunProgress
 from rollarc.runtime.env_worker import GroupResult, GroupSpec
 from rollarc.runtime.group_buffer import GroupBuffer
@@ -88,6 +87,7 @@ class Controller:
         self.last_checkpoint: str | None = None
         self.buffer_sizes: list[int] = []
         self.sync_times: list[dict[str, float]] = []
+        self.env_rss: dict[str, float] = {}
 
     # ---- the loop --------------------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
@@ -101,6 +101,7 @@ class Controller:
         step_started = time.time()
         last_step_end = time.time()
         last_spans = time.time()
+        self.rl_start = self.rl_end = time.time()
         with RunProgress(steps, enabled=self.cfg.run.progress) as progress:
             progress.update(version, success=self.evals[-1]["success"])
             while version < steps:
@@ -136,7 +137,7 @@ class Controller:
                             now = time.time()
                             record = self._step_record(version, train_stats, batch_info, now - last_step_end,
                                                        now - sync_started, now - step_started)
-                            last_step_end = now
+                            last_step_end = self.rl_end = now
                             self._after_step(version, record, progress)
                 if time.time() - last_spans > 5:
                     self.collect_spans()
@@ -180,6 +181,7 @@ class Controller:
             self.counters.retried_groups += 1
             self._submit(spec)
             return
+        self.env_rss[result.worker] = result.rss_mb
         for traj in result.failed:
             self.counters.failed_trajectories += 1
             self.counters.failure_reasons[(traj.failure_reason or "unknown").split(":")[0]] += 1
@@ -276,7 +278,11 @@ class Controller:
             "trajectories_per_s": batch["trajectories"] / step_time if step_time > 0 else 0.0,
             "buffer_groups": len(self.buffer),
             "in_flight_groups": len(self.pending),
-            "rss_mb": _rss_mb(),
+            "rss_mb": process_rss_mb(),
+            "rss_mb_train": train.get("rss_mb", 0.0),
+            "rss_mb_rollout": max((t.get("rss_mb", 0.0) for t in self.sync_times[-len(self.workers.rollout):]),
+                                  default=0.0),
+            "rss_mb_env": max(self.env_rss.values(), default=0.0),
             **{k: v for k, v in batch.items()},
             "loss": train.get("loss"),
             "grad_norm": train.get("grad_norm"),
@@ -350,6 +356,10 @@ class Controller:
             "max_staleness": self.cfg.async_.max_staleness,
             "steps": version,
             "wall_s": time.time() - self.run_start,
+            "rl_wall_s": self.rl_end - self.rl_start,
+            "rl_window": [self.rl_start - self.run_start, self.rl_end - self.run_start],
+            "trajectories_trained": self.counters.groups_trained * self.G,
+            "trajectories_per_s": self.counters.groups_trained * self.G / max(self.rl_end - self.rl_start, 1e-9),
             "heldout_success_before_rl": before["success"] if before else None,
             "heldout_success_after_rl": after["success"],
             "heldout_episodes": after["episodes"],
@@ -367,11 +377,6 @@ class Controller:
 def _seed_of(seed: int, purpose: str, index: int) -> int:
     digest = hashlib.blake2b(f"{seed}:{purpose}:{index}".encode(), digest_size=6).digest()
     return int.from_bytes(digest, "little") * 1000
-
-
-def _rss_mb() -> float:
-    """Current resident memory of this process (not the peak), to show it stays flat over a run."""
-    return psutil.Process().memory_info().rss / (1 << 20)
 
 
 def _mean_dicts(items: list[dict[str, float]]) -> dict[str, float]:

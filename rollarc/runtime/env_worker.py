@@ -21,6 +21,7 @@ from rollarc.agent.runner import EpisodeRunner, EpisodeSpec
 from rollarc.agent.trajectory import Trajectory
 from rollarc.engine.types import Completion, SamplingParams
 from rollarc.models.checkpoint import load_tokenizer
+from rollarc.report.metrics import process_rss_mb
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,7 @@ class GroupResult:
     cancelled: int = 0
     worker: str = ""
     seconds: float = 0.0
+    rss_mb: float = 0.0
 
     @property
     def order(self) -> int:
@@ -122,7 +124,7 @@ class EnvWorker:
             await asyncio.gather(*pending, return_exceptions=True)
         kept.sort(key=lambda t: t.traj_id)
         return GroupResult(spec=spec, trajectories=kept[: spec.size], failed=failed, cancelled=len(pending),
-                           worker=self.name, seconds=time.perf_counter() - start)
+                           worker=self.name, seconds=time.perf_counter() - start, rss_mb=process_rss_mb())
 
     async def cancel_group(self, group_id: str) -> int:
         tasks = self._groups.get(group_id, [])

@@ -25,6 +25,7 @@ from rollarc.engine.config import EngineConfig
 from rollarc.engine.async_engine import AsyncLLMEngine
 from rollarc.engine.types import Completion, SamplingParams
 from rollarc.models.checkpoint import load_policy
+from rollarc.report.metrics import process_rss_mb
 from rollarc.runtime.weight_sync import SyncPayload, engine_weights, receive
 from rollarc.sync.config import SyncConfig
 from rollarc.sync.versions import WHOLE, WeightPublisher, WeightReceiver
@@ -83,7 +84,8 @@ class RolloutWorker:
         (updates,) = await asyncio.gather(*payload.refs)
         fetched = time.perf_counter()
         if payload.version <= (self.receiver.version if self.receiver.version is not None else -1):
-            return {"fetch_s": fetched - t0, "apply_s": 0.0, "total_s": fetched - t0, "bytes": 0.0}
+            return {"fetch_s": fetched - t0, "apply_s": 0.0, "total_s": fetched - t0, "bytes": 0.0, "model_bytes": 0.0,
+                    "rss_mb": process_rss_mb()}
 
         async def fetch(have: int | None):
             return await self.trainer.fetch_weights.remote(have)
@@ -108,7 +110,7 @@ class RolloutWorker:
         self._spans.append({"worker": self.name, "role": "rollout", "kind": "sync", "t0": t0 + self._wall_offset,
                             "t1": t1 + self._wall_offset, "version": version, "pool": self.pool})
         return {"fetch_s": fetched - t0, "apply_s": t1 - fetched, "total_s": t1 - t0,
-                "bytes": float(report.nbytes), "model_bytes": float(payload.model_bytes)}
+                "bytes": float(report.nbytes), "model_bytes": float(payload.model_bytes), "rss_mb": process_rss_mb()}
 
     def abort_key(self, cache_key: str) -> int:
         ids = [rid for rid, key in self._running.items() if key == cache_key]

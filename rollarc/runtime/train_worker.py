@@ -12,6 +12,7 @@ import torch
 
 from rollarc.agent.trajectory import Trajectory
 from rollarc.models.checkpoint import atomic_directory, load_policy
+from rollarc.report.metrics import process_rss_mb
 from rollarc.runtime.weight_sync import SyncPayload
 from rollarc.sync.versions import WHOLE, VersionedUpdate, WeightPublisher, updates_nbytes
 from rollarc.train.policy_trainer import PolicyTrainer
@@ -36,6 +37,7 @@ class TrainWorker:
     def train_step(self, groups: list[list[Trajectory]], step: int) -> dict[str, Any]:
         t0 = time.time()
         stats = self.trainer.train_step(groups)
+        stats["rss_mb"] = process_rss_mb()
         self._spans.append({"worker": "train-0", "role": "train", "kind": "train", "t0": t0, "t1": time.time(),
                             "step": step, "tokens": stats["tokens"]})
         return stats

@@ -85,7 +85,8 @@ class Workers:
         name = f"env-{self._env_serial}"
         self._env_serial += 1
         role = self.cfg.cluster.roles.env
-        self.env[name] = EnvWorker.options(**actor_options(self.cfg.cluster, role), max_concurrency=10_000).remote(
+        self.env[name] = EnvWorker.options(**actor_options(self.cfg.cluster, role, name=name),
+                                           max_concurrency=10_000).remote(
             name, self.tasks, self.policy_dir, self.cfg.sampling, self.router, role.threads, 64,
             self.cfg.async_.trajectory_timeout_s, seed=self.cfg.seed * 1000 + self._env_serial,
             reward_spec=self.reward_backend.client_spec() if self.reward_backend else None,
