@@ -185,6 +185,8 @@ class Config(FrozenModel):
     sync: SyncConfig = SyncConfig()
     reward: RewardConfig = RewardConfig()
     run: RunConfig = RunConfig()
+    plugin_paths: list[str] = Field([], description="directories put on PYTHONPATH (driver and every Ray "
+                                                    "worker) so plugin envs import by entry point")
     resume: str | None = Field(None, description="a run directory to resume from its last checkpoint")
 
     model_config = FrozenModel.model_config | {"populate_by_name": True}

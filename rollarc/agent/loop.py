@@ -118,6 +118,8 @@ async def run_trajectory(
                                  list(completion.token_versions))
         traj.prompt_tokens += len(prompt)
         traj.generated_tokens += len(completion.token_ids)
+        traj.turn_prompt_tokens.append(len(prompt))
+        traj.turn_new_tokens.append(len(completion.token_ids))
         traj.cached_tokens += completion.cached_prompt_tokens
         action = renderer.reply_text(list(completion.token_ids))
         messages.append(Message("assistant", action))
@@ -128,6 +130,7 @@ async def run_trajectory(
         except EnvFailure as err:
             return _finish(traj.fail(f"env step {turn}: {err}"), start, clock)
         traj.timings["env_s"] += clock() - t0
+        traj.turn_env_s.append(clock() - t0)
         span("env_step", t0, clock(), traj=traj.traj_id, task=traj.task, step_reward=float(reward))
 
         traj.turn_rewards.append(float(reward))

@@ -63,6 +63,10 @@ class Trajectory:
     prompt_tokens: int = 0
     generated_tokens: int = 0
     cached_tokens: int = 0
+    # per turn, for online task profiles (what the cost model and simulator consume)
+    turn_prompt_tokens: list[int] = field(default_factory=list)
+    turn_new_tokens: list[int] = field(default_factory=list)
+    turn_env_s: list[float] = field(default_factory=list)
 
     @property
     def versions(self) -> list[int]:

@@ -89,22 +89,23 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--json", action="store_true", help="accepted; the JSON line is always printed last")
     p.add_argument("--no-readme", action="store_true", help="do not write the README block")
     p.add_argument("--trace", default=None, help="replay a run's timeline.jsonl instead of generated waves")
-    p.add_argument("--waves", type=int, default=None, help="rollout waves (training steps); default 4, quick 2")
+    p.add_argument("--waves", type=int, default=None, help="rollout waves (training steps); default 3, quick 2")
     p.add_argument("--trajectories", type=int, default=None, help="trajectories per wave; default 128, quick 24")
     p.add_argument("--turns", type=int, default=None, help="turns per trajectory; default 8, quick 4")
-    p.add_argument("--period-s", type=float, default=None, help="seconds between waves; default 15, quick 6")
+    p.add_argument("--period-s", type=float, default=None, help="seconds between waves; default 30, quick 6")
     p.add_argument("--fixed-s", type=float, default=0.2, help="service cost per batch (seconds)")
     p.add_argument("--per-item-s", type=float, default=0.025, help="service cost per trajectory in a batch (seconds)")
     p.add_argument("--max-batch-size", type=int, default=4)
     p.add_argument("--window-s", type=float, default=1.0, help="window of the peak arrival rate")
     p.add_argument("--warm-floor", type=int, default=1, help="serverless min_replicas")
-    p.add_argument("--burst-factor", type=float, default=2.0, help="serverless max_replicas = factor x peak pool")
-    p.add_argument("--downscale-delay-s", type=float, default=2.0)
+    p.add_argument("--burst-factor", type=float, default=1.0, help="serverless max_replicas = factor x peak pool")
+    p.add_argument("--downscale-delay-s", type=float, default=3.0)
+    p.add_argument("--target-ongoing", type=float, default=2.0, help="serverless target_ongoing_requests per replica")
     p.add_argument("--model", default=None, help="judge directory (default: the shipped config's, else trained)")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
     quick = args.quick
-    for name, full, small in [("waves", 4, 2), ("trajectories", 128, 24), ("turns", 8, 4), ("period_s", 15.0, 6.0)]:
+    for name, full, small in [("waves", 3, 2), ("trajectories", 128, 24), ("turns", 8, 4), ("period_s", 30.0, 6.0)]:
         if getattr(args, name) is None:
             setattr(args, name, small if quick else full)
     return args
@@ -224,7 +225,7 @@ def run_mode(mode: str, args: argparse.Namespace, model: Path, tokens: list[list
     if mode == "serverless":
         top = max(args.warm_floor, 1, math.ceil(args.burst_factor * peak))
         scaling = AutoscalingConfig(min_replicas=args.warm_floor, max_replicas=top,
-                                    target_ongoing_requests=float(args.max_batch_size), upscale_delay_s=0.0,
+                                    target_ongoing_requests=args.target_ongoing, upscale_delay_s=0.0,
                                     downscale_delay_s=args.downscale_delay_s, metrics_interval_s=0.2,
                                     look_back_period_s=0.6)
         backend, client = deploy(reward_config("serverless", args, cost, scaling), model, 0)

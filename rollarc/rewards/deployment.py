@@ -7,12 +7,15 @@ benchmark therefore compares autoscaling with fixed pools and nothing else. (``@
 works inside a Serve replica, which is a second reason the fixed pool is a Serve deployment too.)
 
 Replicas are placed like every rollarc role: on ``cluster.roles.reward.pool`` with ``units`` of it and
-pinned torch threads. There is no HTTP route: callers use a ``DeploymentHandle``.
+pinned torch threads (``torch.set_num_threads`` in the replica, not a ``runtime_env``: a runtime
+environment would make Ray start a fresh worker process for every replica, adding to each cold start).
+There is no HTTP route: callers use a ``DeploymentHandle``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections import Counter
 from typing import Any
@@ -56,9 +59,9 @@ class RewardJudge:
         return await self.score_batch(tokens)
 
     def stats(self) -> dict[str, Any]:
-        """This replica's start time, load time and the sizes of the batches it scored."""
-        return {"replica": serve.get_replica_context().replica_id.unique_id, "started_at": self.started_at,
-                "init_s": self.init_s, "batch_sizes": dict(self.batch_sizes)}
+        """This replica's identity, start time, load time and the sizes of the batches it scored."""
+        return {"replica": serve.get_replica_context().replica_id.unique_id, "pid": os.getpid(),
+                "started_at": self.started_at, "init_s": self.init_s, "batch_sizes": dict(self.batch_sizes)}
 
 
 def build_app(reward: Any, model_path: str, cluster: Any) -> Application:
@@ -69,7 +72,7 @@ def build_app(reward: Any, model_path: str, cluster: Any) -> Application:
     options: dict[str, Any] = {
         "name": DEPLOYMENT_NAME,
         "max_ongoing_requests": reward.batching.ongoing_limit,
-        "ray_actor_options": actor_options(cluster, role),
+        "ray_actor_options": {k: v for k, v in actor_options(cluster, role).items() if k != "runtime_env"},
         "graceful_shutdown_wait_loop_s": 0.2,
         "graceful_shutdown_timeout_s": 5.0,
         "logging_config": QUIET_LOGS,

@@ -11,11 +11,11 @@ from __future__ import annotations
 import threading
 import time
 
-from ray import serve
-
 
 def replica_states(app_name: str, deployment: str) -> dict[str, int]:
     """Replicas of ``deployment`` by state, e.g. ``{"RUNNING": 2, "STARTING": 1}`` ({} when none or no app)."""
+    from ray import serve  # imported here: the pure integration below is used without Ray
+
     app = serve.status().applications.get(app_name)
     if app is None or deployment not in app.deployments:
         return {}

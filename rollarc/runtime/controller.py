@@ -15,6 +15,7 @@ checkpoint stays on disk.
 from __future__ import annotations
 
 import hashlib
+import json
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -34,6 +35,7 @@ from rollarc.runtime.env_worker import GroupResult, GroupSpec
 from rollarc.runtime.group_buffer import GroupBuffer
 from rollarc.runtime.staleness import StalenessLedger
 from rollarc.runtime.task_mix import TaskMix
+from rollarc.runtime.task_profile import TaskProfiler
 from rollarc.runtime.workers import Workers
 
 
@@ -88,6 +90,9 @@ class Controller:
         self.buffer_sizes: list[int] = []
         self.sync_times: list[dict[str, float]] = []
         self.env_rss: dict[str, float] = {}
+        self.profiler = TaskProfiler()
+        self.trained_groups: set[str] = set()
+        self.dropped_by_task: Counter[str] = Counter()
 
     # ---- the loop --------------------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
@@ -182,10 +187,13 @@ class Controller:
             self._submit(spec)
             return
         self.env_rss[result.worker] = result.rss_mb
+        for traj in [*result.trajectories, *result.failed]:
+            self.profiler.add(traj)
         for traj in result.failed:
             self.counters.failed_trajectories += 1
             self.counters.failure_reasons[(traj.failure_reason or "unknown").split(":")[0]] += 1
         if len(result.trajectories) < 2:
+            self.dropped_by_task[spec.task] += 1
             self.ledger.discard()
             self.counters.dropped_failed += 1
             self.counters.consecutive_dropped += 1
@@ -203,9 +211,15 @@ class Controller:
                 self.restart_queue.append(result.spec)
             else:
                 self.counters.dropped_stale += 1
+            self.dropped_by_task[result.spec.task] += 1
         self.buffer_sizes.append(len(self.buffer) + len(decision.batch))
         if not decision.batch:
             return None
+        ids = [g.spec.group_id for g in decision.batch]
+        if len(set(ids)) != len(ids) or self.trained_groups.intersection(ids):
+            raise RunError(f"internal error: a group would be trained twice ({ids}); stopping rather than "
+                           "training on duplicated data")
+        self.trained_groups.update(ids)
         self.counters.groups_trained += len(decision.batch)
         return decision.batch
 
@@ -331,7 +345,16 @@ class Controller:
                               "t1": time.time(), "step": version}])
         return result
 
+    def write_profiles(self) -> dict[str, Any]:
+        profiles = {"tasks": self.profiler.profiles(), "groups_per_step": self.B, "group_size": self.G,
+                    "max_staleness": self.cfg.async_.max_staleness,
+                    "weights": {t.name: t.weight for t in self.cfg.tasks},
+                    "rollout_pools": {t.name: t.rollout_pool for t in self.cfg.tasks}}
+        (self.run_dir / "task_profiles.json").write_text(json.dumps(profiles, indent=1))
+        return profiles
+
     def checkpoint(self, version: int, final: bool = False) -> None:
+        self.write_profiles()
         path = self.run_dir / "checkpoints" / f"step_{version:06d}"
         state = {"version": version, "group_index": self.group_index, "evals": self.evals,
                  "counters": self.counters.as_dict(), "wall_s": time.time() - self.run_start, "final": final}
@@ -370,6 +393,8 @@ class Controller:
             "routing": self.workers.routing_stats(),
             "env_workers": self.workers.env_stats(),
             "sync": _mean_dicts(self.sync_times),
+            "task_profiles": self.write_profiles()["tasks"],
+            "dropped_groups_by_task": dict(self.dropped_by_task),
             **self.counters.as_dict(),
         }
 

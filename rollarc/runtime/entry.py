@@ -15,7 +15,7 @@ from rollarc.config import Config, load_train_config
 from rollarc.configio import ConfigError, dump_yaml
 from rollarc.report.metrics import MetricsWriter
 from rollarc.runtime.controller import Controller, RunError
-from rollarc.runtime.ray_cluster import start_ray
+from rollarc.runtime.ray_cluster import plugin_pythonpath, start_ray
 from rollarc.runtime.workers import Workers
 from rollarc.train.sft_entry import SFT_META, read_sft_meta, run_sft
 
@@ -55,6 +55,7 @@ def train_main(config_path: str, overrides: list[str], address: str | None = Non
 def run_training(cfg: Config, address: str | None = None) -> int:
     """Run (or resume) RL training; returns a process exit code."""
     start = time.time()
+    plugin_pythonpath(cfg.plugin_paths)  # plugin envs must import here too (SFT demos, evaluation)
     resume_state: dict[str, Any] | None = None
     if cfg.resume is not None:
         run_dir = Path(cfg.resume)
@@ -72,7 +73,7 @@ def run_training(cfg: Config, address: str | None = None) -> int:
             (run_dir / SFT_META).write_text(json.dumps(sft_meta, indent=1))
     (run_dir / "config.yaml").write_text(dump_yaml(cfg))
     version = int(resume_state["version"]) if resume_state else 0
-    start_ray(cfg.cluster, address)
+    start_ray(cfg.cluster, address, cfg.plugin_paths)
     workers = None
     try:
         workers = Workers(cfg, policy_dir, start_version=version)
@@ -121,6 +122,7 @@ def eval_main(config_path: str, overrides: list[str], checkpoint: str | None = N
     from rollarc.models.checkpoint import load_policy
 
     cfg = load_train_config(config_path, overrides)
+    plugin_pythonpath(cfg.plugin_paths)
     path = checkpoint or cfg.model.path or str(cfg.sft_checkpoint())
     model, tokenizer = load_policy(path)
     n = episodes if episodes is not None else cfg.train.eval_episodes

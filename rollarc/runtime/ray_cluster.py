@@ -10,6 +10,8 @@ so two cores can host every role while each role still lands only where its pool
 from __future__ import annotations
 
 import os
+import sys
+from pathlib import Path
 from typing import Any
 
 import ray
@@ -21,11 +23,24 @@ def pool_resource(name: str, pool: PoolConfig) -> str:
     return pool.resource or f"pool_{name}"
 
 
-def start_ray(cluster: ClusterConfig, address: str | None = None) -> dict[str, float]:
+def plugin_pythonpath(paths: list[str]) -> str:
+    """``PYTHONPATH`` with the plugin directories (absolute) in front; also put on this process's sys.path."""
+    absolute = [str(Path(p).resolve()) for p in paths]
+    for path in reversed(absolute):
+        if path not in sys.path:
+            sys.path.insert(0, path)
+    current = os.environ.get("PYTHONPATH", "")
+    return os.pathsep.join([*absolute, *([current] if current else [])])
+
+
+def start_ray(cluster: ClusterConfig, address: str | None = None, plugin_paths: list[str] | None = None
+              ) -> dict[str, float]:
     """Start a local Ray cluster with the pools as logical resources, or join ``address``; return resources."""
     address = address or cluster.address
     if ray.is_initialized():
         ray.shutdown()
+    if plugin_paths:
+        os.environ["PYTHONPATH"] = plugin_pythonpath(plugin_paths)  # inherited by local Ray workers
     if address is None:
         ray.init(
             num_cpus=cluster.num_cpus or os.cpu_count() or 1,
@@ -36,7 +51,8 @@ def start_ray(cluster: ClusterConfig, address: str | None = None) -> dict[str, f
             log_to_driver=True,
         )
     else:
-        ray.init(address=address, logging_level="warning")
+        env = {"env_vars": {"PYTHONPATH": os.environ["PYTHONPATH"]}} if plugin_paths else None
+        ray.init(address=address, logging_level="warning", runtime_env=env)
     available = ray.cluster_resources()
     missing = [f"{pool_resource(n, p)} (need {p.count}, have {available.get(pool_resource(n, p), 0):g})"
                for n, p in cluster.pools.items() if available.get(pool_resource(n, p), 0) < p.count]
@@ -54,7 +70,9 @@ def actor_options(cluster: ClusterConfig, role: RoleConfig, name: str | None = N
         "num_cpus": 0,
         "resources": {pool_resource(role.pool, cluster.pools[role.pool]): role.units} if role.units else {},
         "runtime_env": {"env_vars": {"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads,
-                                     "TOKENIZERS_PARALLELISM": "false"}},
+                                     "TOKENIZERS_PARALLELISM": "false",
+                                     **({"PYTHONPATH": os.environ["PYTHONPATH"]} if "PYTHONPATH" in os.environ
+                                        else {})}},
     }
     if name is not None:
         options["name"] = name

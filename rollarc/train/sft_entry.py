@@ -13,6 +13,7 @@ from rollarc.agent.chat import ChatRenderer
 from rollarc.agent.local_eval import evaluate_local
 from rollarc.config import Config, load_train_config
 from rollarc.models.checkpoint import load_policy, new_policy, save_policy
+from rollarc.runtime.ray_cluster import plugin_pythonpath
 from rollarc.train.demos import demonstrations
 from rollarc.train.sft import train_sft
 
@@ -22,6 +23,7 @@ SFT_META = "sft_meta.json"
 def run_sft(cfg: Config, log: Any = print) -> Path:
     """Train the warm start and save it at ``cfg.sft.checkpoint``; returns that directory."""
     torch.manual_seed(cfg.seed)
+    plugin_pythonpath(cfg.plugin_paths)
     target = cfg.sft_checkpoint()
     if cfg.model.path is not None:
         model, tokenizer = load_policy(cfg.model.path)

@@ -1,0 +1,83 @@
+"""Online task profiles: what each task costs, measured from its own trajectories during the run.
+
+Per task: prompt and generated tokens per turn, turns per trajectory, env-step latency and reward
+time, as means and quantiles over a bounded reservoir sample (memory stays flat over a long run).
+They are written to ``RUN_DIR/task_profiles.json`` and feed the cost model and the simulator
+(``rollarc simulate --from-run RUN_DIR``).
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from rollarc.agent.trajectory import Trajectory
+
+RESERVOIR = 4096
+
+
+@dataclass
+class Reservoir:
+    """Uniform sample of at most ``size`` values of a stream (Vitter's algorithm R), plus exact count and sum."""
+
+    size: int = RESERVOIR
+    seed: int = 0
+    values: list[float] = field(default_factory=list)
+    count: int = 0
+    total: float = 0.0
+
+    def __post_init__(self) -> None:
+        self._rng = random.Random(self.seed)
+
+    def add(self, value: float) -> None:
+        self.count += 1
+        self.total += value
+        if len(self.values) < self.size:
+            self.values.append(value)
+        else:
+            j = self._rng.randrange(self.count)
+            if j < self.size:
+                self.values[j] = value
+
+    def summary(self) -> dict[str, float]:
+        if not self.values:
+            return {"mean": float("nan"), "p50": float("nan"), "p90": float("nan"), "p99": float("nan"), "n": 0}
+        q = np.quantile(self.values, [0.5, 0.9, 0.99])
+        return {"mean": self.total / self.count, "p50": float(q[0]), "p90": float(q[1]), "p99": float(q[2]),
+                "n": self.count}
+
+
+FIELDS = ("turns", "prompt_tokens_per_turn", "new_tokens_per_turn", "cached_tokens", "env_step_s", "reward_s",
+          "trajectory_s")
+
+
+class TaskProfiler:
+    def __init__(self) -> None:
+        self.tasks: dict[str, dict[str, Reservoir]] = {}
+        self.outcomes: dict[str, dict[str, int]] = {}
+
+    def add(self, traj: Trajectory) -> None:
+        stats = self.tasks.setdefault(traj.task, {name: Reservoir(seed=i) for i, name in enumerate(FIELDS)})
+        outcome = self.outcomes.setdefault(traj.task, {"ok": 0, "failed": 0, "success": 0})
+        outcome["failed" if traj.status != "ok" else "ok"] += 1
+        outcome["success"] += int(traj.success)
+        if traj.status != "ok":
+            return
+        stats["turns"].add(traj.num_turns)
+        for n in traj.turn_prompt_tokens:
+            stats["prompt_tokens_per_turn"].add(n)
+        for n in traj.turn_new_tokens:
+            stats["new_tokens_per_turn"].add(n)
+        for s in traj.turn_env_s:
+            stats["env_step_s"].add(s)
+        stats["cached_tokens"].add(traj.cached_tokens)
+        if "reward_s" in traj.timings:
+            stats["reward_s"].add(traj.timings["reward_s"])
+        stats["trajectory_s"].add(traj.timings.get("total_s", 0.0))
+
+    def profiles(self) -> dict[str, Any]:
+        return {task: {**{name: r.summary() for name, r in stats.items()}, **self.outcomes[task]}
+                for task, stats in self.tasks.items()}
