@@ -90,9 +90,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--no-readme", action="store_true", help="do not write the README block")
     p.add_argument("--trace", default=None, help="replay a run's timeline.jsonl instead of generated waves")
     p.add_argument("--waves", type=int, default=None, help="rollout waves (training steps); default 3, quick 2")
-    p.add_argument("--trajectories", type=int, default=None, help="trajectories per wave; default 128, quick 24")
-    p.add_argument("--turns", type=int, default=None, help="turns per trajectory; default 8, quick 4")
-    p.add_argument("--period-s", type=float, default=None, help="seconds between waves; default 30, quick 6")
+    p.add_argument("--trajectories", type=int, default=None, help="trajectories per wave; default 128, quick 16")
+    p.add_argument("--turns", type=int, default=None, help="turns per trajectory; default 8, quick 3")
+    p.add_argument("--period-s", type=float, default=None, help="seconds between waves; default 30, quick 4")
     p.add_argument("--fixed-s", type=float, default=0.2, help="service cost per batch (seconds)")
     p.add_argument("--per-item-s", type=float, default=0.025, help="service cost per trajectory in a batch (seconds)")
     p.add_argument("--max-batch-size", type=int, default=4)
@@ -105,7 +105,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
     quick = args.quick
-    for name, full, small in [("waves", 3, 2), ("trajectories", 128, 24), ("turns", 8, 4), ("period_s", 30.0, 6.0)]:
+    for name, full, small in [("waves", 3, 2), ("trajectories", 128, 16), ("turns", 8, 3), ("period_s", 30.0, 4.0)]:
         if getattr(args, name) is None:
             setattr(args, name, small if quick else full)
     return args
