@@ -1,7 +1,11 @@
-"""``rollarc plan``: choose a placement, show it next to the best homogeneous one, write the fragment.
+"""``rollarc plan``: choose a placement, show it next to the best homogeneous one, write it as config.
 
     rollarc plan --cluster configs/cluster/h800_h20.yaml --workload configs/cluster/workloads/moe235b_agentic.yaml
     rollarc plan --cluster C.yaml --workload W.yaml --budget 3000 --emit-config plan.yaml --simulate 5 --json
+    rollarc plan --cluster C.yaml --workload W.yaml --base configs/multitask.yaml --emit-config planned.yaml
+
+Without ``--base``, ``--emit-config`` writes the placement fragment (``cluster:`` + ``tasks:``); with
+it, a complete training config that ``rollarc train`` runs unchanged (see ``train_config``).
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from typing import Any
 from rollarc.cluster.catalogue import Catalogue
 from rollarc.cluster.inventory import Inventory, load_inventory
 from rollarc.cluster.planner import Plan, Planner
+from rollarc.cluster.train_config import write_planned_config
 from rollarc.cluster.workload import Workload, load_workload
 from rollarc.configio import ConfigError
 
@@ -35,7 +40,7 @@ def plan_summary(plan: Plan, catalogue: Catalogue, workload: Workload) -> dict[s
 
 
 def format_plan(title: str, summary: dict[str, Any]) -> str:
-    lines = [f"{title}: step {summary['step_time_s']:.1f} s, {summary['trajectories_per_s']:.2f} traj/s, "
+    lines = [f"{title}: step {summary['step_time_s']:.4g} s, {summary['trajectories_per_s']:.4g} traj/s, "
              f"${summary['price_per_hour']:,.0f}/h, ${summary['cost_per_step_usd']:,.2f}/step"]
     for row in summary["roles"]:
         tasks = f" [{row['tasks']}]" if row["tasks"] else ""
@@ -43,29 +48,19 @@ def format_plan(title: str, summary: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _simulate(plan: Plan, inventory: Inventory, cluster_path: Path, workload_path: Path, steps: int, k: int) -> dict[str, Any]:
+def _simulate(plan: Plan, inventory: Inventory, catalogue: Catalogue, cluster_path: Path, workload: Workload,
+              workload_path: Path, steps: int) -> dict[str, Any]:
     """Check a plan with the discrete-event simulator (same costs, queues and tails modelled)."""
-    from rollarc.sim.scenario import LoadedScenario, RewardService, Scenario
+    from rollarc.sim.plan_scenario import plan_scenario
     from rollarc.sim.setup import build_setup
     from rollarc.sim.simulator import simulate
 
-    catalogue_path = (cluster_path.parent / inventory.catalogue).resolve()
-    fragment = plan.fragment(*_loaded_inputs(cluster_path, workload_path))
-    offer = inventory.serverless
-    reward = RewardService(mode="serverless", device=offer.device, cold_start_s=offer.cold_start_s, keep_alive_s=offer.keep_alive_s,
-                           max_instances=offer.max_instances, price_markup=offer.price_markup) if offer and offer.enabled else RewardService(mode="dedicated")
-    scenario = Scenario(name="plan", catalogue=str(catalogue_path), workload=str(workload_path.resolve()), steps=steps,
-                        mode="sync" if k == 0 else "async", max_staleness=k if k else None, cluster=fragment.cluster,
-                        tasks=fragment.tasks, reward=reward)
-    catalogue, workload = _loaded_inputs(cluster_path, workload_path)
-    result = simulate(build_setup(LoadedScenario(scenario=scenario, catalogue=catalogue, workload=workload, max_staleness=k, source="plan")))
+    catalogue_path = str((cluster_path.parent / inventory.catalogue).resolve())
+    loaded = plan_scenario(plan.fragment(catalogue, workload), inventory, catalogue, catalogue_path, workload,
+                           str(workload_path.resolve()), steps)
+    result = simulate(build_setup(loaded))
     return {"step_time_s": result.step_time_s, "trajectories_per_s": result.trajectories_per_s, "cost_per_step_usd": result.cost_per_step_usd,
             "dropped_groups": result.dropped_groups}
-
-
-def _loaded_inputs(cluster_path: Path, workload_path: Path) -> tuple[Catalogue, Workload]:
-    _inv, catalogue = load_inventory(cluster_path)
-    return catalogue, load_workload(workload_path)
 
 
 def main(argv: list[str]) -> int:
@@ -75,11 +70,16 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--budget", type=float, default=None, help="USD per hour the reserved cluster may cost")
     parser.add_argument("--objective", choices=["time", "cost"], default=None,
                         help="minimise step time, or cost per step (default: cost with --budget, else time)")
-    parser.add_argument("--emit-config", metavar="PATH", help="write the config fragment (cluster + tasks) as YAML")
+    parser.add_argument("--emit-config", metavar="PATH",
+                        help="write the plan as YAML: the fragment (cluster + tasks), or with --base a full training config")
+    parser.add_argument("--base", metavar="CONFIG",
+                        help="training config whose cluster placement and tasks' rollout_pool the plan replaces")
     parser.add_argument("--simulate", type=int, metavar="STEPS", default=0, help="also simulate both plans for STEPS steps")
     parser.add_argument("--json", action="store_true", help="print the result as one JSON line (last)")
     args = parser.parse_args(argv)
     try:
+        if args.base and not args.emit_config:
+            raise ConfigError("--base needs --emit-config PATH (where to write the planned training config)")
         cluster_path, workload_path = Path(args.cluster), Path(args.workload)
         inventory, catalogue = load_inventory(cluster_path)
         workload = load_workload(workload_path)
@@ -94,13 +94,20 @@ def main(argv: list[str]) -> int:
         print(format_plan("best homogeneous", out["homogeneous"]))
         print(f"predicted speed-up over homogeneous: {out['speedup_vs_homogeneous']:.2f}x")
         if args.simulate:
-            k = workload.batch.max_staleness
             for key, plan in (("plan", best), ("homogeneous", homogeneous)):
-                out[key]["simulated"] = _simulate(plan, inventory, cluster_path, workload_path, args.simulate, k)
+                out[key]["simulated"] = _simulate(plan, inventory, catalogue, cluster_path, workload, workload_path, args.simulate)
                 sim = out[key]["simulated"]
                 print(f"simulated {key}: step {sim['step_time_s']:.1f} s, {sim['trajectories_per_s']:.2f} traj/s")
         if args.emit_config:
-            path = best.fragment(catalogue, workload).write_yaml(args.emit_config)
+            fragment = best.fragment(catalogue, workload)
+            if args.base:
+                header = (f"Written by: rollarc plan --cluster {args.cluster} --workload {args.workload} --base {args.base} "
+                          f"--emit-config {args.emit_config}\n{format_plan('plan', out['plan']).splitlines()[0]}\n"
+                          "cluster and tasks[*].rollout_pool come from the plan; everything else from the base config.")
+                path = write_planned_config(args.base, fragment, args.emit_config, header)
+            else:
+                path = fragment.write_yaml(args.emit_config)
+            out["emitted_config"] = str(path)
             print(f"wrote {path}")
         if args.json:
             print(json.dumps(out), flush=True)

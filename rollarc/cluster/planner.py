@@ -7,7 +7,9 @@ Search, in two levels:
 2. for each, a greedy allocation from the smallest feasible placement: repeatedly grow the role
    (training devices, one kind's engines, env nodes; by one unit, 2x, 4x or 16x) whose growth improves
    the objective most per dollar-hour added, within availability and budget, until nothing
-   improves it by 0.1%.
+   improves it by 0.1%;
+3. for a heterogeneous plan, then move one task's rollouts to another kind and climb again, while
+   that ends better by 0.1% (the best counts for one assignment can make another one better).
 
 Objectives: ``time`` minimises the predicted step time; ``cost`` minimises dollars per step. Step
 times come from :func:`rollarc.cluster.step_estimate.estimate`. Reward models are served serverless
@@ -31,7 +33,7 @@ from rollarc.configio import ConfigError
 
 Objective = Literal["time", "cost"]
 MAX_ASSIGNMENTS = 4096
-TRAIN_QUANTUM = 8  # training grows by whole 8-GPU nodes
+TRAIN_QUANTUM = 8  # training starts and grows by whole 8-GPU nodes (where the inventory has that many)
 
 
 @dataclass(frozen=True)
@@ -52,7 +54,7 @@ class Plan:
         rows: list[dict[str, object]] = [{"role": "train", "tasks": "", "device": p.train_kind, "count": p.train_devices}]
         for kind, engines in p.rollout.items():
             tasks = [t for t, k in p.task_kind.items() if k == kind]
-            heavy = {_task_class(workload, t) for t in tasks}
+            heavy = {task_class(workload, t) for t in tasks}
             label = "rollout (" + "/".join(sorted(heavy)) + ")"
             rows.append({"role": label, "tasks": ",".join(tasks), "device": kind, "count": engines * p.tp(catalogue, workload, kind)})
         rows.append({"role": "env", "tasks": "", "device": p.env_kind, "count": p.env_nodes})
@@ -77,7 +79,7 @@ class Plan:
         return PlacementFragment(cluster=ClusterSpec(pools=pools, roles=roles), tasks=tasks)
 
 
-def _task_class(workload: Workload, name: str) -> str:
+def task_class(workload: Workload, name: str) -> str:
     """prefill-heavy when a trajectory's prompt tokens outnumber its generated tokens 4:1 or more."""
     t = workload.task(name)
     turns = max(t.turns.mean(), 1.0)
@@ -126,6 +128,13 @@ class Planner:
     def _score(self, plan: Plan) -> float:
         return plan.estimate.step_time_s if self.objective == "time" else plan.cost_per_step_usd
 
+    def _better(self, plan: Plan, than: Plan) -> bool:
+        """Better objective by more than 0.1%; within that, cheaper per hour (equally fast for less)."""
+        a, b = self._score(plan), self._score(than)
+        if abs(a - b) > 1e-3 * b:
+            return a < b
+        return plan.price_per_hour < than.price_per_hour
+
     def _feasible(self, p: Placement) -> bool:
         used = p.devices(self.cat, self.wl)
         if any(n > self.inv.available.get(kind, 0) for kind, n in used.items()):
@@ -138,7 +147,8 @@ class Planner:
             return None
         eff = self.wl.efficiency
         need = roofline.min_train_devices(self.cat.gpu(train_kind), self.wl.model, eff.train_bytes_per_param, eff.gpu_memory_utilization)
-        train = math.ceil(need / TRAIN_QUANTUM) * TRAIN_QUANTUM
+        whole_nodes = math.ceil(need / TRAIN_QUANTUM) * TRAIN_QUANTUM
+        train = whole_nodes if whole_nodes <= self.inv.available[train_kind] else need  # a small inventory: no whole node
         rollout = {k: 1 for k in dict.fromkeys(task_kind.values())}
         needs_reward = any(t.reward.kind == "model" for t in self.wl.tasks)
         if self.serverless is not None:
@@ -146,11 +156,32 @@ class Planner:
         else:
             reward = ("dedicated", train_kind, 1 if needs_reward else 0)
         p = Placement(train_kind, train, rollout, task_kind, self.env_kind, 1, *reward)
-        for t in self.wl.tasks:
-            engine_tokens = roofline.kv_capacity_tokens(self.cat.gpu(task_kind[t.name]), self.wl.model, self._tp[task_kind[t.name]], eff.gpu_memory_utilization)
-            if t.max_context_tokens() > engine_tokens:
-                return None
+        if not all(self._fits(t.name, task_kind[t.name]) for t in self.wl.tasks):
+            return None
         return p if self._feasible(p) else None
+
+    def _fits(self, task: str, kind: str) -> bool:
+        """The task's longest context fits one engine of ``kind``."""
+        tp = self._tp[kind]
+        if tp is None:
+            return False
+        capacity = roofline.kv_capacity_tokens(self.cat.gpu(kind), self.wl.model, tp, self.wl.efficiency.gpu_memory_utilization)
+        return self.wl.task(task).max_context_tokens() <= capacity
+
+    def _reassignments(self, p: Placement) -> list[Placement]:
+        """Move one task's rollouts to another kind (keeping the engines of kinds still in use, one
+        engine for a new kind): the greedy growth fixes each task's kind at its start, and the best
+        counts for one assignment can make another assignment better."""
+        moves = []
+        for task in p.task_kind:
+            for kind in self.gpu_kinds:
+                if kind == p.task_kind[task] or not self._fits(task, kind):
+                    continue
+                task_kind = {**p.task_kind, task: kind}
+                rollout = {k: n for k, n in p.rollout.items() if k in task_kind.values()}
+                rollout.setdefault(kind, 1)
+                moves.append(replace(p, task_kind=task_kind, rollout=rollout))
+        return moves
 
     def _moves(self, p: Placement) -> list[Placement]:
         """Grow one role by one quantum, 2x, 4x or 16x: step times have plateaus (a tail that only
@@ -169,7 +200,18 @@ class Planner:
         return [m for m in moves if self._feasible(m)]
 
     def _grow(self, p: Placement, homogeneous: bool) -> Plan:
-        best = self.evaluate(p, homogeneous)
+        """Climb from ``p``; then, for a heterogeneous plan, move a task to another kind and climb again
+        while that ends better (a second phase, so cheap moves never cut the first climb short)."""
+        best = self._climb(self.evaluate(p, homogeneous), homogeneous)
+        while not homogeneous:
+            tries = [self._climb(self.evaluate(m), False) for m in self._reassignments(best.placement) if self._feasible(m)]
+            better = min(tries, key=self._score, default=None)
+            if better is None or self._score(better) >= (1 - 1e-3) * self._score(best):
+                return best
+            best = better
+        return best
+
+    def _climb(self, best: Plan, homogeneous: bool) -> Plan:
         while True:
             candidates = []
             for move in self._moves(best.placement):
@@ -196,7 +238,7 @@ class Planner:
             if start is None:
                 continue
             plan = self._grow(start, homogeneous)
-            if best is None or self._score(plan) < self._score(best):
+            if best is None or self._better(plan, best):
                 best = plan
         if best is None:
             raise ConfigError("no feasible plan: the model does not fit the available devices, or the budget is below the smallest placement")

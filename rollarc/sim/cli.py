@@ -3,6 +3,7 @@
     rollarc simulate configs/sim/rollarc_3072.yaml --baseline configs/sim/monolithic_h800_3072.yaml
     rollarc simulate configs/sim/rollarc_3072.yaml steps=10 --json
     rollarc simulate --calibrate runs/sync-run runs/async-run --json
+    rollarc simulate --from-run runs/multitask-RUN [--cluster C.yaml] [--workload-model W.yaml] --json
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ def comparison(result: SimResult, baseline: SimResult) -> dict[str, float]:
 
 def format_result(r: SimResult) -> str:
     lines = [
-        f"{r.name}: {r.mode}, {r.placement}, {r.steps} steps",
+        f"{r.name}: {r.mode}, {r.placement}, {r.routing} routing, {r.steps} steps",
         f"  step time {r.step_time_s:.1f} s (steady {r.steady_step_time_s:.1f} s)   "
         f"throughput {r.trajectories_per_s:.2f} traj/s, {r.tokens_per_s:,.0f} tok/s",
         f"  trajectories trained {r.trajectories:,} {r.trained_by_task}  dropped groups {r.dropped_groups}  "
@@ -63,10 +64,23 @@ def main(argv: list[str]) -> int:
     parser.add_argument("overrides", nargs="*", help="dotted key=value overrides of the scenario, e.g. steps=10")
     parser.add_argument("--baseline", help="a second scenario to compare against (ratios > 1 favour the first)")
     parser.add_argument("--calibrate", nargs="+", metavar="RUN_DIR", help="fit costs from run directories and report the prediction error")
+    parser.add_argument("--from-run", metavar="RUN_DIR",
+                        help="simulate the run's measured task mix (task_profiles.json) on a heterogeneous cluster: "
+                             "affinity routing vs random routing")
+    parser.add_argument("--cluster", help="--from-run: inventory to plan on (default configs/cluster/mid_128.yaml)")
+    parser.add_argument("--workload-model", metavar="W.yaml",
+                        help="--from-run: workload file whose model and efficiency are simulated "
+                             "(default configs/cluster/workloads/moe30b_agentic.yaml)")
+    parser.add_argument("--steps", type=int, default=20, help="--from-run: training steps to simulate (default 20)")
+    parser.add_argument("--groups-per-step", type=int, default=None,
+                        help="--from-run: B on the simulated cluster (default: the run's B)")
+    parser.add_argument("--seed", type=int, default=0, help="--from-run: simulation seed (default 0)")
     parser.add_argument("--timeline", metavar="DIR", help="also write the simulated run as a run directory (config, timeline, metrics)")
     parser.add_argument("--json", action="store_true", help="print the result as one JSON line (last)")
     args = parser.parse_args(argv)
     try:
+        if args.from_run:
+            return _from_run(args)
         if args.calibrate:
             report = calibrate([load_run(path) for path in args.calibrate])
             for run in report["runs"]:
@@ -97,6 +111,43 @@ def main(argv: list[str]) -> int:
     except (ConfigError, ValueError) as err:
         print(f"rollarc simulate: {err}", file=sys.stderr)
         return 2
+
+
+def format_routing_comparison(report: dict[str, Any]) -> str:
+    lines = [f"{report['run_dir']}: measured task mix on {report['cluster']} "
+             f"(model {report['model']}, B={report['batch']['groups_per_step']}, G={report['batch']['group_size']}, "
+             f"k={report['batch']['max_staleness']})",
+             "  task           share  turns  prompt/turn  uncached  new/turn  env ms  class          planned pool"]
+    for row in report["tasks"]:
+        lines.append(f"  {row['task']:<14} {row['share']:>5g}  {row['turns']:5.1f}  {row['prompt_tokens_per_turn']:11.1f}  "
+                     f"{row['uncached_share']:8.2f}  {row['new_tokens_per_turn']:8.1f}  {row['env_step_ms']:6.2f}  "
+                     f"{row['class']:<14} {row['pool']}")
+    for routing in ("affinity", "random"):
+        r = report[routing]
+        lines.append(f"{routing} routing: step {r['step_time_s']:.4g} s, {r['trajectories_per_s']:.4g} traj/s, "
+                     f"{r['tokens_per_s']:,.0f} tok/s")
+        for name, pool in r["pools"].items():
+            util = "-" if pool["utilisation"] is None else f"{pool['utilisation']:.4f}"
+            lines.append(f"  {name:<8} {pool['kind']:<6} {pool['count']:>5}  busy {pool['busy_fraction']:.3f}  utilisation {util}")
+        lines.append("  generated tokens by task@pool: "
+                     + ", ".join(f"{k} {v:,.0f}" for k, v in r["generated_by_task_pool"].items()))
+    if report["rollout_pools"] < 2:
+        lines.append("the plan uses a single rollout pool, so routing cannot differ")
+    lines.append(f"affinity vs random routing: speed-up {report['speedup']:.3f}x, throughput ratio {report['throughput_ratio']:.3f}x")
+    return "\n".join(lines)
+
+
+def _from_run(args: argparse.Namespace) -> int:
+    from rollarc.sim.from_run import DEFAULT_CLUSTER, DEFAULT_MODEL, compare_routing
+
+    if args.scenario or args.calibrate or args.baseline:
+        raise ConfigError("--from-run cannot be combined with a scenario, --baseline or --calibrate")
+    report = compare_routing(args.from_run, args.cluster or DEFAULT_CLUSTER, args.workload_model or DEFAULT_MODEL,
+                             steps=args.steps, seed=args.seed, groups_per_step=args.groups_per_step)
+    print(format_routing_comparison(report))
+    if args.json:
+        _print_json(report)
+    return 0
 
 
 def _write_timeline(path: str, loaded: Any, result: SimResult) -> None:

@@ -71,6 +71,8 @@ class SimResult:
     serverless_usd: float
     events: int
     wall_s: float
+    routing: str = "affinity"
+    generated_by_task_pool: dict[str, float] = field(default_factory=dict)
     step_ends: list[float] = field(default_factory=list, repr=False)
     timeline: list[dict[str, Any]] | None = field(default=None, repr=False)
 
@@ -102,6 +104,8 @@ class SimResult:
             "generated_tokens": self.generated_tokens,
             "dropped_groups": self.dropped_groups,
             "trained_by_task": self.trained_by_task,
+            "routing": self.routing,
+            "generated_by_task_pool": self.generated_by_task_pool,
             "mean_staleness": self.mean_staleness,
             "pools": {name: pool.as_dict() for name, pool in self.pools.items()},
             "reward": self.reward,

@@ -7,7 +7,8 @@ Fields used:
 - ``timeline.jsonl``: spans with ``worker``, ``role``, ``kind``, ``t0``, ``t1``, ``task``, ``traj``;
   generate spans also ``prompt_tokens``, ``new_tokens``, ``cached_tokens``, ``batch``; train spans
   ``tokens``;
-- ``metrics.jsonl``: ``step`` and ``step_time_s`` per training step.
+- ``metrics.jsonl``: ``step`` and ``step_time_s`` per training step;
+- ``task_profiles.json``: per-task measured shapes, for ``simulate --from-run``.
 
 Every malformed line is an error that names the file and the line.
 """
@@ -114,3 +115,18 @@ def write_run(run_dir: str | Path, config: dict[str, Any], spans: list[dict[str,
             wall += dt
             fh.write(json.dumps({"step": step, "step_time_s": dt, "wall_s": wall}) + "\n")
     return run_dir
+
+
+def read_task_profiles(run_dir: str | Path) -> dict[str, Any]:
+    """``RUN_DIR/task_profiles.json`` (the runtime's online task profiles), with a clear error if absent."""
+    path = Path(run_dir) / "task_profiles.json"
+    if not path.is_file():
+        raise ConfigError(f"{path} does not exist: --from-run needs a run directory written by a rollarc version "
+                          "that records task profiles")
+    try:
+        data = json.loads(path.read_text())
+    except json.JSONDecodeError as err:
+        raise ConfigError(f"{path}: not valid JSON: {err}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("tasks"), dict):
+        raise ConfigError(f"{path}: expected an object with a 'tasks' mapping")
+    return data

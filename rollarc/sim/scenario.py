@@ -41,6 +41,10 @@ class Scenario(FrozenModel):
     max_staleness: int | None = Field(default=None, ge=0, description="async only; default: the workload's batch.max_staleness")
     placement: Literal["disaggregated", "colocated"] = "disaggregated"
     colocate_switch_s: float = Field(default=0.0, ge=0, description="colocated: time to switch the GPUs between rollout and training")
+    routing: Literal["affinity", "random"] = Field(
+        default="affinity",
+        description="affinity: a task's trajectories run on its rollout_pool; random: on any engine of any rollout "
+                    "pool, task-oblivious (the baseline that shows what affinity routing buys)")
     spot_pools: list[str] = Field(default_factory=list, description="pools billed at the spot price")
     cluster: ClusterSpec
     tasks: list[TaskPlacement] = Field(min_length=1)

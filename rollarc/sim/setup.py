@@ -78,6 +78,7 @@ class SimSetup:
     pools: dict[str, PoolBilling]
     colocated: bool = False
     switch_s: float = 0.0
+    routing: str = "affinity"  # "affinity" | "random" (see Scenario.routing)
 
     @property
     def mode(self) -> str:
@@ -117,7 +118,8 @@ def build_setup(loaded: LoadedScenario) -> SimSetup:
         except ValueError as err:
             raise ConfigError(f"{loaded.source}: cluster.roles.rollout[{role.pool}]: {err}") from None
         for task in wl.tasks:
-            if placement[task.name] == role.pool and task.max_context_tokens() > cost.kv_capacity_tokens:
+            lands_here = placement[task.name] == role.pool or sc.routing == "random"
+            if lands_here and task.max_context_tokens() > cost.kv_capacity_tokens:
                 raise ConfigError(
                     f"{loaded.source}: task {task.name} can reach {task.max_context_tokens():.0f} tokens of context but one "
                     f"{kind} engine of {role.units} unit(s) holds {cost.kv_capacity_tokens:.0f}; cap its distributions "
@@ -178,6 +180,7 @@ def build_setup(loaded: LoadedScenario) -> SimSetup:
         pools=pools,
         colocated=sc.placement == "colocated",
         switch_s=sc.colocate_switch_s,
+        routing=sc.routing,
     )
 
 

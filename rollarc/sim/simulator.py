@@ -5,7 +5,8 @@ come from :mod:`rollarc.cluster`), so the simulator holds no cost formula of its
 
 - Each trajectory is a SimPy process running the agent loop: generate → env step → generate …,
   then its reward. It sticks to one engine (its KV prefix stays there), chosen on its first turn by
-  the less loaded of two random engines of its task's pool.
+  the less loaded of two random engines of its task's pool (routing ``affinity``), or of every
+  rollout pool regardless of its task (routing ``random``, the task-oblivious baseline).
 - The trainer process takes ``B`` complete groups, trains, and publishes weights. A group is usable
   at step ``t`` if its oldest policy version is at least ``t − k``; others are dropped and counted.
   Groups are launched while ``outstanding < (engine_version + k + 1 − steps_started) · B``, which
@@ -67,6 +68,7 @@ class _Counters:
     train_busy_s: float = 0.0
     step_ends: list[float] = field(default_factory=list)
     trained_by_task: dict[str, int] = field(default_factory=dict)
+    generated_by_task_pool: dict[str, float] = field(default_factory=dict)
 
 
 class Simulation:
@@ -90,6 +92,8 @@ class Simulation:
         self.engines = {
             pool.name: [SimEngine(self.env, pool.cost, f"{pool.name}-{i}") for i in range(pool.engines)] for pool in setup.rollout
         }
+        self.engine_pool = {engine.name: pool for pool, engines in self.engines.items() for engine in engines}
+        self._all_engines = [engine for engines in self.engines.values() for engine in engines]
         self.env_servers = FifoServers(self.env, setup.env_slots, "env")
         self.reward: FifoServers | ServerlessPool
         if setup.reward.mode == "dedicated":
@@ -126,7 +130,7 @@ class Simulation:
                     self.env.process(self._trajectory(gid, group, streams))
 
     def _pick_engine(self, pool: str) -> SimEngine:
-        engines = self.engines[pool]
+        engines = self._all_engines if self.setup.routing == "random" else self.engines[pool]
         if len(engines) == 1:
             return engines[0]
         a = engines[self.rng.randrange(len(engines))]
@@ -137,6 +141,8 @@ class Simulation:
     def _trajectory(self, gid: int, group: _Group, s: _TaskStreams) -> Generator[simpy.Event, Any, None]:
         env = self.env
         engine = self._pick_engine(s.setup.rollout_pool)
+        route = f"{s.setup.name}@{self.engine_pool[engine.name]}"
+        routed = self.counters.generated_by_task_pool
         turns = int(s.turns())
         context = 0.0
         self._traj_ids += 1
@@ -152,6 +158,7 @@ class Simulation:
                 self._span(engine.name, "rollout", "generate", t0, env.now, s.setup.name, traj, prompt_tokens=prompt + context,
                            new_tokens=response, cached_tokens=context, batch=batch, version=version)
             context += prompt + response
+            routed[route] = routed.get(route, 0.0) + response
             latency = s.env_latency()
             if latency > 0.0:
                 t0 = env.now
@@ -339,6 +346,8 @@ class Simulation:
             generated_tokens=generated,
             dropped_groups=c.groups_dropped,
             trained_by_task=dict(sorted(c.trained_by_task.items())),
+            routing=s.routing,
+            generated_by_task_pool=dict(sorted(c.generated_by_task_pool.items())),
             mean_staleness=c.staleness_sum / max(s.steps * s.groups_per_step, 1),
             pools=pools,
             reward=reward,
