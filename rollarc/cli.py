@@ -110,6 +110,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("rest", nargs=argparse.REMAINDER)
     p.set_defaults(func=lambda a: _passthrough("rollarc.cluster.plan_cli")(a.rest))
 
+    p = sub.add_parser("reward", help="model-based reward: train the judge (rollarc reward train CONFIG)",
+                       add_help=False)
+    p.add_argument("rest", nargs=argparse.REMAINDER)
+    p.set_defaults(func=lambda a: _passthrough("rollarc.rewards.cli")(a.rest))
+
     p = sub.add_parser("simulate", help="discrete-event simulation of a cluster", add_help=False)
     p.add_argument("rest", nargs=argparse.REMAINDER)
     p.set_defaults(func=lambda a: _passthrough("rollarc.sim.cli")(a.rest))

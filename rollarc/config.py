@@ -16,7 +16,7 @@ from rollarc.configio import FrozenModel, load_config
 from rollarc.engine.config import EngineConfig
 from rollarc.envs.latency import LatencyConfig
 from rollarc.envs.registry import EnvSpec
-from rollarc.rewards.config import RewardConfig
+from rollarc.rewards.config import RewardConfig, placement_problems
 from rollarc.sync.config import SyncConfig
 
 
@@ -208,6 +208,9 @@ class Config(FrozenModel):
             raise ValueError("train.eval_seed_base overlaps the training seeds; held-out seeds must be disjoint")
         if self.sft.seed_base <= self.train.eval_seed_base < self.sft.seed_base + self.sft.episodes:
             raise ValueError("sft.seed_base overlaps the held-out seeds")
+        problems = placement_problems(self.reward, self.cluster)
+        if problems:
+            raise ValueError("; ".join(problems))
         return self
 
     def sft_checkpoint(self) -> Path:

@@ -106,7 +106,7 @@ class EpisodeRunner:
 
         async def env_call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
             nonlocal broken
-            if fn is not env.reset:
+            if fn != env.reset:  # bound methods: equality, not identity (a new object per lookup)
                 delay, fail = self._latency[spec.task].sample(self._rng)
                 if delay > 0:
                     await asyncio.sleep(delay)

@@ -136,9 +136,11 @@ def test_env_that_hangs_times_out_and_is_counted():
     assert stats.env_timeouts == 1 and stats.failed == 1
 
 
-def test_injected_failures_fail_the_trajectory():
+def test_injected_failures_fail_the_trajectory_at_a_step_not_at_reset():
     traj = run(task(turns=2, latency={"kind": "fixed", "fixed_s": 0.0, "failure_prob": 1.0}), ScriptedEngine())
     assert traj.status == "failed" and "injected failure" in traj.failure_reason
+    # Regression: latency and failures model env *steps*; reset was wrongly hit too.
+    assert traj.failure_reason.startswith("env step 0")
 
 
 def test_nan_reward_is_kept_and_flagged():
