@@ -14,8 +14,11 @@ so that every cost stays physical; numpy has no NNLS and scipy is not a dependen
 - ``sync``: the mean span;
 - per task, the empirical distributions of turns per trajectory, first and later prompt tokens (not
   cached), new tokens per turn, env-step and reward latencies (resampled by the simulator);
-- engines: the distinct rollout workers; env concurrency: the most env steps seen at once; the
-  engine batch cap: the largest batch seen.
+- engines: the distinct rollout workers; the engine batch cap: the largest batch seen; env
+  concurrency: the most env steps seen at once, but never fewer than the trajectories the predicted
+  run can have in flight (``B·G·(k+1)``): each rollarc trajectory is its own asyncio task and env
+  latency is a non-blocking wait, so the concurrency a run shows is a lower bound of the capacity, and
+  a synchronous run's would wrongly throttle an asynchronous prediction.
 
 The prediction runs the same simulator as every scenario, in both modes: synchronous and
 asynchronous (the run's own ``k``, or 1 for a synchronous run). The error is reported for the mode
@@ -237,7 +240,7 @@ def setup_for(costs: FittedCosts, run: RunRecord, max_staleness: int, seed: int 
         tasks=[replace(t, groups_per_step=groups.get(t.name, 0)) for t in costs.tasks],
         rollout=[RolloutPoolSetup("rollout", costs.engines, costs.engine)],
         env_pool="env",
-        env_slots=costs.env_slots,
+        env_slots=max(costs.env_slots, run.groups_per_step * run.group_size * (max_staleness + 1)),
         train_pool="train",
         train=costs.train,
         reward=RewardSetup("dedicated", "reward", 0),
@@ -252,15 +255,22 @@ def setup_for(costs: FittedCosts, run: RunRecord, max_staleness: int, seed: int 
     )
 
 
-def calibrate(runs: list[RunRecord], seed: int = 0) -> dict[str, Any]:
-    """Fit, predict each run in sync and async mode, and report the error for the mode it used."""
+def calibrate(runs: list[RunRecord], seed: int = 0, holdout: bool = False) -> dict[str, Any]:
+    """Fit, predict each run in sync and async mode, and report the error for the mode it used.
+
+    ``holdout``: predict each run from costs fitted on the *other* runs only (for example a
+    synchronous run's costs predicting an asynchronous run), instead of one fit to all of them.
+    """
+    if holdout and len(runs) < 2:
+        raise ConfigError("--holdout needs at least two run directories (each is predicted from the others)")
     costs = fit_costs(runs)
-    report: dict[str, Any] = {"fitted": costs.as_dict(), "runs": []}
-    for run in runs:
+    report: dict[str, Any] = {"fitted": costs.as_dict(), "holdout": holdout, "runs": []}
+    for i, run in enumerate(runs):
+        run_costs = fit_costs(runs[:i] + runs[i + 1:]) if holdout else costs
         async_k = run.max_staleness if run.max_staleness > 0 else 1
         predicted = {
-            "sync": simulate(setup_for(costs, run, 0, seed)).step_time_s,
-            f"async({async_k})": simulate(setup_for(costs, run, async_k, seed)).step_time_s,
+            "sync": simulate(setup_for(run_costs, run, 0, seed)).step_time_s,
+            f"async({async_k})": simulate(setup_for(run_costs, run, async_k, seed)).step_time_s,
         }
         measured = float(np.mean(run.step_times))
         own = predicted["sync" if run.max_staleness == 0 else f"async({async_k})"]
@@ -271,6 +281,7 @@ def calibrate(runs: list[RunRecord], seed: int = 0) -> dict[str, Any]:
             "measured_step_time_s": measured,
             "predicted_step_time_s": predicted,
             "error": abs(own - measured) / measured,
+            **({"fitted_on_others": run_costs.as_dict()} if holdout else {}),
         })
     report["max_error"] = max(r["error"] for r in report["runs"])
     return report

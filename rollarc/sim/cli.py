@@ -2,7 +2,7 @@
 
     rollarc simulate configs/sim/rollarc_3072.yaml --baseline configs/sim/monolithic_h800_3072.yaml
     rollarc simulate configs/sim/rollarc_3072.yaml steps=10 --json
-    rollarc simulate --calibrate runs/sync-run runs/async-run --json
+    rollarc simulate --calibrate runs/sync-run runs/async-run [--holdout] --json
     rollarc simulate --from-run runs/multitask-RUN [--cluster C.yaml] [--workload-model W.yaml] --json
 """
 
@@ -64,6 +64,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("overrides", nargs="*", help="dotted key=value overrides of the scenario, e.g. steps=10")
     parser.add_argument("--baseline", help="a second scenario to compare against (ratios > 1 favour the first)")
     parser.add_argument("--calibrate", nargs="+", metavar="RUN_DIR", help="fit costs from run directories and report the prediction error")
+    parser.add_argument("--holdout", action="store_true",
+                        help="--calibrate: predict each run from the costs of the other runs only")
     parser.add_argument("--from-run", metavar="RUN_DIR",
                         help="simulate the run's measured task mix (task_profiles.json) on a heterogeneous cluster: "
                              "affinity routing vs random routing")
@@ -82,7 +84,7 @@ def main(argv: list[str]) -> int:
         if args.from_run:
             return _from_run(args)
         if args.calibrate:
-            report = calibrate([load_run(path) for path in args.calibrate])
+            report = calibrate([load_run(path) for path in args.calibrate], holdout=args.holdout)
             for run in report["runs"]:
                 pred = ", ".join(f"{mode} {t:.2f} s" for mode, t in run["predicted_step_time_s"].items())
                 print(f"{run['run_dir']} ({run['mode']}): measured {run['measured_step_time_s']:.2f} s/step; "

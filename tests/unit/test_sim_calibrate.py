@@ -60,3 +60,15 @@ def test_bad_run_directory_is_named(tmp_path):
     (run / "timeline.jsonl").write_text('{"kind": "generate", "t0": 0, "t1": 1}\nnot json\n')
     with pytest.raises(ConfigError, match="timeline.jsonl:2"):
         load_run(run)
+
+
+def test_holdout_predicts_each_run_from_the_others_costs(tmp_path):
+    """Runs that share costs: a synchronous run's fit predicts the asynchronous run, and back."""
+    runs = [load_run(_make_run(tmp_path, 0)), load_run(_make_run(tmp_path, 1))]
+    report = calibrate(runs, holdout=True)
+    assert report["holdout"] is True
+    for run in report["runs"]:
+        assert run["error"] < 0.15
+        assert "fitted_on_others" in run
+    with pytest.raises(ConfigError, match="at least two run directories"):
+        calibrate(runs[:1], holdout=True)
