@@ -69,7 +69,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--from-run", metavar="RUN_DIR",
                         help="simulate the run's measured task mix (task_profiles.json) on a heterogeneous cluster: "
                              "affinity routing vs random routing")
-    parser.add_argument("--cluster", help="--from-run: inventory to plan on (default configs/cluster/mid_128.yaml)")
+    parser.add_argument("--from-workload", metavar="W.yaml",
+                        help="the same comparison for a workload file's task mix and model (instead of a run's)")
+    parser.add_argument("--cluster", help="--from-run/--from-workload: inventory to plan on (default configs/cluster/mid_128.yaml)")
     parser.add_argument("--workload-model", metavar="W.yaml",
                         help="--from-run: workload file whose model and efficiency are simulated "
                              "(default configs/cluster/workloads/moe30b_agentic.yaml)")
@@ -81,7 +83,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--json", action="store_true", help="print the result as one JSON line (last)")
     args = parser.parse_args(argv)
     try:
-        if args.from_run:
+        if args.from_run or args.from_workload:
             return _from_run(args)
         if args.calibrate:
             report = calibrate([load_run(path) for path in args.calibrate], holdout=args.holdout)
@@ -116,7 +118,8 @@ def main(argv: list[str]) -> int:
 
 
 def format_routing_comparison(report: dict[str, Any]) -> str:
-    lines = [f"{report['run_dir']}: measured task mix on {report['cluster']} "
+    what = f"{report['run_dir']}: measured task mix" if "run_dir" in report else f"{report['source']}: task mix"
+    lines = [f"{what} on {report['cluster']} "
              f"(model {report['model']}, B={report['batch']['groups_per_step']}, G={report['batch']['group_size']}, "
              f"k={report['batch']['max_staleness']})",
              "  task           share  turns  prompt/turn  uncached  new/turn  env ms  class          planned pool"]
@@ -124,6 +127,14 @@ def format_routing_comparison(report: dict[str, Any]) -> str:
         lines.append(f"  {row['task']:<14} {row['share']:>5g}  {row['turns']:5.1f}  {row['prompt_tokens_per_turn']:11.1f}  "
                      f"{row['uncached_share']:8.2f}  {row['new_tokens_per_turn']:8.1f}  {row['env_step_ms']:6.2f}  "
                      f"{row['class']:<14} {row['pool']}")
+    roles = report["placement"]["cluster"]["roles"]
+    tasks_on = {}
+    for row in report["tasks"]:
+        tasks_on.setdefault(row["pool"], []).append(row["task"])
+    rollouts = "; ".join(f"{r['pool']} {r['replicas']} x {r.get('units', 1)} [{', '.join(tasks_on.get(r['pool'], []))}]"
+                         for r in roles["rollout"])
+    lines.append(f"planned placement: train {roles['train']['pool']} x {roles['train']['replicas']}; rollout engines {rollouts}; "
+                 f"env {roles['env']['pool']} x {roles['env']['replicas']}")
     for routing in ("affinity", "random"):
         r = report[routing]
         lines.append(f"{routing} routing: step {r['step_time_s']:.4g} s, {r['trajectories_per_s']:.4g} traj/s, "
@@ -140,12 +151,22 @@ def format_routing_comparison(report: dict[str, Any]) -> str:
 
 
 def _from_run(args: argparse.Namespace) -> int:
-    from rollarc.sim.from_run import DEFAULT_CLUSTER, DEFAULT_MODEL, compare_routing
+    from rollarc.cluster.workload import load_workload
+    from rollarc.sim.from_run import DEFAULT_CLUSTER, DEFAULT_MODEL, compare_routing, compare_workload_routing
 
-    if args.scenario or args.calibrate or args.baseline:
-        raise ConfigError("--from-run cannot be combined with a scenario, --baseline or --calibrate")
-    report = compare_routing(args.from_run, args.cluster or DEFAULT_CLUSTER, args.workload_model or DEFAULT_MODEL,
-                             steps=args.steps, seed=args.seed, groups_per_step=args.groups_per_step)
+    if args.scenario or args.calibrate or args.baseline or (args.from_run and args.from_workload):
+        raise ConfigError("--from-run / --from-workload cannot be combined with each other, a scenario, --baseline or --calibrate")
+    cluster = args.cluster or DEFAULT_CLUSTER
+    if args.from_run:
+        report = compare_routing(args.from_run, cluster, args.workload_model or DEFAULT_MODEL,
+                                 steps=args.steps, seed=args.seed, groups_per_step=args.groups_per_step)
+    else:
+        if args.workload_model:
+            raise ConfigError("--workload-model applies to --from-run; --from-workload uses the workload file's own model")
+        overrides = [f"batch.groups_per_step={args.groups_per_step}"] if args.groups_per_step else []
+        workload = load_workload(args.from_workload, overrides)
+        report = compare_workload_routing(workload, cluster, args.steps, args.seed, source=args.from_workload,
+                                          label=Path(args.from_workload).stem)
     print(format_routing_comparison(report))
     if args.json:
         _print_json(report)

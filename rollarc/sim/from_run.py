@@ -1,5 +1,5 @@
 """``rollarc simulate --from-run RUN_DIR``: affinity vs random routing on a heterogeneous cluster,
-for the task mix a real run measured.
+for the task mix a real run measured (``--from-workload W.yaml``: for a workload file's task mix).
 
 1. The workload is the run's own: per-task token shapes, turns, env latency and reward time from
    ``task_profiles.json`` (distributions with the measured mean and quantiles), the task weights, and
@@ -46,14 +46,13 @@ def run_workload(run_dir: str | Path, model_workload: str | Path, groups_per_ste
                                   where=str(Path(run_dir) / "task_profiles.json"))
 
 
-def task_rows(workload: Workload, profiles: dict[str, Any], pools: dict[str, str]) -> list[dict[str, Any]]:
-    """What the run measured per task, as the simulation uses it."""
+def task_rows(workload: Workload, pools: dict[str, str]) -> list[dict[str, Any]]:
+    """Each task's shape as the simulation uses it (means), its class and its planned pool."""
     rows = []
     for t in workload.tasks:
         rows.append({
             "task": t.name, "share": t.share, "turns": t.turns.mean(),
-            "prompt_tokens_per_turn": profiles["tasks"][t.name]["prompt_tokens_per_turn"]["mean"],
-            "uncached_share": uncached_share(profiles["tasks"][t.name]),
+            "prompt_tokens_per_turn": t.prompt_tokens.mean(), "uncached_share": 1.0,
             "new_tokens_per_turn": t.response_tokens.mean(), "env_step_ms": 1e3 * t.env_latency_s.mean(),
             "class": task_class(workload, t.name), "pool": pools[t.name],
         })
@@ -63,29 +62,41 @@ def task_rows(workload: Workload, profiles: dict[str, Any], pools: dict[str, str
 def compare_routing(run_dir: str | Path, cluster: str | Path = DEFAULT_CLUSTER, model_workload: str | Path = DEFAULT_MODEL,
                     steps: int = 20, seed: int = 0, groups_per_step: int | None = None) -> dict[str, Any]:
     """Plan the run's workload on ``cluster``, simulate affinity and random routing; return both and the ratio."""
-    run_dir, cluster = Path(run_dir), Path(cluster)
+    run_dir = Path(run_dir)
     workload = run_workload(run_dir, model_workload, groups_per_step)
+    profiles = read_task_profiles(run_dir)
+    report = compare_workload_routing(workload, cluster, steps, seed, source=str(run_dir / "task_profiles.json"),
+                                      label=run_dir.name)
+    measured = {t: profiles["tasks"][t] for t in profiles["tasks"]}
+    for row in report["tasks"]:
+        row["prompt_tokens_per_turn"] = measured[row["task"]]["prompt_tokens_per_turn"]["mean"]
+        row["uncached_share"] = uncached_share(measured[row["task"]])
+    return {"run_dir": str(run_dir), "model_workload": str(model_workload), **report}
+
+
+def compare_workload_routing(workload: Workload, cluster: str | Path, steps: int = 20, seed: int = 0,
+                             source: str = "workload", label: str = "workload") -> dict[str, Any]:
+    """Plan ``workload`` on ``cluster`` and simulate the plan with affinity and with random routing."""
+    cluster = Path(cluster)
     inventory, catalogue = load_inventory(cluster)
     fragment = Planner(inventory, catalogue, workload).plan().fragment(catalogue, workload)
     catalogue_path = str((cluster.parent / inventory.catalogue).resolve())
-    source = str(run_dir / "task_profiles.json")
     results: dict[str, SimResult] = {}
     for routing in ("affinity", "random"):
         loaded = plan_scenario(fragment, inventory, catalogue, catalogue_path, workload, source, steps,
-                               name=f"{run_dir.name}:{routing}", routing=routing, seed=seed)
+                               name=f"{label}:{routing}", routing=routing, seed=seed)
         try:
             results[routing] = simulate(build_setup(loaded))
         except ConfigError as err:
-            raise ConfigError(f"--from-run {run_dir} on {cluster}: {err}") from None
+            raise ConfigError(f"{source} on {cluster}: {err}") from None
     affinity, random = results["affinity"], results["random"]
     pools = {t.name: t.rollout_pool for t in fragment.tasks}
     return {
-        "run_dir": str(run_dir),
+        "source": source,
         "cluster": str(cluster),
-        "model_workload": str(model_workload),
         "model": workload.model.name,
         "batch": workload.batch.model_dump(),
-        "tasks": task_rows(workload, read_task_profiles(run_dir), pools),
+        "tasks": task_rows(workload, pools),
         "placement": fragment.as_dict(),
         "rollout_pools": len(fragment.cluster.roles.rollout),
         "affinity": affinity.as_dict(),

@@ -87,3 +87,14 @@ def test_from_run_compares_affinity_and_random_routing(tmp_path, capsys):
 def test_from_run_without_profiles_is_a_clear_error(tmp_path, capsys):
     assert simulate_main(["--from-run", str(tmp_path)]) == 2
     assert "task_profiles.json does not exist" in capsys.readouterr().err
+
+
+def test_from_workload_runs_the_same_comparison_on_a_workload_file(capsys):
+    workload = str(REPO / "configs/cluster/workloads/moe30b_agentic.yaml")
+    assert simulate_main(["--from-workload", workload, "--steps", "2", "--groups-per-step", "8", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert report["batch"]["groups_per_step"] == 8 and report["model"] == "moe-30b-a3b"
+    assert {row["task"] for row in report["tasks"]} == {"swe", "webqa", "math"}
+    assert report["random"]["routing"] == "random" and report["speedup"] > 0
+    assert simulate_main(["--from-workload", workload, "--workload-model", workload]) == 2
+    assert "--workload-model applies to --from-run" in capsys.readouterr().err
