@@ -59,8 +59,8 @@ def _simulate(plan: Plan, inventory: Inventory, catalogue: Catalogue, cluster_pa
     loaded = plan_scenario(plan.fragment(catalogue, workload), inventory, catalogue, catalogue_path, workload,
                            str(workload_path.resolve()), steps)
     result = simulate(build_setup(loaded))
-    return {"step_time_s": result.step_time_s, "trajectories_per_s": result.trajectories_per_s, "cost_per_step_usd": result.cost_per_step_usd,
-            "dropped_groups": result.dropped_groups}
+    return {"step_time_s": result.step_time_s, "trajectories_per_s": result.trajectories_per_s,
+            "cost_per_step_usd": result.cost_per_step_usd, "dropped_groups": result.dropped_groups}
 
 
 def main(argv: list[str]) -> int:

@@ -55,7 +55,8 @@ def test_plan_replaces_only_the_placement():
 def test_tasks_must_match_by_name():
     base = read_yaml(BASE)
     base["tasks"] = base["tasks"][:2]
-    with pytest.raises(ConfigError, match=r"\['countdown', 'frozen_lake'\] and the workload's tasks \['countdown', 'frozen_lake', 'guess'\]"):
+    names = r"\['countdown', 'frozen_lake'\] and the workload's tasks \['countdown', 'frozen_lake', 'guess'\]"
+    with pytest.raises(ConfigError, match=names):
         planned_config(base, fragment())
 
 

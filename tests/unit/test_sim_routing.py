@@ -28,7 +28,8 @@ def two_pools(routing: str, groups: int = 1, steps: int = 1, engines: int = 2):
     toy = base.tasks[0]
     tasks = [replace(toy, name="fast", rollout_pool="p1"), replace(toy, name="slow", rollout_pool="p2")]
     pools = {**base.pools, "p1": PoolBilling("p1", "p1", 1, 1.0), "p2": PoolBilling("p2", "p2", 1, 1.0)}
-    return replace(base, tasks=tasks, rollout=[RolloutPoolSetup("p1", engines, engine(0.01)), RolloutPoolSetup("p2", engines, engine(0.02))],
+    rollout = [RolloutPoolSetup("p1", engines, engine(0.01)), RolloutPoolSetup("p2", engines, engine(0.02))]
+    return replace(base, tasks=tasks, rollout=rollout,
                    groups_per_step=2 * groups, pools=pools, routing=routing)
 
 
