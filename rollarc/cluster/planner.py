@@ -1,6 +1,6 @@
 """Hardware-affinity planner: a device class and a count for every role and task.
 
-Search, in two levels:
+Search:
 
 1. every assignment of a GPU kind to training and to each task's rollouts (all ``kinds^(tasks+1)``
    of them; a homogeneous plan is the assignment with a single kind);
