@@ -60,3 +60,23 @@ def test_plan_cli_reports_bad_input(tmp_path, capsys):
     bad.write_text(yaml.safe_dump({"catalogue": str(REPO / "configs/cluster/hardware.yaml"), "available": {"b300": 8, "cpu": 1}}))
     assert plan_main(["--cluster", str(bad), "--workload", str(WORKLOAD)]) == 2
     assert "unknown device kind 'b300'" in capsys.readouterr().err
+
+
+def test_planner_sends_long_prompts_to_compute_and_long_answers_to_bandwidth():
+    """The shipped 30B workload on the 128-GPU inventory: the reassignment phase finds the affinity
+    placement (a plan that grew from another assignment put swe on H800 and webqa on H20)."""
+    inventory, catalogue = load_inventory(CLUSTER)
+    workload = load_workload(WORKLOAD)
+    planner = Planner(inventory, catalogue, workload)
+    plan = planner.plan()
+    assert plan.placement.task_kind == {"swe": "h20", "webqa": "h800", "math": "h20"}
+    swapped = planner.evaluate(Placement(**{**plan.placement.__dict__, "task_kind": {"swe": "h800", "webqa": "h20", "math": "h20"}}))
+    assert plan.estimate.step_time_s < swapped.estimate.step_time_s
+
+
+def test_a_small_inventory_trains_on_fewer_than_a_node():
+    inventory, catalogue = load_inventory(REPO / "configs/cluster/laptop_hetero.yaml")
+    workload = load_workload(REPO / "configs/cluster/workloads/multitask_laptop.yaml")
+    plan = Planner(inventory, catalogue, workload).plan()
+    assert plan.placement.train_devices == 1 and plan.placement.train_kind == "h800"
+    assert plan.placement.rollout == {"h800": 1, "h20": 1}
