@@ -7,8 +7,11 @@ what the plan decides:
 - ``cluster.pools``: one pool per device kind the plan uses (named by kind), with its count;
 - ``cluster.roles``: training becomes one replica spanning ``units = devices`` (the runtime trains
   with exactly one TrainWorker); each rollout pool gets ``replicas`` engines of ``units`` =
-  tensor-parallel size; environments one replica per CPU node; a reward role only where the plan
-  has dedicated reward replicas. Torch thread counts are kept from the base config's roles;
+  tensor-parallel size; environments one replica per CPU node; the reward role from the plan where
+  it has dedicated reward replicas, else, when the base's ``reward.kind`` is a served model
+  (``serverless``/``dedicated``), the base's own reward role and pool (the runtime's judge is sized by
+  the base's ``reward`` section, which the plan does not know). Torch thread counts are kept from the
+  base config's roles;
 - ``tasks[*].rollout_pool``: the pool the plan routes each task's turns to.
 
 Other ``cluster`` keys of the base (``num_cpus``, ``address``, dashboard) are kept. Tasks are matched
@@ -61,6 +64,13 @@ def planned_config(base: dict[str, Any], fragment: PlacementFragment, source: st
     if roles.reward.replicas > 0:
         out_roles["reward"] = {"pool": roles.reward.pool, "replicas": roles.reward.replicas, "units": roles.reward.units,
                                "threads": _threads(base_roles, "reward")}
+    elif base_cfg.reward.kind != "rule":
+        name = base_roles.reward.pool
+        if name in pools:
+            raise ConfigError(f"{source}: the reward role's pool {name!r} is also a pool of the plan; give the reward "
+                              f"role a pool of its own in the base config (e.g. cluster.pools.reward)")
+        pools[name] = base_cfg.cluster.pools[name].model_dump(exclude_none=True)
+        out_roles["reward"] = base_roles.reward.model_dump()
     else:
         out_roles["reward"] = {"pool": roles.env.pool, "replicas": 0}
     data = copy.deepcopy(base)

@@ -88,3 +88,16 @@ def test_plan_cli_emits_a_runnable_config(tmp_path, capsys):
     assert load_train_config(out).cluster.pools["h20"].kind == "h20"
     assert plan_main(args[:-2]) == 2  # --base without --emit-config
     assert "--base needs --emit-config" in capsys.readouterr().err
+
+
+def test_a_served_reward_keeps_its_own_pool():
+    base = read_yaml(REPO / "configs/serverless_reward.yaml")
+    lake = PlacementFragment.model_validate({**fragment().model_dump(), "tasks": [{"name": "frozen_lake", "rollout_pool": "h20"}]})
+    out = planned_config(base, lake)
+    assert out["cluster"]["pools"]["reward"] == base["cluster"]["pools"]["reward"]
+    assert out["cluster"]["roles"]["reward"] == {"pool": "reward", "replicas": 0, "units": 1.0, "threads": 1}
+    del base["cluster"]["pools"]["reward"]
+    base["cluster"]["pools"]["cpu"]["count"] = 3  # env and the judge share the base's cpu pool
+    base["cluster"]["roles"]["reward"]["pool"] = "cpu"
+    with pytest.raises(ConfigError, match="reward role's pool 'cpu' is also a pool of the plan"):
+        planned_config(base, lake)
