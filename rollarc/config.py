@@ -81,6 +81,7 @@ class TrainConfig(FrozenModel):
     minibatches: int = Field(1, ge=1)
     epochs: int = Field(1, ge=1)
     micro_batch_tokens: int = Field(16384, ge=64)
+    dedup_rows: bool = Field(True, description="one forward pass per distinct token sequence (exact)")
     eval_every: int = Field(10, ge=0, description="0: only before and after training")
     eval_episodes: int = Field(200, ge=0)
     eval_temperature: float = Field(0.0, ge=0.0)

@@ -112,6 +112,18 @@ class RolloutWorker:
         return {"fetch_s": fetched - t0, "apply_s": t1 - fetched, "total_s": t1 - t0,
                 "bytes": float(report.nbytes), "model_bytes": float(payload.model_bytes), "rss_mb": process_rss_mb()}
 
+    async def catch_up(self) -> int:
+        """A replica added mid-run starts from the checkpoint's weights: fetch what it lacks from the trainer."""
+        updates = await self.trainer.fetch_weights.remote(self.receiver.version)
+        if updates:
+
+            async def fetch(have: int | None):
+                return await self.trainer.fetch_weights.remote(have)
+
+            report = await receive(self.receiver, updates, fetch)
+            await self.engine.update_weights(engine_weights(self.receiver, self._engine_like), report.version)
+        return int(self.receiver.version)
+
     def abort_key(self, cache_key: str) -> int:
         ids = [rid for rid, key in self._running.items() if key == cache_key]
         for request_id in ids:

@@ -40,6 +40,7 @@ class Router:
         self.prompt_tokens: Counter[tuple[str, str]] = Counter()
         self.turns: Counter[tuple[str, str]] = Counter()
         self.stolen = 0
+        self.replica_turns: Counter[str] = Counter()
 
     # ---- membership --------------------------------------------------------------------------------
     def add_replica(self, name: str, handle: Any, pool: str, capacity: int) -> None:
@@ -99,6 +100,7 @@ class Router:
                 self.tokens[key] += completion.num_tokens
                 self.prompt_tokens[key] += completion.prompt_len
                 self.turns[key] += 1
+                self.replica_turns[route.replica] += 1
                 self.stolen += int(route.stolen and not route.sticky)
                 return completion
             raise NoReplicaError(f"turn failed over {MAX_FAILOVERS} times; dead replicas: {self.dead}")
@@ -136,6 +138,7 @@ class Router:
             "prompt_tokens": {f"{t}@{p}": n for (t, p), n in self.prompt_tokens.items()},
             "turns": {f"{t}@{p}": n for (t, p), n in self.turns.items()},
             "stolen_turns": self.stolen,
+            "replica_turns": dict(self.replica_turns),
             "dead_replicas": list(self.dead),
             "failovers": self.failovers,
             "time": time.time(),

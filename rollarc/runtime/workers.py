@@ -53,10 +53,13 @@ class Workers:
         self.dead_rollouts: list[str] = []
 
     # ---- rollout replicas ------------------------------------------------------------------------
-    def add_rollout(self, name: str, group: Any, version: int) -> Any:
+    def add_rollout(self, name: str, group: Any, version: int, catch_up: bool = False) -> Any:
+        """Start a rollout replica on ``group``'s pool; mid-run (``catch_up``) it first fetches the current weights."""
         handle = RolloutWorker.options(**actor_options(self.cfg.cluster, group), max_concurrency=10_000).remote(
             name, self.policy_dir, self.cfg.engine, self.cfg.async_.in_flight_update, group.threads, group.pool,
             version, self.cfg.sync, self.trainer)
+        if catch_up:
+            ray.get(handle.catch_up.remote())
         self.rollout[name] = handle
         self.rollout_pool[name] = group.pool
         ray.get(self.router.add_replica.remote(name, handle, group.pool, self.cfg.engine.max_num_seqs))
@@ -69,7 +72,7 @@ class Workers:
         ray.kill(handle)
 
     def sync_all(self, payload: SyncPayload) -> list[Any]:
-        return [h.update_weights.remote(payload) for n, h in self.rollout.items() if n not in self.dead_rollouts]
+        return [h.update_weights.remote(payload) for n, h in list(self.rollout.items()) if n not in self.dead_rollouts]
 
     def alive_rollouts(self) -> list[str]:
         return ray.get(self.router.alive.remote())
@@ -112,7 +115,7 @@ class Workers:
 
     # ---- gathering -------------------------------------------------------------------------------
     def drain_spans(self) -> list[dict[str, Any]]:
-        handles = [*self.env.values(), *(h for n, h in self.rollout.items() if n not in self.dead_rollouts),
+        handles = [*self.env.values(), *(h for n, h in list(self.rollout.items()) if n not in self.dead_rollouts),
                    self.trainer]
         spans: list[dict[str, Any]] = []
         for ref in [h.drain_spans.remote() for h in handles]:

@@ -5,7 +5,8 @@ A training step produces exactly one new policy version. By default it is one op
 published, so every generated token still carries the version of the weights that produced it.
 
 Micro-batches (by token budget) accumulate gradients so memory stays bounded; their losses are
-weighted so the minibatch loss equals the configured aggregation over the whole minibatch.
+weighted so the minibatch loss equals the configured aggregation over the whole minibatch. Identical
+rows share one forward pass (see ``_unique_rows``), which is exact and often several times cheaper.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ class PolicyTrainer:
     def __init__(self, model: PreTrainedModel, loss_cfg: LossConfig, lr: float, *, temperature: float = 1.0,
                  weight_decay: float = 0.0, betas: tuple[float, float] = (0.9, 0.999), grad_clip: float = 1.0,
                  minibatches: int = 1, epochs: int = 1, micro_batch_tokens: int = 16384, pad_id: int = 0,
-                 seed: int = 0, version: int = 0):
+                 seed: int = 0, version: int = 0, dedup: bool = True):
         self.model = model.train()
         self.loss_cfg = loss_cfg
         self.temperature = temperature if temperature > 0 else 1.0
@@ -44,6 +45,7 @@ class PolicyTrainer:
         self.micro_batch_tokens = micro_batch_tokens
         self.pad_id = pad_id
         self.version = version
+        self.dedup = dedup
         self.optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay, betas=betas)
         self.generator = torch.Generator().manual_seed(seed)
         self.ref_model = None
@@ -58,12 +60,31 @@ class PolicyTrainer:
     def logprobs(self, batch: TrainBatch, model: PreTrainedModel | None = None) -> torch.Tensor:
         """Per-target log-probs of ``batch`` under ``model`` (default: the current policy), no gradient."""
         model = model or self.model
-        out = torch.zeros_like(batch.behav_logp)
-        for index in self._micro_batches(batch, torch.arange(batch.num_rows)):
-            sub = batch.rows(index)
+        reps, inverse = self._unique_rows(batch)
+        unique = torch.zeros((len(reps), batch.behav_logp.shape[1]))
+        for chunk in self._micro_batches(batch, reps):
+            sub = batch.rows(chunk)
             logits = self._forward_logits(model, sub)
-            out[index, : logits.shape[1]] = token_logprobs(logits, sub.input_ids[:, 1:], self.temperature)
-        return out
+            unique[inverse[chunk], : logits.shape[1]] = token_logprobs(logits, sub.input_ids[:, 1:], self.temperature)
+        return unique[inverse]
+
+    def _unique_rows(self, batch: TrainBatch) -> tuple[torch.Tensor, torch.Tensor]:
+        """One representative row per distinct token sequence, and each row's class.
+
+        GRPO samples ``G`` rollouts of the same task, and with a short history window many turns see the
+        very same prompt (the same start state, the same states along similar paths). A row's logits depend
+        only on its own tokens, so identical rows need one forward pass; the loss is still computed on every
+        row (each with its own advantage, behaviour log-probs and version), so the gradient is exact.
+        Returns ``(reps, inverse)``: ``reps[u]`` is the first row of class ``u``, ``inverse[i]`` the class of row ``i``.
+        """
+        n = batch.num_rows
+        if not self.dedup:
+            return torch.arange(n), torch.arange(n)
+        key = torch.cat([batch.input_ids, batch.attention_mask], dim=1)
+        _, inverse = torch.unique(key, dim=0, return_inverse=True)
+        reps = torch.full((int(inverse.max()) + 1,), n, dtype=torch.long)
+        reps.scatter_reduce_(0, inverse, torch.arange(n), reduce="amin")
+        return reps, inverse
 
     # ---- the step --------------------------------------------------------------------------------
     def train_step(self, groups: list[list[Trajectory]]) -> dict[str, Any]:
@@ -107,11 +128,17 @@ class PolicyTrainer:
         total_rows = max(1.0, float((mini.loss_mask.sum(dim=1) > 0).sum().item()))
         self.optimizer.zero_grad(set_to_none=True)
         sums: dict[str, float] = {}
-        for local in self._micro_batches(mini, torch.arange(mini.num_rows)):
+        reps, inverse = self._unique_rows(mini)
+        lookup = torch.full((len(reps),), -1, dtype=torch.long)
+        for chunk in self._micro_batches(mini, reps):
+            # forward each distinct sequence of the chunk once; compute the loss on every row it stands for
+            classes = inverse[chunk]
+            lookup[classes] = torch.arange(len(chunk))
+            local = torch.isin(inverse, classes).nonzero()[:, 0]
             micro = mini.rows(local)
-            index = rows[local]
             width = micro.loss_mask.shape[1]
-            logits = self._forward_logits(self.model, micro)
+            logits = self._forward_logits(self.model, mini.rows(chunk))[lookup[inverse[local]], :width]
+            index = rows[local]
             logp = token_logprobs(logits, micro.input_ids[:, 1:], self.temperature)
             need_entropy = self.loss_cfg.entropy_coef > 0
             entropy = entropy_from_logits(logits, self.temperature) if need_entropy else None
@@ -128,6 +155,7 @@ class PolicyTrainer:
             (loss * weight).backward()
             for key, value in stats.items():
                 sums[key] = sums.get(key, 0.0) + float(value) * weight
+        sums["unique_rows_frac"] = len(reps) / max(1, mini.num_rows)
         grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.grad_clip)
         if not torch.isfinite(grad_norm):
             self.optimizer.zero_grad(set_to_none=True)

@@ -77,3 +77,49 @@ def test_fifty_steps_keep_buffer_and_memory_flat(nano_policy_dir, tmp_path):
         first = sum(r[role] for r in rows[5:15]) / 10
         last = sum(r[role] for r in rows[-10:]) / 10
         assert last < first * 1.10 + 20, (role, first, last)
+
+
+def test_adding_and_removing_rollout_replicas_mid_run(nano_policy_dir, tmp_path):
+    """A replica joins (catching up to the current weights) and the original one leaves (drained)."""
+    from rollarc.runtime.controller import Controller
+    from rollarc.runtime.ray_cluster import start_ray
+    from rollarc.runtime.workers import Workers
+
+    cfg = config(nano_policy_dir, tmp_path, env_kwargs={"turns": 3},
+                 **{"async": {"mode": "async", "max_staleness": 1}},
+                 cluster={"pools": {"compute": {"count": 3}, "cpu": {"count": 2}}},
+                 train={"steps": 8, "checkpoint_every": 0})
+    cfg = cfg.model_copy(update={"tasks": [cfg.tasks[0].model_copy(update={"latency": cfg.tasks[0].latency.model_copy(
+        update={"kind": "fixed", "fixed_s": 0.05})})]})
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    start_ray(cfg.cluster)
+    events: list[str] = []
+    try:
+        workers = Workers(cfg, str(nano_policy_dir))
+        controller = Controller(cfg, run_dir, workers)
+
+        def elastic() -> None:
+            deadline = time.time() + 300
+            while time.time() < deadline:
+                if (run_dir / "metrics.jsonl").exists() and len((run_dir / "metrics.jsonl").read_text().splitlines()) >= 2:
+                    workers.add_rollout("rollout-new", cfg.cluster.roles.rollout[0], 0, catch_up=True)
+                    events.append("added")
+                    workers.remove_rollout("rollout-0", drain=True)
+                    events.append("removed")
+                    return
+                time.sleep(0.05)
+
+        thread = threading.Thread(target=elastic, daemon=True)
+        thread.start()
+        summary = controller.run()
+        thread.join(timeout=60)
+    finally:
+        ray.shutdown()
+    assert events == ["added", "removed"]
+    assert summary["steps"] == 8
+    assert summary["groups_trained"] == 8 * cfg.train.groups_per_step  # none lost, none trained twice
+    turns = summary["routing"]["replica_turns"]
+    assert turns.get("rollout-new", 0) > 0 and turns.get("rollout-0", 0) > 0
+    rows = metrics(run_dir)
+    assert all(r["staleness_max"] <= 1 for r in rows)

@@ -92,3 +92,42 @@ def test_staleness_of_trained_tokens_is_reported():
     stats = trainer.train_step([[make_traj(renderer, "a", "R", 1.0, version=3),
                                  make_traj(renderer, "b", "D", 0.0, version=5)]])
     assert stats["token_staleness_max"] == 2.0 and trainer.version == 6
+
+
+def test_nan_loss_refuses_the_step_and_keeps_the_weights():
+    model, tok = new_policy("nano", max_position_embeddings=64)
+    renderer = ChatRenderer(tok)
+    trainer = PolicyTrainer(model, LossConfig(), lr=1e-2, pad_id=tok.pad_token_id)
+    group = [make_traj(renderer, "a", "R", 1.0), make_traj(renderer, "b", "D", 0.0)]
+    with torch.no_grad():
+        model.model.norm.weight[0] = float("nan")  # the forward pass now yields NaN logits
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    with pytest.raises(NonFiniteError, match="the step is refused"):
+        trainer.train_step([group])
+    assert trainer.version == 0
+    after = model.state_dict()
+    assert all(torch.equal(before[k], after[k]) or torch.isnan(before[k]).any() for k in before)
+    assert all(torch.equal(torch.nan_to_num(before[k]), torch.nan_to_num(after[k])) for k in before)
+
+
+@pytest.mark.parametrize("correction", ["none", "decoupled_ppo"])
+def test_deduplicated_rows_give_exactly_the_same_update(correction):
+    """Identical rows share one forward pass; each keeps its own advantage and behaviour log-prob."""
+    results = []
+    for dedup in (False, True):
+        model, tok = new_policy("nano", max_position_embeddings=64, seed=4)
+        renderer = ChatRenderer(tok)
+        trainer = PolicyTrainer(model, LossConfig(correction=correction), lr=1e-2, pad_id=tok.pad_token_id,
+                                micro_batch_tokens=40, dedup=dedup)
+        # plain SGD: Adam's first step is about lr * sign(grad), which would amplify float rounding
+        trainer.optimizer = torch.optim.SGD(model.parameters(), lr=1.0)
+        group = [make_traj(renderer, f"t{i}", a, r) for i, (a, r) in
+                 enumerate([("R", 1.0), ("R", 0.0), ("D", 0.5), ("R", 1.0), ("U", 0.0), ("D", 0.2)])]
+        group[1].segments[0].logprobs[-1] = -3.0  # same tokens as t0, different behaviour log-prob
+        stats = trainer.train_step([group])
+        results.append((torch.cat([p.detach().flatten() for p in model.parameters()]), stats))
+    (plain, plain_stats), (dedup_params, dedup_stats) = results
+    assert dedup_stats["unique_rows_frac"] == pytest.approx(3 / 6)
+    assert plain_stats["unique_rows_frac"] == 1.0
+    assert torch.allclose(plain, dedup_params, atol=1e-6)
+    assert dedup_stats["loss"] == pytest.approx(plain_stats["loss"], abs=1e-6)
