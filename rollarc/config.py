@@ -75,6 +75,7 @@ class TrainConfig(FrozenModel):
     groups_per_step: int = Field(8, ge=1, description="B: GRPO groups per training step")
     group_size: int = Field(8, ge=2, description="G: rollouts of the same task seed")
     lr: float = Field(3e-4, gt=0.0)
+    warmup_steps: int = Field(0, ge=0, description="linear learning-rate warmup over the first training steps")
     weight_decay: float = Field(0.0, ge=0.0)
     betas: tuple[float, float] = (0.9, 0.999)
     grad_clip: float = Field(1.0, gt=0.0)

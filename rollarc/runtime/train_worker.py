@@ -30,7 +30,7 @@ class TrainWorker:
             self.model, cfg.algo, t.lr, temperature=cfg.sampling.temperature, weight_decay=t.weight_decay,
             betas=t.betas, grad_clip=t.grad_clip, minibatches=t.minibatches, epochs=t.epochs,
             micro_batch_tokens=t.micro_batch_tokens, pad_id=self.tokenizer.pad_token_id, seed=cfg.seed,
-            dedup=t.dedup_rows)
+            dedup=t.dedup_rows, warmup_steps=t.warmup_steps)
         self._spans: list[dict[str, Any]] = []
         self.publisher = WeightPublisher(cfg.sync)
         self.publisher.publish(self.trainer.named_weights(), version=self.trainer.version)

@@ -35,7 +35,7 @@ class PolicyTrainer:
     def __init__(self, model: PreTrainedModel, loss_cfg: LossConfig, lr: float, *, temperature: float = 1.0,
                  weight_decay: float = 0.0, betas: tuple[float, float] = (0.9, 0.999), grad_clip: float = 1.0,
                  minibatches: int = 1, epochs: int = 1, micro_batch_tokens: int = 16384, pad_id: int = 0,
-                 seed: int = 0, version: int = 0, dedup: bool = True):
+                 seed: int = 0, version: int = 0, dedup: bool = True, warmup_steps: int = 0):
         self.model = model.train()
         self.loss_cfg = loss_cfg
         self.temperature = temperature if temperature > 0 else 1.0
@@ -47,6 +47,10 @@ class PolicyTrainer:
         self.version = version
         self.dedup = dedup
         self.optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay, betas=betas)
+        # Linear warmup over the first training steps: Adam's first updates are about lr * sign(grad) for every
+        # weight at once, which can knock a freshly fine-tuned policy off its feet.
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
+            self.optimizer, lambda step: min(1.0, (step + 1) / warmup_steps) if warmup_steps else 1.0)
         self.generator = torch.Generator().manual_seed(seed)
         self.ref_model = None
         if loss_cfg.kl_coef > 0:
@@ -109,6 +113,8 @@ class PolicyTrainer:
                 steps += 1
         self.version += 1
         result = {key: value / steps for key, value in totals.items()}
+        result["lr"] = self.scheduler.get_last_lr()[0]
+        self.scheduler.step()
         stale = batch.versions[batch.loss_mask.bool()]
         result.update({
             "version": self.version,
@@ -187,10 +193,11 @@ class PolicyTrainer:
         return {name: tensor.detach() for name, tensor in self.model.state_dict().items()}
 
     def optimizer_state(self) -> dict[str, Any]:
-        return {"optimizer": self.optimizer.state_dict(), "version": self.version,
-                "generator": self.generator.get_state()}
+        return {"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
+                "version": self.version, "generator": self.generator.get_state()}
 
     def load_optimizer_state(self, state: dict[str, Any]) -> None:
         self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
         self.version = int(state["version"])
         self.generator.set_state(state["generator"])
