@@ -88,7 +88,8 @@ class LLMEngine:
         self._next_id = 0
         self._rate: deque[tuple[float, int]] = deque()
         self.counters: dict[str, int] = {"steps": 0, "generated_tokens": 0, "prefill_tokens": 0,
-                                         "cached_prompt_tokens": 0, "prefix_hits": 0, "stop": 0, "length": 0,
+                                         "cached_prompt_tokens": 0, "prefix_hits": 0, "shared_prefill_tokens": 0,
+                                         "stop": 0, "length": 0,
                                          "abort": 0, "error": 0}
 
     # ----------------------------------------------------------------- requests
@@ -144,6 +145,7 @@ class LLMEngine:
         finished, self._done = self._done, []
         plan = self.scheduler.schedule(self.version)
         batch = plan.decodes + plan.prefills
+        shared_before = self.counters["shared_prefill_tokens"]
         if not batch:
             return finished
         with torch.inference_mode():
@@ -154,11 +156,12 @@ class LLMEngine:
                 positions = torch.tensor([r.num_computed for r in plan.decodes], device=device)
                 logits.append(self.runner.decode(token_ids, positions))
             if plan.prefills:
-                logits.append(self.runner.prefill([self._prefill_seq(r) for r in plan.prefills]))
+                logits.append(self._prefill_shared(plan.prefills))
             sampled = self._sample(batch, torch.cat(logits) if len(logits) > 1 else logits[0])
         now = time.perf_counter()
         self.counters["steps"] += 1
         self.counters["prefill_tokens"] += sum(len(r.prompt_ids) - r.cached_prompt_tokens for r in plan.prefills)
+        self.counters["prefill_tokens"] -= self.counters["shared_prefill_tokens"] - shared_before
         token_ids, logprobs, ok = sampled.token_ids.tolist(), sampled.logprobs.tolist(), sampled.ok.tolist()
         for request in batch:  # all of them first: finishing one may move another's KV, by num_computed
             request.num_computed = request.num_tokens
@@ -254,6 +257,26 @@ class LLMEngine:
         }
 
     # ----------------------------------------------------------------- internals
+    def _prefill_shared(self, requests: list[Request]) -> torch.Tensor:
+        """Prefill ``requests``, running each distinct prompt once; returns their last-token logits in order.
+
+        GRPO starts ``G`` rollouts of the same task together, so identical prompts arrive in the same step
+        (every first turn of a group; in small environments many later turns too). A duplicate's KV is a
+        copy of its twin's (the same tokens under the same weights give the same KV), so it is copied, not
+        recomputed. Each request still samples from its own generator.
+        """
+        seqs = [self._prefill_seq(r) for r in requests]
+        first: dict[tuple[int, tuple[int, ...]], int] = {}
+        twin = [first.setdefault((s.start, tuple(r.prompt_ids)), i) for i, (s, r) in enumerate(zip(seqs, requests))]
+        unique = sorted(set(twin))
+        logits = self.runner.prefill([seqs[i] for i in unique])
+        row = {i: k for k, i in enumerate(unique)}
+        for i, j in enumerate(twin):
+            if i != j:
+                self.kv.move(seqs[j].slot, seqs[i].slot, len(requests[i].prompt_ids))
+        self.counters["shared_prefill_tokens"] += sum(len(seqs[i].token_ids) for i, j in enumerate(twin) if i != j)
+        return logits[[row[j] for j in twin]]
+
     def _prefill_seq(self, request: Request) -> PrefillSeq:
         start = request.cached_prompt_tokens
         if request.reused_prefix is not None:

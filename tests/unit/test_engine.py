@@ -299,3 +299,21 @@ def test_scramble_is_deterministic() -> None:
     a = scramble(tiny_hf_model(seed=3), seed=3)
     b = scramble(tiny_hf_model(seed=3), seed=3)
     assert all(torch.equal(x, y) for x, y in zip(a.parameters(), b.parameters()))
+
+
+def test_identical_prompts_in_one_step_are_prefilled_once_with_identical_results() -> None:
+    model, _ = nano_policy()
+    shared, other = random_prompts([21, 13], low=6, high=100, seed=5)
+    prompts = [shared, other, shared, shared]
+    params = [SamplingParams(temperature=0.0, max_tokens=8, ignore_eos=True)] * 2 + \
+             [SamplingParams(temperature=1.0, max_tokens=8, ignore_eos=True, seed=s) for s in (1, 2)]
+    engine = LLMEngine(model, EngineConfig(max_num_seqs=8))
+    completions = engine.generate(prompts, params)
+    assert engine.counters["shared_prefill_tokens"] == 2 * len(shared)
+    assert engine.counters["prefill_tokens"] == len(shared) + len(other)
+    # the twin that was not computed decodes exactly as if it had been prefilled itself
+    assert completions[0].token_ids == hf_greedy(model, shared, 8)
+    for prompt, sp, completion in zip(prompts[2:], params[2:], completions[2:]):
+        alone = LLMEngine(model).generate([prompt], sp)[0]
+        assert completion.token_ids == alone.token_ids
+        assert completion.logprobs == pytest.approx(alone.logprobs, abs=1e-4)
