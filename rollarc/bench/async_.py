@@ -29,7 +29,7 @@ from rollarc.runtime.entry import initial_policy, run_training
 
 QUICK = ["model.preset=nano", "sft.checkpoint=artifacts/sft/bench-async-quick", "sft.steps=5", "sft.episodes=50",
          "train.steps=2", "train.groups_per_step=2", "train.group_size=4", "train.eval_episodes=8",
-         "tasks.0.latency.median_s=0.02", "tasks.0.agent.max_turns=6"]
+         "tasks.0.latency.median_s=0.02", "tasks.0.env.kwargs.size=4", "tasks.0.agent.max_turns=8"]
 
 
 def modes(steps_k: list[int]) -> list[tuple[str, list[str]]]:

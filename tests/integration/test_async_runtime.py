@@ -95,25 +95,21 @@ def test_adding_and_removing_rollout_replicas_mid_run(nano_policy_dir, tmp_path)
     run_dir.mkdir()
     start_ray(cfg.cluster)
     events: list[str] = []
+
+    class ElasticController(Controller):
+        """Changes the rollout membership right after step 2 is published, from inside the loop (deterministic)."""
+
+        def _after_step(self, version: int, *args: object) -> None:
+            super()._after_step(version, *args)
+            if version == 2:
+                workers.add_rollout("rollout-new", cfg.cluster.roles.rollout[0], version, catch_up=True)
+                events.append("added")
+                workers.remove_rollout("rollout-0", drain=True)
+                events.append("removed")
+
     try:
         workers = Workers(cfg, str(nano_policy_dir))
-        controller = Controller(cfg, run_dir, workers)
-
-        def elastic() -> None:
-            deadline = time.time() + 300
-            while time.time() < deadline:
-                if (run_dir / "metrics.jsonl").exists() and len((run_dir / "metrics.jsonl").read_text().splitlines()) >= 2:
-                    workers.add_rollout("rollout-new", cfg.cluster.roles.rollout[0], 0, catch_up=True)
-                    events.append("added")
-                    workers.remove_rollout("rollout-0", drain=True)
-                    events.append("removed")
-                    return
-                time.sleep(0.05)
-
-        thread = threading.Thread(target=elastic, daemon=True)
-        thread.start()
-        summary = controller.run()
-        thread.join(timeout=60)
+        summary = ElasticController(cfg, run_dir, workers).run()
     finally:
         ray.shutdown()
     assert events == ["added", "removed"]

@@ -77,9 +77,11 @@ def test_same_seed_gives_the_same_trajectories_and_weights(nano_policy_dir, tmp_
     assert [[r[k] for k in keys] for r in metrics(runs[0])] == [[r[k] for k in keys] for r in metrics(runs[1])]
     a = AutoModelForCausalLM.from_pretrained(runs[0] / "checkpoints" / "step_000002" / "policy").state_dict()
     b = AutoModelForCausalLM.from_pretrained(runs[1] / "checkpoints" / "step_000002" / "policy").state_dict()
-    # Token-identical batches; the weights agree to float rounding (the engine's batched log-probs, which
-    # anchor the PPO ratio, can differ in the last bits with the batch composition).
-    assert all(torch.allclose(a[k], b[k], atol=1e-5) for k in a)
+    # Token-identical batches; the weights agree to float rounding. The engine's batched log-probs, which
+    # anchor the PPO ratio, can differ in the last bits with the batch composition, and Adam divides each
+    # coordinate by its own gradient scale, so such a difference can move a near-zero-gradient coordinate by a
+    # small fraction of lr (1e-3; 1.9e-5 seen in CI). A real divergence moves coordinates by whole steps.
+    assert all(torch.allclose(a[k], b[k], atol=1e-4) for k in a)
 
 
 def test_resume_continues_from_the_last_checkpoint(nano_policy_dir, tmp_path):
