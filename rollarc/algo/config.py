@@ -20,7 +20,7 @@ FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
 
 
 class LossConfig(FrozenModel):
-    """How the policy loss is computed; see docs/sections/algorithms.md for every formula."""
+    """How the policy loss is computed; see the README section "Algorithms" for every formula."""
 
     advantage: AdvantageKind = "grpo"
     clip_low: FiniteFloat = Field(0.2, gt=0, lt=1)
