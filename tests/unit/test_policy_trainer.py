@@ -121,6 +121,7 @@ def test_deduplicated_rows_give_exactly_the_same_update(correction):
                                 micro_batch_tokens=40, dedup=dedup)
         # plain SGD: Adam's first step is about lr * sign(grad), which would amplify float rounding
         trainer.optimizer = torch.optim.SGD(model.parameters(), lr=1.0)
+        trainer.scheduler = torch.optim.lr_scheduler.LambdaLR(trainer.optimizer, lambda _: 1.0)
         group = [make_traj(renderer, f"t{i}", a, r) for i, (a, r) in
                  enumerate([("R", 1.0), ("R", 0.0), ("D", 0.5), ("R", 1.0), ("U", 0.0), ("D", 0.2)])]
         group[1].segments[0].logprobs[-1] = -3.0  # same tokens as t0, different behaviour log-prob
