@@ -156,19 +156,27 @@ class PolicyTrainer:
                 weight = float(micro.loss_mask.sum().item()) / total_tokens
             else:
                 weight = float((micro.loss_mask.sum(dim=1) > 0).sum().item()) / total_rows
-            if not torch.isfinite(loss):
-                raise NonFiniteError(f"loss is {loss.item()} at version {self.version}; the step is refused")
+            self._check_loss(loss)
             (loss * weight).backward()
             for key, value in stats.items():
                 sums[key] = sums.get(key, 0.0) + float(value) * weight
         sums["unique_rows_frac"] = len(reps) / max(1, mini.num_rows)
-        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.grad_clip)
+        grad_norm = self._clip_gradients()
         if not torch.isfinite(grad_norm):
             self.optimizer.zero_grad(set_to_none=True)
             raise NonFiniteError(f"gradient norm is {grad_norm.item()} at version {self.version}; the step is refused")
         self.optimizer.step()
         sums["grad_norm"] = float(grad_norm.item())
         return sums
+
+    def _check_loss(self, loss: torch.Tensor) -> None:
+        """Refuse a non-finite micro-batch loss before its backward pass (FSDP ranks defer this to agree)."""
+        if not torch.isfinite(loss):
+            raise NonFiniteError(f"loss is {loss.item()} at version {self.version}; the step is refused")
+
+    def _clip_gradients(self) -> torch.Tensor:
+        """Clip the gradient to ``grad_clip`` in global norm; returns the norm before clipping."""
+        return torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.grad_clip)
 
     def _micro_batches(self, batch: TrainBatch, rows: torch.Tensor) -> list[torch.Tensor]:
         """Split ``rows`` into groups whose padded size stays under the token budget (longest first)."""
