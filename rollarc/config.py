@@ -70,6 +70,15 @@ class SFTConfig(FrozenModel):
     eval_episodes: int = Field(200, ge=0)
 
 
+class FSDPConfig(FrozenModel):
+    """FSDP2 training over ``cluster.roles.train.replicas`` ranks (see docs/fsdp.md)."""
+
+    reshard_after_forward: bool = Field(True, description="free each decoder layer's gathered weights after its "
+                                        "forward pass (less memory, one more all-gather in the backward pass)")
+    on_one_replica: bool = Field(False, description="run the FSDP rank actor even with one train replica (a "
+                                 "one-rank process group); by default one replica is the plain TrainWorker")
+
+
 class TrainConfig(FrozenModel):
     steps: int = Field(20, ge=0)
     groups_per_step: int = Field(8, ge=1, description="B: GRPO groups per training step")
@@ -89,6 +98,7 @@ class TrainConfig(FrozenModel):
     checkpoint_every: int = Field(10, ge=0)
     seed_base: int = Field(0, ge=0)
     eval_seed_base: int = Field(20_000_000, ge=0)
+    fsdp: FSDPConfig = Field(FSDPConfig(), description="sharded training when cluster.roles.train.replicas > 1")
 
 
 class AsyncConfig(FrozenModel):
@@ -159,8 +169,8 @@ class ClusterConfig(FrozenModel):
                                  f"{self.pools[pool].count}")
         if sum(r.replicas for r in roles.rollout) < 1:
             raise ValueError("cluster.roles.rollout needs at least one replica")
-        if roles.train.replicas != 1:
-            raise ValueError("cluster.roles.train.replicas must be 1 (data-parallel training is not built yet)")
+        if roles.train.replicas < 1:
+            raise ValueError("cluster.roles.train.replicas must be at least 1 (each replica is one FSDP rank)")
         if roles.env.replicas < 1:
             raise ValueError("cluster.roles.env.replicas must be at least 1")
         return self
@@ -210,6 +220,10 @@ class Config(FrozenModel):
             raise ValueError("train.eval_seed_base overlaps the training seeds; held-out seeds must be disjoint")
         if self.sft.seed_base <= self.train.eval_seed_base < self.sft.seed_base + self.sft.episodes:
             raise ValueError("sft.seed_base overlaps the held-out seeds")
+        sharded = self.cluster.roles.train.replicas > 1 or self.train.fsdp.on_one_replica
+        if not sharded and self.train.fsdp.reshard_after_forward != FSDPConfig().reshard_after_forward:
+            raise ValueError("train.fsdp.reshard_after_forward has no effect with one train replica; set "
+                             "cluster.roles.train.replicas > 1 or train.fsdp.on_one_replica: true")
         problems = placement_problems(self.reward, self.cluster)
         if problems:
             raise ValueError("; ".join(problems))

@@ -72,6 +72,9 @@ class TrainWorker:
 
     def load_checkpoint(self, path: str) -> dict[str, Any]:
         path_ = Path(path)
+        if (path_ / "sharded").is_dir():
+            raise ValueError(f"{path} was written by FSDP training (it holds sharded/); resume it with "
+                             "cluster.roles.train.replicas > 1 or train.fsdp.on_one_replica: true")
         model, _ = load_policy(path_ / "policy")
         self.model.load_state_dict(model.state_dict())
         self.trainer.load_optimizer_state(torch.load(path_ / "trainer_state.pt", weights_only=False))

@@ -18,6 +18,7 @@ from rollarc.runtime.env_worker import EnvWorker
 from rollarc.runtime.ray_cluster import actor_options
 from rollarc.runtime.rollout_worker import RolloutWorker
 from rollarc.runtime.router import Router
+from rollarc.runtime.train_group import start_train_group
 from rollarc.runtime.train_worker import TrainWorker
 from rollarc.runtime.weight_sync import SyncPayload
 
@@ -30,8 +31,11 @@ class Workers:
         self.tasks = {t.name: t for t in cfg.tasks}
         self.router = Router.options(num_cpus=0, max_concurrency=10_000).remote(
             {t.name: t.rollout_pool for t in cfg.tasks})
-        self.trainer = TrainWorker.options(**actor_options(cfg.cluster, roles.train)).remote(
-            policy_dir, cfg, roles.train.threads)
+        if roles.train.replicas > 1 or cfg.train.fsdp.on_one_replica:
+            self.trainer = start_train_group(cfg, policy_dir)  # rank 0 of the FSDP group, same interface
+        else:
+            self.trainer = TrainWorker.options(**actor_options(cfg.cluster, roles.train)).remote(
+                policy_dir, cfg, roles.train.threads)
         self.rollout: dict[str, Any] = {}
         self.rollout_pool: dict[str, str] = {}
         index = 0
