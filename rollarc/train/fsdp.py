@@ -90,7 +90,8 @@ def local_tensor(value: torch.Tensor) -> torch.Tensor:
 
 def full_state_dict(model: nn.Module) -> dict[str, torch.Tensor]:
     """The whole model's weights on CPU, on rank 0 (an empty dict elsewhere); every rank must call it."""
-    return get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+    state = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+    return {name: value for name, value in state.items() if isinstance(value, torch.Tensor)}
 
 
 def save_sharded(path: str | Path, model: nn.Module, optimizer: torch.optim.Optimizer) -> None:

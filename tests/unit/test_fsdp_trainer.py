@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 from rollarc.agent.chat import ChatRenderer, Message
 from rollarc.agent.trajectory import Segment, Trajectory
 from rollarc.algo.config import LossConfig
+from rollarc.algo.masking import aggregate
 from rollarc.models import new_policy
-from rollarc.train.batch import build_batch
 from rollarc.train.fsdp import free_port, init_process_group
 from rollarc.train.fsdp_split import balanced_partition, part_costs
 from rollarc.train.policy_trainer import NonFiniteError, PolicyTrainer
@@ -149,22 +149,28 @@ def test_partition_covers_every_row_once_and_is_balanced(costs, parts):
     assert balanced_partition(costs, parts) == partition  # deterministic: every rank computes the same
 
 
-def test_minibatch_normaliser_is_the_whole_minibatch_count():
-    """Every rank weighs its micro-batch loss by its share of the whole minibatch's count (hand-computed)."""
-    model, tok = new_policy("nano", max_position_embeddings=64, seed=3)
-    renderer = ChatRenderer(tok)
-    groups = [[make_traj(renderer, "a", "PG", "R", 1.0), make_traj(renderer, "b", "PG", "LLD", 0.0)],
-              [make_traj(renderer, "c", "PFG", "UU", 0.5), make_traj(renderer, "d", "PFG", "D", 0.5)]]
-    batch = build_batch(groups, "grpo", 1e-6, tok.pad_token_id)
-    # a reply's targets are its action characters plus the end-of-turn token(s) the renderer appends
-    extra = len(renderer.encode_reply("R")) - 1
-    per_row = [1 + extra, 3 + extra, 2 + extra, 1 + extra]
-    assert batch.loss_mask.sum(dim=1).tolist() == per_row
-    assert batch.num_target_tokens == sum(per_row)
-    lengths = batch.attention_mask.sum(dim=1).tolist()
-    parts = balanced_partition(lengths, 2)
-    shares = [sum(per_row[i] for i in part) / sum(per_row) for part in parts]
-    assert sum(shares) == pytest.approx(1.0) and all(0 < s < 1 for s in shares)
+@pytest.mark.parametrize("agg, whole", [("token_mean", 21 / 6), ("seq_mean", (1.5 + 3 + 5) / 3)])
+def test_rank_shares_weighted_by_the_whole_minibatch_normaliser_add_up(agg, whole):
+    """Hand case: per-token losses of 3 rows split over 2 ranks. Each rank weighs its own aggregate by its
+    share of the whole minibatch normaliser (tokens: 5/6 and 1/6; rows with tokens: 2/3 and 1/3), as the
+    trainer does per micro-batch; the shares add up to the one-rank loss."""
+    values = torch.tensor([[1.0, 2.0, 0.0], [3.0, 0.0, 0.0], [4.0, 5.0, 6.0]])
+    mask = torch.tensor([[1, 1, 0], [1, 0, 0], [1, 1, 1]]).bool()
+    assert aggregate(values, mask, agg).item() == pytest.approx(whole)
+    total_tokens, total_rows = mask.sum().item(), (mask.sum(dim=1) > 0).sum().item()
+    assert (total_tokens, total_rows) == (6, 3)
+    parts = [torch.tensor([0, 2]), torch.tensor([1])]
+    shares = []
+    for rows in parts:
+        part_mask = mask[rows]
+        if agg == "token_mean":
+            weight = part_mask.sum().item() / total_tokens
+        else:
+            weight = (part_mask.sum(dim=1) > 0).sum().item() / total_rows
+        shares.append(aggregate(values[rows], part_mask, agg).item() * weight)
+    expected = [18 / 5 * 5 / 6, 3 * 1 / 6] if agg == "token_mean" else [(1.5 + 5) / 2 * 2 / 3, 3 * 1 / 3]
+    assert shares == pytest.approx(expected)
+    assert sum(shares) == pytest.approx(whole)
 
 
 def test_fsdp_device_check_runs_on_the_cpu(tmp_path: Path):
@@ -176,5 +182,7 @@ def test_fsdp_device_check_runs_on_the_cpu(tmp_path: Path):
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    result = mp.get_context("spawn").Pool(1).apply(module.main, kwds={"device": "cpu", "preset": "nano"})
-    assert result["ok"] and result["loss_finite"] and result["max_abs_param_diff"] <= result["tolerance"]
+    result = module.main(device="cpu", preset="nano")
+    assert result["ok"] and result["loss_finite"] and result["max_abs_param_diff"] <= result["tolerance"] == 1e-6
+    assert result["tensors_moved"] == result["tensors"]  # the step changed every tensor: the check is not vacuous
+    assert not dist.is_initialized()  # the check leaves no process group behind
