@@ -13,8 +13,9 @@ from transformers import AutoModelForCausalLM
 from rollarc.models import load_policy
 from rollarc.runtime.controller import Controller
 from rollarc.runtime.entry import run_training
-from rollarc.runtime.ray_cluster import start_ray
+from rollarc.runtime.ray_cluster import actor_options, start_ray
 from rollarc.runtime.train_group import FSDP_META
+from rollarc.runtime.train_worker import TrainWorker
 from rollarc.runtime.workers import Workers
 from rollarc.train.fsdp import SHARDED_DIR
 from tests.integration.test_runtime import config, metrics
@@ -83,8 +84,9 @@ def test_a_sharded_checkpoint_refuses_the_single_trainer(nano_policy_dir, tmp_pa
     cfg = config(nano_policy_dir, tmp_path)
     start_ray(cfg.cluster)
     try:
-        workers = Workers(cfg, str(nano_policy_dir))
+        trainer = TrainWorker.options(**actor_options(cfg.cluster, cfg.cluster.roles.train)).remote(
+            str(nano_policy_dir), cfg, 1)
         with pytest.raises(ray.exceptions.RayTaskError, match="written by FSDP training"):
-            ray.get(workers.trainer.load_checkpoint.remote(str(checkpoint)))
+            ray.get(trainer.load_checkpoint.remote(str(checkpoint)))
     finally:
         ray.shutdown()
