@@ -17,6 +17,7 @@ from rollarc.agent.trajectory import Segment, Trajectory
 from rollarc.algo.config import LossConfig
 from rollarc.algo.masking import aggregate
 from rollarc.models import new_policy
+from rollarc.train.batch import build_batch
 from rollarc.train.fsdp import free_port, init_process_group
 from rollarc.train.fsdp_split import balanced_partition, part_costs
 from rollarc.train.policy_trainer import NonFiniteError, PolicyTrainer
@@ -26,7 +27,7 @@ from rollarc.train.policy_trainer import NonFiniteError, PolicyTrainer
 # (uneven counts, so padding passes) and several minibatches.
 SCENARIOS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "token_mean_decoupled_kl": ({"correction": "decoupled_ppo", "kl_coef": 0.1, "entropy_coef": 0.01},
-                                {"micro_batch_tokens": 40, "dedup": True}),
+                                {"micro_batch_tokens": 44, "dedup": True}),
     "seq_mean_two_minibatches": ({"agg": "seq_mean", "correction": "tis"},
                                  {"micro_batch_tokens": 64, "dedup": False, "minibatches": 2}),
 }
@@ -123,6 +124,19 @@ def test_two_ranks_give_the_one_rank_step(two_rank_results, name):
     assert stats["rows"] == plain_stats["rows"] and stats["optimizer_steps"] == plain_stats["optimizer_steps"]
     for key in ("loss", "pg_loss", "grad_norm", "unique_rows_frac"):
         assert stats[key] == pytest.approx(plain_stats[key], abs=1e-5), key
+
+
+def test_the_first_scenario_runs_padding_passes():
+    """Rank 0 has 3 micro-batches of the whole batch and rank 1 has 2: rank 1 must run one padding pass."""
+    model, tok = new_policy("nano", max_position_embeddings=64, seed=3)
+    loss, opts = SCENARIOS["token_mean_decoupled_kl"]
+    trainer = PolicyTrainer(model, LossConfig(**loss), 1e-2, pad_id=tok.pad_token_id, **opts)
+    batch = build_batch(make_groups(ChatRenderer(tok)), "grpo", 1e-6, tok.pad_token_id)
+    reps, _ = trainer._unique_rows(batch)
+    assert len(reps) < batch.num_rows  # duplicate rows: dedup is exercised
+    parts = balanced_partition(batch.attention_mask[reps].sum(dim=1).tolist(), 2)
+    counts = [len(trainer._micro_batches(batch, reps[torch.tensor(part)])) for part in parts]
+    assert counts == [3, 2]
 
 
 def test_a_non_finite_loss_on_one_rank_refuses_the_step_on_all(two_rank_results):
