@@ -83,9 +83,14 @@ def _cmd_eval(args: argparse.Namespace) -> int:
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    from rollarc.report.build import build_report
+    from rollarc.report.build import ReportError, build_report
 
-    for path in build_report(args.run_dir):
+    try:
+        paths = build_report(args.run_dir)
+    except ReportError as err:
+        print(f"rollarc report: {err}", file=sys.stderr)
+        return 2
+    for path in paths:
         print(path)
     return 0
 
@@ -119,7 +124,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--episodes", type=int, default=None, help="held-out episodes (default: train.eval_episodes)")
     p.set_defaults(func=_cmd_eval)
 
-    p = sub.add_parser("report", help="rebuild a run's plots and summary")
+    p = sub.add_parser("report", help="rebuild a run's plots, bubble fractions and report.md")
     p.add_argument("run_dir")
     p.set_defaults(func=_cmd_report)
 
