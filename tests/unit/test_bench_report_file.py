@@ -5,7 +5,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from rollarc.bench.report_file import HEADER, PAGE_ENV, json_path, machine, page_path, publish
+from rollarc.bench.report_file import (
+    HEADER,
+    PAGE_ENV,
+    json_path,
+    machine,
+    page_path,
+    publish,
+)
 
 PAGE = """# Benchmarks
 

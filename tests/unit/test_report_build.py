@@ -137,3 +137,10 @@ def test_corrupt_metrics_line_names_file_and_line(tmp_path, capsys):
         f.write('{"step": 4, "rew\n')
     assert main(["report", str(run)]) == 2
     assert "metrics.jsonl, line 4: not valid JSON" in capsys.readouterr().err
+
+
+def test_cli_prints_the_files_it_wrote(tmp_path, capsys):
+    run = write_run(tmp_path / "run")
+    assert main(["report", str(run)]) == 0
+    printed = capsys.readouterr().out.split()
+    assert str(run / "report.md") in printed and str(run / "timeline.png") in printed
