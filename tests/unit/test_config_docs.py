@@ -29,8 +29,8 @@ def _dotted_keys(model: type[BaseModel], prefix: str = "") -> list[str]:
     for name, field in model.model_fields.items():
         key = f"{prefix}{field.alias or name}"
         keys.append(key)
-        origin = typing.get_origin(field.annotation)
-        suffix = "[i]" if origin is list else ".<name>" if origin is dict else ""
+        origins = {typing.get_origin(a) for a in [field.annotation, *typing.get_args(field.annotation)]}
+        suffix = "[i]" if list in origins else ".<name>" if dict in origins else ""  # also inside `X | None`
         for child in _models_in(field.annotation):
             keys += _dotted_keys(child, f"{key}{suffix}.")
     return keys
