@@ -21,7 +21,13 @@ from rollarc.sync.config import SyncConfig
 
 
 class ModelConfig(FrozenModel):
-    """Where the policy starts: an HF-format directory, or a fresh preset (trained by SFT first)."""
+    """Where the policy starts: an HF-format directory, or a fresh preset (trained by SFT first).
+
+    ``device`` and ``dtype`` apply to the roles that hold the model (train, rollout), resolved inside
+    each actor (see ``rollarc.models.device``). With ``dtype: bfloat16`` the engine holds bf16 weights
+    and KV (``engine.dtype`` overrides), and training keeps float32 master weights and optimiser state
+    while its forward passes run under bf16 autocast (see ``rollarc.train.policy_trainer``).
+    """
 
     path: str | None = Field(None, description="HF-format directory of the starting policy (weights, tokenizer, "
                                                "chat template); null: build `preset` and warm-start it by SFT")
@@ -30,6 +36,12 @@ class ModelConfig(FrozenModel):
     max_position_embeddings: int = Field(1024, ge=64, le=1 << 20, description="context length of a fresh preset "
                                                                               "(a `path` checkpoint keeps its own)")
     init_seed: int = Field(0, description="seed of a fresh preset's random initial weights")
+    device: Literal["auto", "cpu", "cuda"] = Field("auto", description="where the train and rollout roles compute: "
+                                                                       "auto = cuda when the actor sees a GPU, else "
+                                                                       "cpu (docs/gpu.md)")
+    dtype: Literal["float32", "bfloat16"] = Field("float32", description="compute dtype of the train and rollout "
+                                                                         "roles: bf16 engine, fp32 master weights "
+                                                                         "with bf16 autocast for training")
 
 
 class SamplingConfig(FrozenModel):

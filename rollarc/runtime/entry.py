@@ -125,6 +125,9 @@ def eval_main(config_path: str, overrides: list[str], checkpoint: str | None = N
     plugin_pythonpath(cfg.plugin_paths)
     path = checkpoint or cfg.model.path or str(cfg.sft_checkpoint())
     model, tokenizer = load_policy(path)
+    from rollarc.models.device import resolve_device, resolve_dtype
+
+    model = model.to(resolve_device(cfg.model.device), resolve_dtype(cfg.engine.dtype or cfg.model.dtype))
     n = episodes if episodes is not None else cfg.train.eval_episodes
     result = evaluate_local(model, tokenizer, list(cfg.tasks), n, cfg.train.eval_seed_base, cfg.sampling, cfg.engine)
     print(json.dumps({"checkpoint": path, **result}))

@@ -57,7 +57,7 @@ class Workers:
         """Start a rollout replica on ``group``'s pool; mid-run (``catch_up``) it first fetches the current weights."""
         handle = RolloutWorker.options(**actor_options(self.cfg.cluster, group), max_concurrency=10_000).remote(
             name, self.policy_dir, self.cfg.engine, self.cfg.async_.in_flight_update, group.threads, group.pool,
-            version, self.cfg.sync, self.trainer)
+            version, self.cfg.sync, self.trainer, self.cfg.model.device, self.cfg.engine.dtype or self.cfg.model.dtype)
         if catch_up:
             ray.get(handle.catch_up.remote())
         self.rollout[name] = handle
