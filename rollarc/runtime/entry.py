@@ -73,7 +73,9 @@ def run_training(cfg: Config, address: str | None = None) -> int:
             (run_dir / SFT_META).write_text(json.dumps(sft_meta, indent=1))
     (run_dir / "config.yaml").write_text(dump_yaml(cfg))
     version = int(resume_state["version"]) if resume_state else 0
-    start_ray(cfg.cluster, address, cfg.plugin_paths)
+    if address is not None:  # joining a cluster: pools are real resources there (see ray_cluster)
+        cfg = cfg.model_copy(update={"cluster": cfg.cluster.model_copy(update={"address": address})})
+    start_ray(cfg.cluster, address, cfg.plugin_paths, device=cfg.model.device)
     workers = None
     try:
         workers = Workers(cfg, policy_dir, start_version=version)

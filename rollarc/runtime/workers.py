@@ -15,7 +15,7 @@ from ray.exceptions import RayActorError
 
 from rollarc.config import Config
 from rollarc.runtime.env_worker import EnvWorker
-from rollarc.runtime.ray_cluster import actor_options
+from rollarc.runtime.ray_cluster import actor_options, uses_gpus
 from rollarc.runtime.rollout_worker import RolloutWorker
 from rollarc.runtime.router import Router
 from rollarc.runtime.train_worker import TrainWorker
@@ -27,10 +27,11 @@ class Workers:
         self.cfg = cfg
         self.policy_dir = policy_dir
         roles = cfg.cluster.roles
+        self.gpus = uses_gpus(cfg.cluster, cfg.model.device)
         self.tasks = {t.name: t for t in cfg.tasks}
         self.router = Router.options(num_cpus=0, max_concurrency=10_000).remote(
             {t.name: t.rollout_pool for t in cfg.tasks})
-        self.trainer = TrainWorker.options(**actor_options(cfg.cluster, roles.train)).remote(
+        self.trainer = TrainWorker.options(**actor_options(cfg.cluster, roles.train, gpus=self.gpus)).remote(
             policy_dir, cfg, roles.train.threads)
         self.rollout: dict[str, Any] = {}
         self.rollout_pool: dict[str, str] = {}
@@ -55,7 +56,7 @@ class Workers:
     # ---- rollout replicas ------------------------------------------------------------------------
     def add_rollout(self, name: str, group: Any, version: int, catch_up: bool = False) -> Any:
         """Start a rollout replica on ``group``'s pool; mid-run (``catch_up``) it first fetches the current weights."""
-        handle = RolloutWorker.options(**actor_options(self.cfg.cluster, group), max_concurrency=10_000).remote(
+        handle = RolloutWorker.options(**actor_options(self.cfg.cluster, group, gpus=self.gpus), max_concurrency=10_000).remote(
             name, self.policy_dir, self.cfg.engine, self.cfg.async_.in_flight_update, group.threads, group.pool,
             version, self.cfg.sync, self.trainer, self.cfg.model.device, self.cfg.engine.dtype or self.cfg.model.dtype)
         if catch_up:
