@@ -51,15 +51,15 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-import torch  # noqa: E402
-from transformers import LlamaConfig, LlamaForCausalLM  # noqa: E402
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM
 
-from rollarc.agent.trajectory import Segment, Trajectory  # noqa: E402
-from rollarc.algo.config import LossConfig  # noqa: E402
-from rollarc.engine import EngineConfig, LLMEngine, SamplingParams  # noqa: E402
-from rollarc.models import count_parameters, new_policy  # noqa: E402
-from rollarc.sync.codec import apply_delta, encode_delta, state_checksums  # noqa: E402
-from rollarc.train.policy_trainer import PolicyTrainer  # noqa: E402
+from rollarc.agent.trajectory import Segment, Trajectory
+from rollarc.algo.config import LossConfig
+from rollarc.engine import EngineConfig, LLMEngine, SamplingParams
+from rollarc.models import count_parameters, new_policy
+from rollarc.sync.codec import apply_delta, encode_delta, state_checksums
+from rollarc.train.policy_trainer import PolicyTrainer
 
 FSDP_HOOK = REPO / "scripts" / "device_check_fsdp.py"
 FORBIDDEN = ("ray", "gymnasium", "simpy")
