@@ -61,3 +61,19 @@ def test_pool_capacity_counts_gpus_on_nodes_of_the_kind() -> None:
     assert have == {"train": ("GPUs on nodes with accelerator_type:H800", 8.0), "cpu": ("pool_cpu", 64.0)}
     local = pool_capacity(_cfg(), False, {"pool_train": 4.0, "pool_cpu": 8.0}, nodes)
     assert local == {"train": ("pool_train", 4.0), "cpu": ("pool_cpu", 8.0)}
+
+
+def test_gpu_cluster_example_loads_and_maps_onto_real_gpus() -> None:
+    from pathlib import Path
+
+    from rollarc.config import load_train_config
+
+    cfg = load_train_config(Path(__file__).resolve().parents[2] / "configs" / "gpu_cluster_example.yaml")
+    assert (cfg.model.device, cfg.model.dtype, cfg.engine.dtype) == ("cuda", "bfloat16", None)
+    joined = cfg.cluster.model_copy(update={"address": "head:6379"})
+    train = actor_options(joined, joined.roles.train, gpus=True)
+    rollout = actor_options(joined, joined.roles.rollout[0], gpus=True)
+    env = actor_options(joined, joined.roles.env, gpus=True)
+    assert train["num_gpus"] == 4 and train["resources"] == {"accelerator_type:H100": 0.001}
+    assert rollout["num_gpus"] == 1 and joined.roles.rollout[0].replicas == 4
+    assert env["resources"] == {"pool_cpu": 8.0} and "num_gpus" not in env
