@@ -43,7 +43,9 @@ class PolicyTrainer:
                  minibatches: int = 1, epochs: int = 1, micro_batch_tokens: int = 16384, pad_id: int = 0,
                  seed: int = 0, version: int = 0, dedup: bool = True, warmup_steps: int = 0,
                  device: torch.device | str | None = None, autocast_dtype: torch.dtype | None = None):
-        self.model = (model.to(device) if device is not None else model).train()
+        if device is not None:
+            torch.nn.Module.to(model, device)  # in place; transformers' typed wrapper of .to rejects a device
+        self.model = model.train()
         self.device = next(model.parameters()).device
         self.autocast_dtype = autocast_dtype if autocast_dtype not in (None, torch.float32) else None
         self.loss_cfg = loss_cfg
