@@ -121,10 +121,27 @@ def start_ray(cluster: ClusterConfig, address: str | None = None, plugin_paths: 
                                    + ". Start nodes with --resources (or GPUs of that kind), or fix cluster.pools.")
     try:
         check_device(device, available)
+        if address is None and uses_gpus(cluster, device):
+            check_local_gpus(cluster, available.get("GPU", 0.0))
     except ClusterResourceError:
         ray.shutdown()
         raise
     return available
+
+
+def gpu_demand(cluster: ClusterConfig) -> float:
+    """GPUs the roles on GPU-kind pools reserve: replicas × units, summed."""
+    roles = cluster.roles
+    specs = [roles.train, roles.env, roles.reward, *roles.rollout]
+    return sum(r.replicas * r.units for r in specs if is_gpu_kind(cluster.pools[r.pool].kind))
+
+
+def check_local_gpus(cluster: ClusterConfig, gpus: float) -> None:
+    """On a local machine with GPUs, the roles must fit its GPUs, or their actors would wait forever."""
+    need = gpu_demand(cluster)
+    if need > gpus:
+        raise ClusterResourceError(f"the roles on GPU pools reserve {need:g} GPUs but this machine has {gpus:g}; "
+                                   "lower cluster.roles.*.replicas or units, or set model.device=cpu")
 
 
 def pool_capacity(cluster: ClusterConfig, joined: bool, available: dict[str, float],

@@ -56,7 +56,8 @@ class Workers:
     # ---- rollout replicas ------------------------------------------------------------------------
     def add_rollout(self, name: str, group: Any, version: int, catch_up: bool = False) -> Any:
         """Start a rollout replica on ``group``'s pool; mid-run (``catch_up``) it first fetches the current weights."""
-        handle = RolloutWorker.options(**actor_options(self.cfg.cluster, group, gpus=self.gpus), max_concurrency=10_000).remote(
+        options = actor_options(self.cfg.cluster, group, gpus=self.gpus)
+        handle = RolloutWorker.options(**options, max_concurrency=10_000).remote(
             name, self.policy_dir, self.cfg.engine, self.cfg.async_.in_flight_update, group.threads, group.pool,
             version, self.cfg.sync, self.trainer, self.cfg.model.device, self.cfg.engine.dtype or self.cfg.model.dtype)
         if catch_up:
@@ -89,7 +90,7 @@ class Workers:
         name = f"env-{self._env_serial}"
         self._env_serial += 1
         role = self.cfg.cluster.roles.env
-        self.env[name] = EnvWorker.options(**actor_options(self.cfg.cluster, role, name=name),
+        self.env[name] = EnvWorker.options(**actor_options(self.cfg.cluster, role, name=name, gpus=self.gpus),
                                            max_concurrency=10_000).remote(
             name, self.tasks, self.policy_dir, self.cfg.sampling, self.router, role.threads, 64,
             self.cfg.async_.trajectory_timeout_s, seed=self.cfg.seed * 1000 + self._env_serial,

@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
-from rollarc.config import ClusterConfig
+from pathlib import Path
+
+import pytest
+
+from rollarc.config import ClusterConfig, load_train_config
 from rollarc.runtime.ray_cluster import (
+    ClusterResourceError,
     accelerator_resource,
     actor_options,
+    check_local_gpus,
+    gpu_demand,
     is_gpu_kind,
     pool_capacity,
 )
@@ -64,10 +71,6 @@ def test_pool_capacity_counts_gpus_on_nodes_of_the_kind() -> None:
 
 
 def test_gpu_cluster_example_loads_and_maps_onto_real_gpus() -> None:
-    from pathlib import Path
-
-    from rollarc.config import load_train_config
-
     cfg = load_train_config(Path(__file__).resolve().parents[2] / "configs" / "gpu_cluster_example.yaml")
     assert (cfg.model.device, cfg.model.dtype, cfg.engine.dtype) == ("cuda", "bfloat16", None)
     joined = cfg.cluster.model_copy(update={"address": "head:6379"})
@@ -77,3 +80,11 @@ def test_gpu_cluster_example_loads_and_maps_onto_real_gpus() -> None:
     assert train["num_gpus"] == 4 and train["resources"] == {"accelerator_type:H100": 0.001}
     assert rollout["num_gpus"] == 1 and joined.roles.rollout[0].replicas == 4
     assert env["resources"] == {"pool_cpu": 8.0} and "num_gpus" not in env
+
+
+def test_local_gpu_demand_must_fit_the_machine() -> None:
+    cfg = _cfg()  # train 1 x 2 units + rollout 1 x 0.5 units on the h800 pool; env on the cpu pool
+    assert gpu_demand(cfg) == 2.5
+    check_local_gpus(cfg, 4.0)
+    with pytest.raises(ClusterResourceError, match="reserve 2.5 GPUs but this machine has 1"):
+        check_local_gpus(cfg, 1.0)
