@@ -21,7 +21,9 @@ time budget, so one failure or overrun does not lose the others:
   update. The codec works on CPU tensors only, so what is timed is the real path: GPU->CPU copy then
   encode on the sender, decode on the CPU then CPU->GPU copy on the receiver; each part is reported.
 
-Without a GPU it exits 2 with one line, unless ``--allow-cpu`` (a dry run of every section on the CPU;
+Exit status: 0 when every section succeeded, 1 when any recorded an error (listed in ``sections_failed``;
+the JSON is written either way). ``--only SECTION ...`` reruns some sections. Without a GPU it exits 2
+with one line, unless ``--allow-cpu`` (a dry run of every section on the CPU;
 ``--tiny`` shrinks every size so that the dry run takes a minute or two).
 
 Packages it needs: torch, transformers, tokenizers (comes with transformers), safetensors, numpy, pyyaml,
