@@ -75,7 +75,8 @@ class Workers:
 
     def sync_all(self, payload: SyncPayload) -> list[Any]:
         if self.handoff is not None:
-            return sync_openai(self.rollout, self.handoff.write.remote(payload))
+            alive = {n: h for n, h in self.rollout.items() if n not in self.dead_rollouts}
+            return sync_openai(alive, self.handoff.write.remote(payload))
         return [h.update_weights.remote(payload) for n, h in list(self.rollout.items()) if n not in self.dead_rollouts]
 
     def alive_rollouts(self) -> list[str]:

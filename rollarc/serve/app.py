@@ -11,8 +11,7 @@ Endpoints (one Serve deployment, FastAPI ingress):
 The server binds to 127.0.0.1 unless ``--host`` says otherwise.
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations`: FastAPI must see `Request` as a class, not a string, in Serve ingress.
 import argparse
 import asyncio
 import signal
@@ -159,8 +158,7 @@ def main(argv: list[str]) -> int:
     signal.signal(signal.SIGINT, on_signal)
     while not stop:
         time.sleep(0.5)
-    serve.delete(APP_NAME)
-    if not args.address:
-        serve.shutdown()
-    ray.shutdown()
+    if args.address:  # a shared cluster: take only this application away (without waiting on the controller)
+        serve.delete(APP_NAME, _blocking=False)
+    ray.shutdown()  # our own local cluster goes with its Serve instance
     return 0
