@@ -14,6 +14,7 @@ The server binds to 127.0.0.1 unless ``--host`` says otherwise.
 # No `from __future__ import annotations`: FastAPI must see `Request` as a class, not a string, in Serve ingress.
 import argparse
 import asyncio
+import logging
 import signal
 import sys
 import time
@@ -143,7 +144,7 @@ def main(argv: list[str]) -> int:
         return 2
     import ray
 
-    ray.init(address=args.address, logging_level="warning", **({} if args.address else {"num_cpus": args.threads}))
+    ray.init(address=args.address, logging_level=logging.WARNING, **({} if args.address else {"num_cpus": args.threads}))
     engine_cfg = EngineConfig(max_num_seqs=args.max_num_seqs, max_model_len=args.max_model_len,
                               num_threads=args.threads)
     url = start_server(args.model_dir, args.host, args.port, args.served_model_name, args.version, engine_cfg)

@@ -135,7 +135,7 @@ def test_training_with_the_openai_backend_reloads_the_trainers_weights(server, n
     path = tmp_path / "oai.yaml"
     path.write_text(yaml.safe_dump(config))
     result = subprocess.run(rollarc("train", str(path), "--address", server["address"]), cwd=tmp_path,
-                            capture_output=True, text=True, timeout=900, env=os.environ.copy())
+                            capture_output=True, text=True, timeout=900, env=os.environ.copy(), check=False)
     assert result.returncode == 0, result.stderr[-4000:]
     (run,) = [p for p in (tmp_path / "runs").iterdir() if p.is_dir()]
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
@@ -150,3 +150,23 @@ def test_training_with_the_openai_backend_reloads_the_trainers_weights(server, n
     written, _ = load_policy(handoff / "v00000002")
     assert state_digest(written.state_dict()) == served["rollarc_weights_sha256"]
     assert sorted(p.name for p in handoff.iterdir() if p.name.startswith("v")) == ["v00000001", "v00000002"]
+
+
+def test_reload_with_abort_ends_the_running_turn_and_serves_the_new_version(server, nano_policy_dir):
+    from rollarc.runtime.openai_replica import OpenAIReplica
+
+    cfg = OpenAIBackendConfig(base_urls=[server["url"]], timeout_s=120.0)
+    replica = OpenAIReplica.options(num_cpus=0, max_concurrency=100).remote(
+        "aborting", server["url"], cfg, "abort", "compute", 0)
+    long_turn = replica.generate.remote([1, 2], SamplingParams(max_tokens=250, ignore_eos=True))
+    deadline = time.monotonic() + 60.0
+    while ray.get(replica.stats.remote())["running"] == 0:  # the request is on the wire before the reload
+        assert not ray.wait([long_turn], timeout=0)[0], ray.get(long_turn).error
+        assert time.monotonic() < deadline, "the long turn never started"
+        time.sleep(0.01)
+    ray.get(replica.update_weights.remote({"path": str(nano_policy_dir), "version": 100}))
+    aborted = ray.get(long_turn)
+    assert aborted.finish_reason == "abort" and aborted.token_ids == []
+    after = ray.get(replica.generate.remote([1, 2], SamplingParams(temperature=0.0, max_tokens=3)))
+    assert after.finish_reason == "length" and after.token_versions == [100, 100, 100] and after.version == 100
+    ray.kill(replica)
