@@ -14,7 +14,8 @@ that reports none, the one the adapter last loaded.
 Failures never hang a run: every request has a timeout; an unreachable server, a timeout, an HTTP error or
 a reply without token ids/log-probs ends the turn with ``finish_reason="error"`` and a message naming the
 server, which fails that trajectory (counted, and the run stops when every group fails). A failed reload
-fails the weight sync, which stops the run with that message.
+fails the weight sync, which stops the run with that message (at start-up: a ConfigError naming
+``rollout.openai.base_urls``).
 """
 
 from __future__ import annotations
@@ -26,7 +27,9 @@ from typing import Any
 
 import aiohttp
 import ray
+from ray.exceptions import RayTaskError
 
+from rollarc.configio import ConfigError
 from rollarc.engine.types import Completion, SamplingParams
 from rollarc.report.metrics import process_rss_mb
 from rollarc.runtime.weight_handoff import CheckpointHandOff
@@ -188,7 +191,11 @@ def start_openai_backend(workers: Any, version: int) -> Any:
         workers.rollout[name] = handle
         workers.rollout_pool[name] = pool
         ray.get(workers.router.add_replica.remote(name, handle, pool, backend.max_concurrent_requests))
-    ray.get(sync_openai(workers.rollout, handoff.initial.remote()))
+    try:
+        ray.get(sync_openai(workers.rollout, handoff.initial.remote()))
+    except RayTaskError as err:
+        raise ConfigError(f"rollout.openai.base_urls: a server did not load the start weights: "
+                          f"{err.cause if isinstance(err.cause, ReloadError) else err}") from None
     return handoff
 
 

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -112,6 +113,25 @@ def test_unreachable_server_and_failed_reload_give_clear_errors(server, tmp_path
     assert requests.get(server["url"] + "/v1/models", timeout=30).json()["data"][0]["rollarc_version"] == 0
     ray.kill(dead)
     ray.kill(live)
+
+
+def test_a_run_whose_server_is_unreachable_stops_at_start_with_a_config_error(server, nano_policy_dir, tmp_path):
+    from rollarc.config import Config
+    from rollarc.configio import ConfigError, validate
+    from rollarc.runtime.openai_replica import start_openai_backend
+    from rollarc.runtime.router import Router
+
+    dead_url = f"http://127.0.0.1:{free_port()}"
+    cfg = validate(Config, {"name": "dead", "tasks": [{"name": "t", "env": {"id": "frozen_lake"}}],
+                            "rollout": {"backend": "openai", "openai": {
+                                "base_urls": [dead_url], "checkpoint_dir": str(tmp_path / "h"), "reload_timeout_s": 10}}})
+    workers = SimpleNamespace(cfg=cfg, policy_dir=str(nano_policy_dir), trainer=None, rollout={}, rollout_pool={},
+                              router=Router.options(num_cpus=0).remote({"t": None}))
+    with pytest.raises(ConfigError, match=f"rollout.openai.base_urls: .*reloading version 0 on {dead_url} failed"):
+        start_openai_backend(workers, 0)
+    assert (tmp_path / "h" / "v00000000" / "config.json").is_file()  # the start weights were handed off first
+    for handle in [workers.router, *workers.rollout.values()]:
+        ray.kill(handle)
 
 
 def test_training_with_the_openai_backend_reloads_the_trainers_weights(server, nano_policy_dir, tmp_path):

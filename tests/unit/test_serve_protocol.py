@@ -129,3 +129,10 @@ def test_openai_backend_config_loads_and_checks(tmp_path):
     with pytest.raises(ConfigError, match="in_flight_update 'continue'"):
         load_train_config(CONFIGS / "openai_backend.yaml", ["async.in_flight_update=continue"])
     assert load_train_config(CONFIGS / "quickstart.yaml").rollout.backend == "builtin"
+
+
+def test_rollarc_serve_refuses_a_directory_that_is_not_a_model(tmp_path, capsys):
+    from rollarc.cli import main
+
+    assert main(["serve", str(tmp_path)]) == 2
+    assert "is not an HF-format model directory" in capsys.readouterr().err
