@@ -34,7 +34,7 @@ from rollarc.engine.types import Completion, SamplingParams
 from rollarc.report.metrics import process_rss_mb
 from rollarc.runtime.weight_handoff import CheckpointHandOff
 from rollarc.serve.config import OpenAIBackendConfig
-from rollarc.serve.protocol import ProtocolError, completion_request, parse_completion
+from rollarc.serve.protocol import completion_request, parse_completion
 
 
 class ReloadError(RuntimeError):
@@ -98,7 +98,7 @@ class OpenAIReplica:
                 completion = self._failed(request_id, prompt_ids, "error",
                                           f"no reply from {self.base_url} within {self.cfg.timeout_s:g} s "
                                           "(rollout.openai.timeout_s)")
-            except (aiohttp.ClientError, ProtocolError) as err:
+            except (aiohttp.ClientError, ValueError) as err:  # ValueError: ProtocolError, or a body that is not JSON
                 completion = self._failed(request_id, prompt_ids, "error", f"{self.base_url}: {err}")
             finally:
                 self._running.pop(request_id, None)
@@ -137,7 +137,7 @@ class OpenAIReplica:
             except TimeoutError:
                 raise ReloadError(f"{self.base_url}{self.cfg.reload_path} did not answer within "
                                   f"{self.cfg.reload_timeout_s:g} s (rollout.openai.reload_timeout_s)") from None
-            except aiohttp.ClientError as err:
+            except (aiohttp.ClientError, ValueError) as err:
                 raise ReloadError(f"reloading version {version} on {self.base_url} failed: {err}") from None
             if reply.get("success") is False or int(reply.get("rollarc_version", version)) != version:
                 raise ReloadError(f"{self.base_url} did not load version {version} from {handoff['path']}: {reply}")

@@ -69,6 +69,8 @@ def parse_completion(body: dict[str, Any], prompt_len: int, request_id: str, fal
         choice = body["choices"][0]
     except (KeyError, IndexError, TypeError):
         raise ProtocolError("reply has no choices[0]") from None
+    if not isinstance(choice, dict):
+        raise ProtocolError("reply's choices[0] is not an object")
     logprobs = choice.get("logprobs") or {}
     token_ids = choice.get("token_ids")
     if token_ids is None:
@@ -76,8 +78,11 @@ def parse_completion(body: dict[str, Any], prompt_len: int, request_id: str, fal
         if tokens is None or not all(isinstance(t, str) and t.startswith(TOKEN_ID_PREFIX) for t in tokens):
             raise ProtocolError("reply has no token ids: neither choices[0].token_ids (return_token_ids) nor "
                                 "'token_id:N' strings in logprobs.tokens (return_tokens_as_token_ids)")
-        token_ids = [int(t[len(TOKEN_ID_PREFIX):]) for t in tokens]
-    token_ids = [int(t) for t in token_ids]
+        token_ids = [t[len(TOKEN_ID_PREFIX):] for t in tokens]
+    try:
+        token_ids = [int(t) for t in token_ids]
+    except (TypeError, ValueError):
+        raise ProtocolError(f"reply has token ids that are not integers: {token_ids[:5]}") from None
     values = logprobs.get("token_logprobs")
     if values is None or len(values) != len(token_ids):
         raise ProtocolError(f"reply has {len(token_ids)} token ids but "

@@ -52,6 +52,9 @@ def test_vllm_style_reply_ids_from_token_strings_and_the_adapters_version():
 
 @pytest.mark.parametrize("body, message", [
     ({"choices": []}, "no choices"),
+    ([1, 2], "no choices"),
+    ({"choices": ["x"]}, "not an object"),
+    ({"choices": [{"logprobs": {"tokens": ["token_id:x"], "token_logprobs": [-1.0]}}]}, "not integers"),
     ({"choices": [{"logprobs": {"tokens": ["a"], "token_logprobs": [-1.0]}}]}, "no token ids"),
     ({"choices": [{"token_ids": [1, 2], "logprobs": {"token_logprobs": [-1.0]}}]}, "2 token ids but 1"),
     ({"choices": [{"token_ids": [1], "logprobs": None}]}, "no logprobs"),
