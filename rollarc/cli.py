@@ -143,13 +143,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("rest", nargs=argparse.REMAINDER)
     p.set_defaults(func=lambda a: _passthrough("rollarc.rewards.cli")(a.rest))
 
+    p = sub.add_parser("serve", help="OpenAI-compatible completions server of a model (rollarc serve MODEL_DIR)",
+                       add_help=False)
+    p.add_argument("rest", nargs=argparse.REMAINDER)
+    p.set_defaults(func=lambda a: _passthrough("rollarc.serve.app")(a.rest))
+
     p = sub.add_parser("simulate", help="discrete-event simulation of a cluster", add_help=False)
     p.add_argument("rest", nargs=argparse.REMAINDER)
     p.set_defaults(func=lambda a: _passthrough("rollarc.sim.cli")(a.rest))
     return parser
 
 
-PASSTHROUGH = {"plan": "rollarc.cluster.plan_cli", "simulate": "rollarc.sim.cli", "reward": "rollarc.rewards.cli"}
+PASSTHROUGH = {"plan": "rollarc.cluster.plan_cli", "simulate": "rollarc.sim.cli", "reward": "rollarc.rewards.cli",
+               "serve": "rollarc.serve.app"}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -17,6 +17,7 @@ from rollarc.engine.config import EngineConfig
 from rollarc.envs.latency import LatencyConfig
 from rollarc.envs.registry import EnvSpec
 from rollarc.rewards.config import RewardConfig, placement_problems
+from rollarc.serve.config import RolloutConfig, backend_problems
 from rollarc.sync.config import SyncConfig
 
 
@@ -258,6 +259,8 @@ class Config(FrozenModel):
     cluster: ClusterConfig = Field(ClusterConfig(), description="Ray cluster, pools and role placement")
     sync: SyncConfig = Field(SyncConfig(), description="how new weights reach the rollout replicas")
     reward: RewardConfig = Field(RewardConfig(), description="where the trajectory reward comes from")
+    rollout: RolloutConfig = Field(default_factory=RolloutConfig,
+                                   description="rollout backend: the built-in engine or OpenAI-compatible servers")
     run: RunConfig = Field(RunConfig(), description="the run directory and logging")
     plugin_paths: list[str] = Field([], description="directories put on PYTHONPATH (driver and every Ray "
                                                     "worker) so plugin envs import by entry point")
@@ -283,6 +286,7 @@ class Config(FrozenModel):
         if self.sft.seed_base <= self.train.eval_seed_base < self.sft.seed_base + self.sft.episodes:
             raise ValueError("sft.seed_base overlaps the held-out seeds")
         problems = placement_problems(self.reward, self.cluster)
+        problems += backend_problems(self.rollout, self.async_.in_flight_update)
         if problems:
             raise ValueError("; ".join(problems))
         return self

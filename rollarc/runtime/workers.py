@@ -15,6 +15,7 @@ from ray.exceptions import RayActorError
 
 from rollarc.config import Config
 from rollarc.runtime.env_worker import EnvWorker
+from rollarc.runtime.openai_replica import start_openai_backend, sync_openai
 from rollarc.runtime.ray_cluster import actor_options, uses_gpus
 from rollarc.runtime.rollout_worker import RolloutWorker
 from rollarc.runtime.router import Router
@@ -35,8 +36,9 @@ class Workers:
             policy_dir, cfg, roles.train.threads)
         self.rollout: dict[str, Any] = {}
         self.rollout_pool: dict[str, str] = {}
+        self.handoff = start_openai_backend(self, start_version) if cfg.rollout.backend == "openai" else None
         index = 0
-        for group in roles.rollout:
+        for group in roles.rollout if self.handoff is None else []:
             for _ in range(group.replicas):
                 name = f"rollout-{index}"
                 index += 1
@@ -74,6 +76,9 @@ class Workers:
         ray.kill(handle)
 
     def sync_all(self, payload: SyncPayload) -> list[Any]:
+        if self.handoff is not None:
+            alive = {n: h for n, h in self.rollout.items() if n not in self.dead_rollouts}
+            return sync_openai(alive, self.handoff.write.remote(payload))
         return [h.update_weights.remote(payload) for n, h in list(self.rollout.items()) if n not in self.dead_rollouts]
 
     def alive_rollouts(self) -> list[str]:
