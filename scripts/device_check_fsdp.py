@@ -65,7 +65,9 @@ def _peak_memory_gb(device: torch.device) -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale / 1e9
 
 
-def main(device: str = "cuda", preset: str = "small") -> dict[str, Any]:
+def main(device: str | None = None, preset: str = "small") -> dict[str, Any]:
+    """``device``: ``cuda`` or ``cpu`` (default: CUDA when this process sees a GPU, else the CPU)."""
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     dev = torch.device("cuda", 0) if device == "cuda" else torch.device(device)
     if dev.type == "cuda" and not torch.cuda.is_available():
         return {"ok": False, "error": "CUDA is not available"}
@@ -83,7 +85,7 @@ def main(device: str = "cuda", preset: str = "small") -> dict[str, Any]:
     try:
         if dev.type == "cuda":
             torch.cuda.reset_peak_memory_stats(dev)
-        trainer = ShardedPolicyTrainer(model.to(dev), loss_cfg, 1.0, **options)
+        trainer = ShardedPolicyTrainer(model, loss_cfg, 1.0, device=dev, **options)
         _sgd(trainer)
         if dev.type == "cuda":
             torch.cuda.synchronize(dev)

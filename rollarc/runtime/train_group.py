@@ -27,6 +27,7 @@ import torch
 from rollarc.agent.trajectory import Trajectory
 from rollarc.config import Config
 from rollarc.models.checkpoint import atomic_directory, load_policy
+from rollarc.models.device import resolve_device, resolve_dtype
 from rollarc.report.metrics import process_rss_mb
 from rollarc.runtime.ray_cluster import actor_options
 from rollarc.runtime.weight_sync import SyncPayload
@@ -36,10 +37,13 @@ from rollarc.train.fsdp import SHARDED_DIR, free_port, init_process_group
 FSDP_META = "fsdp.json"  # records the number of ranks that wrote a checkpoint
 
 
-def start_train_group(cfg: Config, policy_dir: str) -> Any:
-    """Start the rank actors, join them in one process group and return rank 0's handle (the group's voice)."""
+def start_train_group(cfg: Config, policy_dir: str, *, gpus: bool = False) -> Any:
+    """Start the rank actors, join them in one process group and return rank 0's handle (the group's voice).
+
+    ``gpus`` (from ``uses_gpus``): each rank on a GPU-kind pool reserves its GPUs, as the single trainer does.
+    """
     role = cfg.cluster.roles.train
-    ranks = [FSDPTrainRank.options(**actor_options(cfg.cluster, role)).remote(rank, role.replicas)
+    ranks = [FSDPTrainRank.options(**actor_options(cfg.cluster, role, gpus=gpus)).remote(rank, role.replicas)
              for rank in range(role.replicas)]
     nodes = ray.get([r.node.remote() for r in ranks])
     # All on one node: the rendezvous listens on the loopback only. Across nodes: on rank 0's node address.
@@ -72,15 +76,16 @@ class FSDPTrainRank:
         torch.set_num_threads(threads)
         torch.manual_seed(cfg.seed)
         self.cfg = cfg
-        device = torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu")
+        device = resolve_device(cfg.model.device)
         init_process_group(self.rank, self.world_size, host, port, device)
         model, self.tokenizer = load_policy(policy_dir)
         t = cfg.train
         self.trainer = ShardedPolicyTrainer(
-            model.to(device), cfg.algo, t.lr, reshard_after_forward=t.fsdp.reshard_after_forward,
+            model, cfg.algo, t.lr, reshard_after_forward=t.fsdp.reshard_after_forward,
             temperature=cfg.sampling.temperature, weight_decay=t.weight_decay, betas=t.betas, grad_clip=t.grad_clip,
             minibatches=t.minibatches, epochs=t.epochs, micro_batch_tokens=t.micro_batch_tokens,
-            pad_id=self.tokenizer.pad_token_id, seed=cfg.seed, dedup=t.dedup_rows, warmup_steps=t.warmup_steps)
+            pad_id=self.tokenizer.pad_token_id, seed=cfg.seed, dedup=t.dedup_rows, warmup_steps=t.warmup_steps,
+            device=device, autocast_dtype=resolve_dtype(cfg.model.dtype))
 
     # ---- the parts every rank runs (collectives) -------------------------------------------------
     def rank_train_step(self, groups: list[list[Trajectory]], step: int) -> dict[str, Any]:

@@ -73,12 +73,6 @@ class ShardedPolicyTrainer(PolicyTrainer):
             if backward:
                 (logits.sum() * 0.0).backward()
 
-    def _forward_logits(self, model: PreTrainedModel, batch: TrainBatch) -> torch.Tensor:
-        device = _device_of(model)
-        logits = model(input_ids=batch.input_ids.to(device),
-                       attention_mask=batch.attention_mask.to(device)).logits[:, :-1]
-        return logits.to(batch.input_ids.device)
-
     @torch.no_grad()
     def logprobs(self, batch: TrainBatch, model: PreTrainedModel | None = None) -> torch.Tensor:
         """Each rank computes its share of the rows; the sum over ranks fills every row exactly once."""
