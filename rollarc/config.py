@@ -192,7 +192,8 @@ class RoleConfig(FrozenModel):
 class RolesConfig(FrozenModel):
     """Which pool each role runs on, and how many replicas."""
 
-    train: RoleConfig = Field(RoleConfig(pool="compute"), description="the TrainWorker")
+    train: RoleConfig = Field(RoleConfig(pool="compute"), description="the TrainWorker; with replicas > 1, one "
+                                                                      "FSDP2 rank per replica (docs/fsdp.md)")
     env: RoleConfig = Field(RoleConfig(pool="cpu"), description="EnvWorkers: environments and agent loops")
     rollout: list[RoleConfig] = Field([RoleConfig(pool="compute")], description="RolloutWorkers (engine replicas), "
                                                                                "one entry per rollout pool; a single "
