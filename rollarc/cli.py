@@ -2,7 +2,7 @@
 
 Subcommands import their implementation lazily, so ``rollarc config show`` does not pay for torch or
 Ray. ``bench NAME``, ``plan`` and ``simulate`` hand their remaining arguments to the module that owns
-them (``rollarc.bench.NAME``, ``rollarc.cluster.plan_cli``, ``rollarc.sim.cli``), each with its own
+them (``rollarc.bench.NAME``, ``rollarc.sim.plan_cli``, ``rollarc.sim.cli``), each with its own
 argparse, so that adding a benchmark never touches this file's logic.
 """
 
@@ -108,12 +108,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("plan", help="hardware-affinity placement plan", add_help=False)
     p.add_argument("rest", nargs=argparse.REMAINDER)
-    p.set_defaults(func=lambda a: _passthrough("rollarc.cluster.plan_cli")(a.rest))
+    p.set_defaults(func=lambda a: _passthrough("rollarc.sim.plan_cli")(a.rest))
 
     p = sub.add_parser("reward", help="model-based reward: train the judge (rollarc reward train CONFIG)",
                        add_help=False)
     p.add_argument("rest", nargs=argparse.REMAINDER)
-    p.set_defaults(func=lambda a: _passthrough("rollarc.rewards.cli")(a.rest))
+    p.set_defaults(func=lambda a: _passthrough("rollarc.reward_cli")(a.rest))
 
     p = sub.add_parser("simulate", help="discrete-event simulation of a cluster", add_help=False)
     p.add_argument("rest", nargs=argparse.REMAINDER)
@@ -121,7 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-PASSTHROUGH = {"plan": "rollarc.cluster.plan_cli", "simulate": "rollarc.sim.cli", "reward": "rollarc.rewards.cli"}
+PASSTHROUGH = {"plan": "rollarc.sim.plan_cli", "simulate": "rollarc.sim.cli", "reward": "rollarc.reward_cli"}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -18,7 +18,7 @@ from rollarc.agent.trajectory import Trajectory
 from rollarc.engine.config import EngineConfig
 from rollarc.engine.async_engine import AsyncLLMEngine
 from rollarc.engine.types import Completion, SamplingParams
-from rollarc.runtime.task_mix import TaskMix
+from rollarc.agent.task_mix import TaskMix
 
 
 def heldout_specs(tasks: list[Any], episodes: int, seed_base: int, prefix: str = "eval") -> list[EpisodeSpec]:

@@ -24,7 +24,9 @@ import torch
 from ray import serve
 from ray.serve.deployment import Application
 
-from rollarc.rewards.config import ServiceCostConfig
+from rollarc.cluster_config import ClusterConfig
+from rollarc.placement import actor_options
+from rollarc.rewards.config import RewardConfig, ServiceCostConfig
 from rollarc.rewards.judge import load_judge
 
 DEPLOYMENT_NAME = "RewardJudge"
@@ -64,10 +66,8 @@ class RewardJudge:
                 "started_at": self.started_at, "init_s": self.init_s, "batch_sizes": dict(self.batch_sizes)}
 
 
-def build_app(reward: Any, model_path: str, cluster: Any) -> Application:
-    """The Serve application for ``reward`` (a RewardConfig) placed on ``cluster`` (a ClusterConfig)."""
-    from rollarc.runtime.ray_cluster import actor_options
-
+def build_app(reward: RewardConfig, model_path: str, cluster: ClusterConfig) -> Application:
+    """The Serve application for ``reward`` placed on ``cluster``."""
     role = cluster.roles.reward
     options: dict[str, Any] = {
         "name": DEPLOYMENT_NAME,

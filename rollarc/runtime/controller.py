@@ -34,7 +34,7 @@ from rollarc.report.progress import RunProgress
 from rollarc.runtime.env_worker import GroupResult, GroupSpec
 from rollarc.runtime.group_buffer import GroupBuffer
 from rollarc.runtime.staleness import StalenessLedger
-from rollarc.runtime.task_mix import TaskMix
+from rollarc.agent.task_mix import TaskMix
 from rollarc.runtime.task_profile import TaskProfiler
 from rollarc.runtime.workers import Workers
 

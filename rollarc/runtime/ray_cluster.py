@@ -10,27 +10,13 @@ so two cores can host every role while each role still lands only where its pool
 from __future__ import annotations
 
 import os
-import sys
-from pathlib import Path
-from typing import Any
 
 import ray
 
-from rollarc.config import ClusterConfig, PoolConfig, RoleConfig
-
-
-def pool_resource(name: str, pool: PoolConfig) -> str:
-    return pool.resource or f"pool_{name}"
-
-
-def plugin_pythonpath(paths: list[str]) -> str:
-    """``PYTHONPATH`` with the plugin directories (absolute) in front; also put on this process's sys.path."""
-    absolute = [str(Path(p).resolve()) for p in paths]
-    for path in reversed(absolute):
-        if path not in sys.path:
-            sys.path.insert(0, path)
-    current = os.environ.get("PYTHONPATH", "")
-    return os.pathsep.join([*absolute, *([current] if current else [])])
+from rollarc.cluster_config import ClusterConfig
+from rollarc.placement import actor_options as actor_options  # re-exported for the runtime's workers
+from rollarc.placement import pool_resource
+from rollarc.plugin_path import plugin_pythonpath
 
 
 def start_ray(cluster: ClusterConfig, address: str | None = None, plugin_paths: list[str] | None = None
@@ -61,19 +47,3 @@ def start_ray(cluster: ClusterConfig, address: str | None = None, plugin_paths: 
         raise RuntimeError("the Ray cluster lacks the configured pools: " + ", ".join(missing)
                            + ". Start nodes with --resources, or fix cluster.pools.")
     return available
-
-
-def actor_options(cluster: ClusterConfig, role: RoleConfig, name: str | None = None) -> dict[str, Any]:
-    """Ray actor options that place one replica of ``role`` on its pool with pinned torch threads."""
-    threads = str(role.threads)
-    options: dict[str, Any] = {
-        "num_cpus": 0,
-        "resources": {pool_resource(role.pool, cluster.pools[role.pool]): role.units} if role.units else {},
-        "runtime_env": {"env_vars": {"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads,
-                                     "TOKENIZERS_PARALLELISM": "false",
-                                     **({"PYTHONPATH": os.environ["PYTHONPATH"]} if "PYTHONPATH" in os.environ
-                                        else {})}},
-    }
-    if name is not None:
-        options["name"] = name
-    return options

@@ -13,7 +13,7 @@ from rollarc.agent.chat import ChatRenderer
 from rollarc.agent.local_eval import evaluate_local
 from rollarc.config import Config, load_train_config
 from rollarc.models.checkpoint import load_policy, new_policy, save_policy
-from rollarc.runtime.ray_cluster import plugin_pythonpath
+from rollarc.plugin_path import plugin_pythonpath
 from rollarc.train.demos import demonstrations
 from rollarc.train.sft import train_sft
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from rollarc.cluster.plan_cli import main as plan_main
+from rollarc.sim.plan_cli import main as plan_main
 from rollarc.config import load_train_config
 from rollarc.runtime.entry import run_training
 

@@ -7,7 +7,7 @@ import yaml
 from rollarc.cluster.catalogue import load_catalogue
 from rollarc.cluster.fragment import PlacementFragment
 from rollarc.cluster.inventory import load_inventory
-from rollarc.cluster.plan_cli import main as plan_main
+from rollarc.sim.plan_cli import main as plan_main
 from rollarc.cluster.planner import Planner
 from rollarc.cluster.step_estimate import Placement, estimate
 from rollarc.cluster.workload import load_workload
