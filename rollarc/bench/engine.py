@@ -116,7 +116,7 @@ def run_hf_continuous(model: PreTrainedModel, workload: Workload, num_blocks: in
 
     prompts, max_tokens = workload.prompts, workload.max_tokens
     page = ContinuousBatchingConfig().page_size
-    longest = max(len(p) + m for p, m in zip(prompts, max_tokens))
+    longest = max(len(p) + m for p, m in zip(prompts, max_tokens, strict=True))
     num_blocks = max(num_blocks, -(-longest // page))  # at least room for the longest request
     config = GenerationConfig(do_sample=False, max_new_tokens=max(max_tokens), eos_token_id=-1, pad_token_id=0)
     hints = WorkloadHints(max_prompt_length=max(len(p) for p in prompts), max_generated_length=max(max_tokens),
@@ -125,7 +125,7 @@ def run_hf_continuous(model: PreTrainedModel, workload: Workload, num_blocks: in
             generation_config=config, continuous_batching_config=ContinuousBatchingConfig(num_blocks=num_blocks),
             workload_hints=hints, block=True, timeout=60) as manager:  # entering it warms the manager up
         start = time.perf_counter()
-        for index, (prompt, tokens) in enumerate(zip(prompts, max_tokens)):
+        for index, (prompt, tokens) in enumerate(zip(prompts, max_tokens, strict=True)):
             manager.add_request(prompt, request_id=f"r{index}", max_new_tokens=tokens, eos_token_id=-1)
         produced, finished = 0, 0
         while finished < len(prompts):

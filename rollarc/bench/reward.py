@@ -309,7 +309,7 @@ def main(argv: list[str]) -> int:
         cost = ServiceCostConfig(fixed_s=args.fixed_s, per_item_s=args.per_item_s)
         seconds = 2.0 if args.quick else 5.0
         real_capacity, real_latency = measure_capacity(args, model, tokens, ServiceCostConfig(), seconds)
-        capacity, capacity_latency = measure_capacity(args, model, tokens, cost, seconds)
+        capacity, _capacity_latency = measure_capacity(args, model, tokens, cost, seconds)
         peak, mean = replicas_for(peak_r, capacity), replicas_for(mean_r, capacity)
         log(f"one replica: {capacity:.1f} trajectories/s with the service cost "
             f"({args.fixed_s:g} s + {args.per_item_s:g} s x batch, batch {args.max_batch_size}); "
@@ -329,7 +329,7 @@ def main(argv: list[str]) -> int:
     result = {
         "bench": "reward",
         "quick": args.quick,
-        "arrivals": {"source": source, "count": int(len(arrivals)), "span_s": float(arrivals[-1]),
+        "arrivals": {"source": source, "count": len(arrivals), "span_s": float(arrivals[-1]),
                      "peak_rate_per_s": peak_r, "mean_rate_per_s": mean_r},
         "service_cost": cost.model_dump() | {"max_batch_size": args.max_batch_size},
         "capacity_per_replica": capacity,

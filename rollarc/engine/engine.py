@@ -166,7 +166,7 @@ class LLMEngine:
         for request in batch:  # all of them first: finishing one may move another's KV, by num_computed
             request.num_computed = request.num_tokens
         generated = 0
-        for request, token, logprob, good in zip(batch, token_ids, logprobs, ok):
+        for request, token, logprob, good in zip(batch, token_ids, logprobs, ok, strict=True):
             if not good:
                 finished.append(self._finish(request, "error", now=now, error=(
                     f"NaN/inf in logits at position {request.num_tokens} (output token {len(request.output_ids)}) "
@@ -198,7 +198,7 @@ class LLMEngine:
         if len(per_request) != len(prompts) or len(keys) != len(prompts):
             raise ValueError(f"generate: {len(prompts)} prompts but {len(per_request)} params and "
                              f"{len(keys)} cache_keys")
-        ids = [self.add_request(p, sp, cache_key=k) for p, sp, k in zip(prompts, per_request, keys)]
+        ids = [self.add_request(p, sp, cache_key=k) for p, sp, k in zip(prompts, per_request, keys, strict=True)]
         wanted = set(ids)
         results: dict[str, Completion] = {}
         others: list[Completion] = []
@@ -267,7 +267,7 @@ class LLMEngine:
         """
         seqs = [self._prefill_seq(r) for r in requests]
         first: dict[tuple[int, tuple[int, ...]], int] = {}
-        twin = [first.setdefault((s.start, tuple(r.prompt_ids)), i) for i, (s, r) in enumerate(zip(seqs, requests))]
+        twin = [first.setdefault((s.start, tuple(r.prompt_ids)), i) for i, (s, r) in enumerate(zip(seqs, requests, strict=True))]
         unique = sorted(set(twin))
         logits = self.runner.prefill([seqs[i] for i in unique])
         row = {i: k for k, i in enumerate(unique)}

@@ -163,7 +163,7 @@ def _checked_instance(options: dict[str, Any], cfg: CountdownConfig) -> tuple[tu
     if (
         not isinstance(numbers, list | tuple)
         or not 1 <= len(numbers) <= cfg.num_count
-        or not all(isinstance(n, int) and 1 <= n and len(str(n)) <= num_digits for n in numbers)
+        or not all(isinstance(n, int) and n >= 1 and len(str(n)) <= num_digits for n in numbers)
     ):
         raise ValueError(
             f"countdown options['nums'] must be 1..{cfg.num_count} positive ints of at most {num_digits} digits "

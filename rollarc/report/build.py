@@ -13,9 +13,9 @@ from typing import Any
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
-from rollarc.report.metrics import read_jsonl  # noqa: E402
+from rollarc.report.metrics import read_jsonl
 
 KIND_COLORS = {"generate": "tab:blue", "env_step": "tab:green", "reward": "tab:purple", "train": "tab:red",
                "sync": "tab:orange", "eval": "tab:gray"}

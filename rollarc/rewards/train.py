@@ -103,7 +103,7 @@ def train_reward_model(cfg: Any, log: Any = print) -> tuple[Path, dict[str, Any]
     t0 = time.perf_counter()
     examples = generate_examples(list(cfg.tasks), renderer, cfg.sampling, train, arch.context_tokens)
     data_s = time.perf_counter() - t0
-    cut = int(round(len(examples) * (1 - train.heldout_fraction)))
+    cut = round(len(examples) * (1 - train.heldout_fraction))
     train_set, heldout = examples[:cut], examples[cut:]
     if not train_set or not heldout:
         raise ValueError(f"reward.train.episodes={train.episodes} gave {len(examples)} usable episodes; "

@@ -27,6 +27,7 @@ import ray
 from ray.exceptions import RayActorError, RayTaskError
 
 from rollarc.agent.runner import EpisodeSpec
+from rollarc.agent.task_mix import TaskMix
 from rollarc.agent.trajectory import Trajectory
 from rollarc.config import Config
 from rollarc.report.metrics import MetricsWriter, TimelineWriter, process_rss_mb
@@ -34,7 +35,6 @@ from rollarc.report.progress import RunProgress
 from rollarc.runtime.env_worker import GroupResult, GroupSpec
 from rollarc.runtime.group_buffer import GroupBuffer
 from rollarc.runtime.staleness import StalenessLedger
-from rollarc.agent.task_mix import TaskMix
 from rollarc.runtime.task_profile import TaskProfiler
 from rollarc.runtime.workers import Workers
 
@@ -269,9 +269,9 @@ class Controller:
 
     def _check_health(self, result: GroupResult) -> None:
         reasons = [t.failure_reason or "" for t in result.failed]
-        if any("no rollout replica" in r or "NoReplicaError" in r for r in reasons):
-            if not self.workers.alive_rollouts():
-                raise RunError("every rollout worker died; no replica is left to generate")
+        if (any("no rollout replica" in r or "NoReplicaError" in r for r in reasons)
+                and not self.workers.alive_rollouts()):
+            raise RunError("every rollout worker died; no replica is left to generate")
         if self.counters.consecutive_dropped >= max(4 * self.B, 16):
             top = ", ".join(f"{k} ({v})" for k, v in self.counters.failure_reasons.most_common(3))
             raise RunError(f"the last {self.counters.consecutive_dropped} groups all failed; reasons: {top}")
@@ -364,7 +364,7 @@ class Controller:
         self.timeline.write(self.workers.drain_spans())
 
     def _cancel_pending(self) -> None:
-        for ref, (spec, worker) in list(self.pending.items()):
+        for spec, worker in list(self.pending.values()):
             handle = self.workers.env.get(worker)
             if handle is not None:
                 handle.cancel_group.remote(spec.group_id)

@@ -21,8 +21,8 @@ from typing import Any
 import ray
 import torch
 
-from rollarc.engine.config import EngineConfig
 from rollarc.engine.async_engine import AsyncLLMEngine
+from rollarc.engine.config import EngineConfig
 from rollarc.engine.types import Completion, SamplingParams
 from rollarc.models.checkpoint import load_policy
 from rollarc.report.metrics import process_rss_mb

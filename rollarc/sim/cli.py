@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import sys
 from pathlib import Path
@@ -181,4 +182,4 @@ def _write_timeline(path: str, loaded: Any, result: SimResult) -> None:
         "async": {"mode": "sync" if k == 0 else "async", "max_staleness": k},
     }
     ends = [0.0, *result.step_ends]
-    write_run(path, config, result.timeline or [], [b - a for a, b in zip(ends, ends[1:])])
+    write_run(path, config, result.timeline or [], [b - a for a, b in itertools.pairwise(ends)])

@@ -37,7 +37,7 @@ class Member:
 
     name: str
     site: str
-    layout: ShardSpec = ShardSpec()
+    layout: ShardSpec = field(default_factory=ShardSpec)
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,7 +241,7 @@ class WeightRelay:
     def verify(self) -> dict[str, bool]:
         """Per member: whether its weights are bitwise those the origin holds for its layout (by checksum)."""
         layouts = {m.layout for m in self.members.values()}
-        expected = dict(zip(layouts, ray.get([self.origin.expected_checksums.remote(l) for l in layouts]), strict=True))
+        expected = dict(zip(layouts, ray.get([self.origin.expected_checksums.remote(layout) for layout in layouts]), strict=True))
         got = ray.get([self.handles[name].checksums.remote() for name in self.members])
         return {name: checksums == expected[self.members[name].layout]
                 for name, checksums in zip(self.members, got, strict=True)}

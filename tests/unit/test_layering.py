@@ -8,6 +8,7 @@ Each failure names the importing module, its line, the imported module and the r
 from __future__ import annotations
 
 import ast
+import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -207,7 +208,7 @@ def test_no_import_cycles_between_units():
     edges = internal(all_imports())
     broken = []
     if cycle:
-        for src, dst in zip(cycle, cycle[1:], strict=False):
+        for src, dst in itertools.pairwise(cycle):
             first = next(imp for imp in edges if unit_of(imp.module) == src and unit_of(imp.target) == dst)
             broken.append(f"{src} -> {dst}: e.g. {first.where()}")
     _fail_if(broken, "package-level import cycle")
