@@ -130,6 +130,8 @@ class EpisodeRunner:
         return self._count(traj)
 
     async def _score(self, traj: Trajectory) -> Trajectory:
+        if self.reward_fn is None:
+            return traj
         t0 = time.perf_counter()
         try:
             score = float(await self.reward_fn(traj))

@@ -96,7 +96,7 @@ def run_hf_generate(model: PreTrainedModel, workload: Workload, batch_size: int)
             ids[row, width - len(prompt):] = torch.tensor(prompt)
             mask[row, width - len(prompt):] = 1
         config = GenerationConfig(do_sample=False, max_new_tokens=new_tokens, eos_token_id=None, pad_token_id=0)
-        out = model.generate(ids, attention_mask=mask, generation_config=config)
+        out = model.generate(ids, attention_mask=mask, generation_config=config)  # type: ignore[operator]  # a causal LM has generate
         if out.shape[1] != width + new_tokens:
             raise RuntimeError(f"HF generate stopped early: {out.shape[1] - width} of {new_tokens} tokens")
 
@@ -121,7 +121,7 @@ def run_hf_continuous(model: PreTrainedModel, workload: Workload, num_blocks: in
     config = GenerationConfig(do_sample=False, max_new_tokens=max(max_tokens), eos_token_id=-1, pad_token_id=0)
     hints = WorkloadHints(max_prompt_length=max(len(p) for p in prompts), max_generated_length=max(max_tokens),
                           num_requests=len(prompts))
-    with torch.inference_mode(), model.continuous_batching_context_manager(
+    with torch.inference_mode(), model.continuous_batching_context_manager(  # type: ignore[operator]  # a causal LM's
             generation_config=config, continuous_batching_config=ContinuousBatchingConfig(num_blocks=num_blocks),
             workload_hints=hints, block=True, timeout=60) as manager:  # entering it warms the manager up
         start = time.perf_counter()

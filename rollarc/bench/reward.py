@@ -303,7 +303,7 @@ def main(argv: list[str]) -> int:
         f"(over {args.window_s:g} s), mean {mean_r:.1f}/s")
 
     ray.init(num_cpus=2, resources={"pool_reward": POOL_UNITS, "pool_compute": 2, "pool_cpu": 4},
-             include_dashboard=False, logging_level="warning")
+             include_dashboard=False, logging_level=logging.WARNING)
     serve.start(proxy_location="Disabled", logging_config={"log_level": "WARNING"})
     try:
         cost = ServiceCostConfig(fixed_s=args.fixed_s, per_item_s=args.per_item_s)

@@ -162,11 +162,11 @@ class LLMEngine:
         self.counters["steps"] += 1
         self.counters["prefill_tokens"] += sum(len(r.prompt_ids) - r.cached_prompt_tokens for r in plan.prefills)
         self.counters["prefill_tokens"] -= self.counters["shared_prefill_tokens"] - shared_before
-        token_ids, logprobs, ok = sampled.token_ids.tolist(), sampled.logprobs.tolist(), sampled.ok.tolist()
+        tokens, logprobs, ok = sampled.token_ids.tolist(), sampled.logprobs.tolist(), sampled.ok.tolist()
         for request in batch:  # all of them first: finishing one may move another's KV, by num_computed
             request.num_computed = request.num_tokens
         generated = 0
-        for request, token, logprob, good in zip(batch, token_ids, logprobs, ok, strict=True):
+        for request, token, logprob, good in zip(batch, tokens, logprobs, ok, strict=True):
             if not good:
                 finished.append(self._finish(request, "error", now=now, error=(
                     f"NaN/inf in logits at position {request.num_tokens} (output token {len(request.output_ids)}) "
@@ -220,7 +220,7 @@ class LLMEngine:
         Cached prefixes are dropped: their KV was computed under the old weights.
         """
         items = list(named_tensors.items()) if isinstance(named_tensors, Mapping) else list(named_tensors)
-        targets = dict(self.model.named_parameters(remove_duplicate=False))
+        targets: dict[str, torch.Tensor] = dict(self.model.named_parameters(remove_duplicate=False))
         targets.update(self.model.named_buffers(remove_duplicate=False))
         unknown = [name for name, _ in items if name not in targets]
         if unknown:
@@ -278,11 +278,12 @@ class LLMEngine:
         return logits[[row[j] for j in twin]]
 
     def _prefill_seq(self, request: Request) -> PrefillSeq:
-        start = request.cached_prompt_tokens
+        start, slot = request.cached_prompt_tokens, request.slot
+        assert slot is not None  # the scheduler gave it a slot
         if request.reused_prefix is not None:
-            self.kv.write(request.slot, request.reused_prefix.kv, start)
+            self.kv.write(slot, request.reused_prefix.kv, start)
             request.reused_prefix = None
-        return PrefillSeq(slot=request.slot, start=start, token_ids=request.prompt_ids[start:])
+        return PrefillSeq(slot=slot, start=start, token_ids=request.prompt_ids[start:])
 
     def _sample(self, batch: list[Request], logits: torch.Tensor) -> Sampled:
         params = [r.params for r in batch]
@@ -300,7 +301,7 @@ class LLMEngine:
         params = request.params
         if token in params.stop_token_ids or (not params.ignore_eos and token in self.eos_token_ids):
             return "stop", token
-        if params.stop:
+        if params.stop and self._decode is not None:  # add_request refused stop strings without a tokenizer
             text = self._decode(request.output_ids)
             for stop in params.stop:
                 if stop in text:

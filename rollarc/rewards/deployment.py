@@ -42,8 +42,8 @@ class RewardJudge:
         torch.set_num_threads(threads)
         self.judge = load_judge(model_path)
         self.cost = ServiceCostConfig(**service_cost)
-        self.score_batch.set_max_batch_size(max_batch_size)
-        self.score_batch.set_batch_wait_timeout_s(batch_wait_timeout_s)
+        self.score_batch.set_max_batch_size(max_batch_size)  # type: ignore[attr-defined]  # added by @serve.batch
+        self.score_batch.set_batch_wait_timeout_s(batch_wait_timeout_s)  # type: ignore[attr-defined]  # added by @serve.batch
         self.batch_sizes: Counter[int] = Counter()
         self.started_at = time.time()
         self.init_s = time.perf_counter() - start
@@ -83,6 +83,6 @@ def build_app(reward: RewardConfig, model_path: str, cluster: ClusterConfig) -> 
         options["num_replicas"] = role.replicas
     else:
         raise ValueError(f"reward.kind {reward.kind!r} has no service (only serverless and dedicated do)")
-    deployment = serve.deployment(RewardJudge).options(**options)
+    deployment = serve.deployment(RewardJudge).options(**options)  # type: ignore[attr-defined]  # Serve's overloads miss a class
     return deployment.bind(model_path, role.threads, reward.batching.max_batch_size,
                            reward.batching.batch_wait_timeout_s, reward.service_cost.model_dump())

@@ -36,6 +36,7 @@ from rollarc.runtime.env_worker import GroupResult, GroupSpec
 from rollarc.runtime.group_buffer import GroupBuffer
 from rollarc.runtime.staleness import StalenessLedger
 from rollarc.runtime.task_profile import TaskProfiler
+from rollarc.runtime.weight_sync import SyncPayload
 from rollarc.runtime.workers import Workers
 
 
@@ -100,7 +101,8 @@ class Controller:
         version = self.start_version
         if version == 0 or not self.evals:
             self.evals.append(self.evaluate(version, label="before_rl"))
-        train_ref = publish_ref = None
+        train_ref: ray.ObjectRef[dict[str, Any]] | None = None
+        publish_ref: ray.ObjectRef[SyncPayload] | None = None
         sync_refs: list[Any] = []
         train_stats: dict[str, Any] = {}
         step_started = time.time()
@@ -128,9 +130,9 @@ class Controller:
                         train_ref = None
                         train_stats = self._get_train(ref, version)
                         publish_ref = self.workers.trainer.publish.remote()
-                    elif ref is publish_ref:
+                    elif publish_ref is not None and ref is publish_ref:
+                        payload = ray.get(publish_ref)
                         publish_ref = None
-                        payload = ray.get(ref)
                         sync_refs = self.workers.sync_all(payload)
                         sync_started = time.time()
                     elif ref in sync_refs:

@@ -9,6 +9,7 @@ so two cores can host every role while each role still lands only where its pool
 
 from __future__ import annotations
 
+import logging
 import os
 
 import ray
@@ -33,12 +34,12 @@ def start_ray(cluster: ClusterConfig, address: str | None = None, plugin_paths: 
             resources={pool_resource(n, p): float(p.count) for n, p in cluster.pools.items()},
             include_dashboard=cluster.include_dashboard,
             dashboard_host=cluster.dashboard_host,
-            logging_level="warning",
+            logging_level=logging.WARNING,
             log_to_driver=True,
         )
     else:
         env = {"env_vars": {"PYTHONPATH": os.environ["PYTHONPATH"]}} if plugin_paths else None
-        ray.init(address=address, logging_level="warning", runtime_env=env)
+        ray.init(address=address, logging_level=logging.WARNING, runtime_env=env)
     available = ray.cluster_resources()
     missing = [f"{pool_resource(n, p)} (need {p.count}, have {available.get(pool_resource(n, p), 0):g})"
                for n, p in cluster.pools.items() if available.get(pool_resource(n, p), 0) < p.count]

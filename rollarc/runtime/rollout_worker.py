@@ -122,6 +122,7 @@ class RolloutWorker:
 
             report = await receive(self.receiver, updates, fetch)
             await self.engine.update_weights(engine_weights(self.receiver, self._engine_like), report.version)
+        assert self.receiver.version is not None  # the receiver starts at the checkpoint's version
         return int(self.receiver.version)
 
     def abort_key(self, cache_key: str) -> int:

@@ -129,7 +129,7 @@ def format_routing_comparison(report: dict[str, Any]) -> str:
                      f"{row['uncached_share']:8.2f}  {row['new_tokens_per_turn']:8.1f}  {row['env_step_ms']:6.2f}  "
                      f"{row['class']:<14} {row['pool']}")
     roles = report["placement"]["cluster"]["roles"]
-    tasks_on = {}
+    tasks_on: dict[str, list[str]] = {}
     for row in report["tasks"]:
         tasks_on.setdefault(row["pool"], []).append(row["task"])
     rollouts = "; ".join(f"{r['pool']} {r['replicas']} x {r.get('units', 1)} [{', '.join(tasks_on.get(r['pool'], []))}]"

@@ -209,8 +209,8 @@ class WeightRelay:
             raise ValueError(f"relay member names must be unique, got {sorted(names)}")
         self.config = config or SyncConfig(method="delta")
         self.members = {m.name: m for m in members}
-        self.origin = RelayOrigin.remote(self.config, origin_site, torch_threads)
-        self.handles = {m.name: RelayNode.remote(m, torch_threads) for m in members}
+        self.origin = RelayOrigin.remote(self.config, origin_site, torch_threads)  # type: ignore[attr-defined]  # an @ray.remote class (mypy ignores class decorators)
+        self.handles = {m.name: RelayNode.remote(m, torch_threads) for m in members}  # type: ignore[attr-defined]  # an @ray.remote class (mypy ignores class decorators)
         self.attached = set(names)
         ray.get(self.origin.register.remote({m.layout for m in members}))
 
@@ -223,7 +223,8 @@ class WeightRelay:
             sites.setdefault(m.site, []).append(m.name)
         routes = plan_routes(sites, topology or self.config.topology, self.config.fanout)
         directory = Directory(members, {name: self.handles[name] for name in members})
-        return ray.get(self.origin.publish.remote(dict(state), routes, directory, version))
+        report: PushReport = ray.get(self.origin.publish.remote(dict(state), routes, directory, version))
+        return report
 
     def detach(self, name: str) -> None:
         """Stop sending to ``name`` (unreachable, or a borrowed worker handed back); it keeps its weights."""
