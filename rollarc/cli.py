@@ -13,7 +13,7 @@ import importlib
 import sys
 from collections.abc import Callable, Sequence
 
-from rollarc.configio import ConfigError
+from rollarc.configio import ConfigError, dump_yaml
 
 BENCHMARKS = {
     "engine": "built-in engine vs HF generate and generate_batch",
@@ -37,8 +37,7 @@ def _passthrough(module: str, func: str = "main") -> Callable[[list[str]], int]:
 
 
 def _cmd_config(args: argparse.Namespace) -> int:
-    from rollarc.config import load_train_config
-    from rollarc.configio import dump_yaml
+    from rollarc.config import load_train_config  # deferred: the training config imports torch
 
     cfg = load_train_config(args.config, args.overrides)
     print(dump_yaml(cfg), end="")
@@ -46,25 +45,25 @@ def _cmd_config(args: argparse.Namespace) -> int:
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
-    from rollarc.runtime.entry import train_main
+    from rollarc.runtime.entry import train_main  # deferred: Ray and torch are heavy
 
     return train_main(args.config, args.overrides, address=args.address)
 
 
 def _cmd_sft(args: argparse.Namespace) -> int:
-    from rollarc.train.sft_entry import sft_main
+    from rollarc.train.sft_entry import sft_main  # deferred: torch and transformers are heavy
 
     return sft_main(args.config, args.overrides)
 
 
 def _cmd_eval(args: argparse.Namespace) -> int:
-    from rollarc.runtime.entry import eval_main
+    from rollarc.runtime.entry import eval_main  # deferred: Ray and torch are heavy
 
     return eval_main(args.config, args.overrides, checkpoint=args.checkpoint, episodes=args.episodes)
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    from rollarc.report.build import build_report
+    from rollarc.report.build import build_report  # deferred: matplotlib is heavy
 
     for path in build_report(args.run_dir):
         print(path)

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from transformers import PreTrainedModel
 
 from rollarc.bench.readme_table import emit_json, markdown_table, write_block
+from rollarc.engine import EngineConfig, LLMEngine, SamplingParams
 
 FIRST_CHAR_ID = 6  # ids below are the tokenizer's special tokens
 
@@ -69,8 +70,6 @@ def make_workload(num_requests: int, prompt_range: tuple[int, int], short_range:
 
 def run_rollarc(model: PreTrainedModel, workload: Workload, max_num_seqs: int, prefill_budget: int,
                 threads: int) -> float:
-    from rollarc.engine import EngineConfig, LLMEngine, SamplingParams
-
     config = EngineConfig(max_num_seqs=max_num_seqs, prefill_token_budget=prefill_budget, num_threads=threads,
                           prefix_cache_tokens=0)
     engine = LLMEngine(model, config)
@@ -86,7 +85,7 @@ def run_rollarc(model: PreTrainedModel, workload: Workload, max_num_seqs: int, p
 
 
 def run_hf_generate(model: PreTrainedModel, workload: Workload, batch_size: int) -> float:
-    from transformers import GenerationConfig
+    from transformers import GenerationConfig  # deferred: transformers is heavy
 
     def batch_generate(prompts: list[list[int]], new_tokens: int) -> None:
         width = max(len(p) for p in prompts)
@@ -110,7 +109,7 @@ def run_hf_generate(model: PreTrainedModel, workload: Workload, batch_size: int)
 
 
 def run_hf_continuous(model: PreTrainedModel, workload: Workload, num_blocks: int) -> float:
-    from transformers import GenerationConfig
+    from transformers import GenerationConfig  # deferred: transformers is heavy
     from transformers.generation.configuration_utils import ContinuousBatchingConfig
     from transformers.generation.continuous_batching.utils import WorkloadHints
 
@@ -163,7 +162,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--skip-hf-batch", action="store_true", help="skip transformers' continuous batching")
     args = parser.parse_args(argv)
 
-    from rollarc.models import count_parameters, new_policy
+    from rollarc.models import count_parameters, new_policy  # deferred: transformers is heavy
 
     torch.set_num_threads(args.threads)
     num_requests = args.requests or (32 if args.quick else 256)

@@ -108,7 +108,7 @@ def apply_op(a: int, op: str, b: int) -> int:
 
 
 def real_updates(lr: float, warmup: int, steps: int, seed: int = 0) -> RealResult:
-    from rollarc.models import new_policy
+    from rollarc.models import new_policy  # deferred: transformers is heavy
 
     model, tokenizer = new_policy("tiny", seed=seed)
     model.train()
@@ -216,7 +216,7 @@ def synthetic_updates(params: int, lr: float, chunk: int = CHUNK_ELEMENTS, progr
 
 
 def relay_bytes(versions: list[dict[str, torch.Tensor]], sites: int, per_site: int) -> RelayResult:
-    import ray
+    import ray  # deferred: Ray is heavy; only --relay needs it
 
     from rollarc.sync.relay import Member, WeightRelay
 

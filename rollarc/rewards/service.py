@@ -27,6 +27,7 @@ from rollarc.rewards.config import RewardConfig, placement_problems
 from rollarc.rewards.deployment import DEPLOYMENT_NAME, build_app
 from rollarc.rewards.judge import read_meta, tokenizer_fingerprint
 from rollarc.rewards.meter import replica_states
+from rollarc.rewards.train import policy_tokenizer, train_reward_model
 
 LOST = (RayActorError, ReplicaUnavailableError)       # the replica went away: worth a retry
 ERRORS = (RayTaskError, RayServeException)            # the service answered with an error: fail the trajectory
@@ -91,8 +92,6 @@ def start_reward_backend(reward: RewardConfig, cfg: Any, log: Any = None) -> Rew
         raise ConfigError("invalid reward placement:\n  " + "\n  ".join(problems))
     model_path = reward.resolved_model_path(cfg.name)
     if not (Path(model_path) / "judge.json").is_file():
-        from rollarc.rewards.train import train_reward_model
-
         log(f"no reward judge at {model_path}: training it first (rollarc reward train)")
         train_reward_model(cfg, log=log)
     check_tokenizer(model_path, cfg)
@@ -101,7 +100,6 @@ def start_reward_backend(reward: RewardConfig, cfg: Any, log: Any = None) -> Rew
 
 def check_tokenizer(model_path: str, cfg: Any) -> None:
     """The judge must have been trained on the token ids this run's policy produces."""
-    from rollarc.rewards.train import policy_tokenizer
 
     expected = read_meta(model_path)["spec"].get("tokenizer_sha256", "")
     actual = tokenizer_fingerprint(policy_tokenizer(cfg).get_vocab())

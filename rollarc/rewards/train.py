@@ -17,6 +17,8 @@ import torch
 import torch.nn.functional as F
 
 from rollarc.agent.chat import ChatRenderer
+from rollarc.models.checkpoint import load_tokenizer
+from rollarc.models.tokenizer import build_tokenizer
 from rollarc.rewards.data import Example, generate_examples
 from rollarc.rewards.judge import JudgeSpec, ProgressJudge, save_judge, tokenizer_fingerprint
 
@@ -24,11 +26,7 @@ from rollarc.rewards.judge import JudgeSpec, ProgressJudge, save_judge, tokenize
 def policy_tokenizer(cfg: Any) -> Any:
     """The tokenizer RL trajectories will carry: the policy's (``model.path``) or rollarc's built-in one."""
     if cfg.model.path is not None:
-        from rollarc.models.checkpoint import load_tokenizer
-
         return load_tokenizer(cfg.model.path)
-    from rollarc.models.tokenizer import build_tokenizer
-
     return build_tokenizer()
 
 

@@ -11,8 +11,10 @@ from typing import Any
 
 import ray
 
+from rollarc.agent.local_eval import evaluate_local
 from rollarc.config import Config, load_train_config
 from rollarc.configio import ConfigError, dump_yaml
+from rollarc.models.checkpoint import load_policy
 from rollarc.report.metrics import MetricsWriter
 from rollarc.runtime.controller import Controller, RunError
 from rollarc.runtime.ray_cluster import plugin_pythonpath, start_ray
@@ -102,7 +104,7 @@ def run_training(cfg: Config, address: str | None = None) -> int:
     summary["sft"] = sft_meta
     summary["total_wall_s"] = time.time() - start
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
-    from rollarc.report.build import build_report
+    from rollarc.report.build import build_report  # deferred: matplotlib is heavy
 
     build_report(run_dir)
     _print_result(run_dir, summary)
@@ -118,9 +120,6 @@ def _print_result(run_dir: Path, summary: dict[str, Any]) -> None:
 
 
 def eval_main(config_path: str, overrides: list[str], checkpoint: str | None = None, episodes: int | None = None) -> int:
-    from rollarc.agent.local_eval import evaluate_local
-    from rollarc.models.checkpoint import load_policy
-
     cfg = load_train_config(config_path, overrides)
     plugin_pythonpath(cfg.plugin_paths)
     path = checkpoint or cfg.model.path or str(cfg.sft_checkpoint())

@@ -15,8 +15,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from rollarc.cluster.workload import load_workload
 from rollarc.configio import ConfigError
 from rollarc.sim.calibrate import calibrate
+from rollarc.sim.from_run import DEFAULT_CLUSTER, DEFAULT_MODEL, compare_routing, compare_workload_routing
 from rollarc.sim.result import SimResult
 from rollarc.sim.run_dir import load_run, write_run
 from rollarc.sim.scenario import load_scenario
@@ -152,9 +154,6 @@ def format_routing_comparison(report: dict[str, Any]) -> str:
 
 
 def _from_run(args: argparse.Namespace) -> int:
-    from rollarc.cluster.workload import load_workload
-    from rollarc.sim.from_run import DEFAULT_CLUSTER, DEFAULT_MODEL, compare_routing, compare_workload_routing
-
     if args.scenario or args.calibrate or args.baseline or (args.from_run and args.from_workload):
         raise ConfigError("--from-run / --from-workload cannot be combined with each other, a scenario, --baseline or --calibrate")
     cluster = args.cluster or DEFAULT_CLUSTER

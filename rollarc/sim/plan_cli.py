@@ -51,7 +51,7 @@ def format_plan(title: str, summary: dict[str, Any]) -> str:
 def _simulate(plan: Plan, inventory: Inventory, catalogue: Catalogue, cluster_path: Path, workload: Workload,
               workload_path: Path, steps: int) -> dict[str, Any]:
     """Check a plan with the discrete-event simulator (same costs, queues and tails modelled)."""
-    from rollarc.sim.plan_scenario import plan_scenario
+    from rollarc.sim.plan_scenario import plan_scenario  # deferred: simpy is heavy; only --simulate needs it
     from rollarc.sim.setup import build_setup
     from rollarc.sim.simulator import simulate
 
