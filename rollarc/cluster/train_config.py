@@ -29,10 +29,11 @@ from typing import Any
 import yaml
 
 from rollarc.cluster.fragment import PlacementFragment
+from rollarc.cluster_config import RolesConfig
 from rollarc.configio import ConfigError, read_yaml, validate
 
 
-def _threads(base_roles: Any, role: str) -> int:
+def _threads(base_roles: RolesConfig, role: str) -> int:
     if role == "rollout":
         return base_roles.rollout[0].threads if base_roles.rollout else 1
     return getattr(base_roles, role).threads

@@ -6,6 +6,7 @@ import datetime as dt
 import json
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +39,7 @@ def latest_checkpoint(run_dir: Path) -> Path | None:
     return candidates[-1] if candidates else None
 
 
-def initial_policy(cfg: Config, log: Any = print) -> tuple[str, dict[str, Any] | None]:
+def initial_policy(cfg: Config, log: Callable[[str], None] = print) -> tuple[str, dict[str, Any] | None]:
     """The directory RL starts from: ``model.path`` as given, or the SFT warm start (trained if missing)."""
     if cfg.model.path is not None:
         return cfg.model.path, None

@@ -11,6 +11,7 @@ import ray
 import torch
 
 from rollarc.agent.trajectory import Trajectory
+from rollarc.config import Config
 from rollarc.models.checkpoint import atomic_directory, load_policy
 from rollarc.report.metrics import process_rss_mb
 from rollarc.runtime.weight_sync import SyncPayload
@@ -20,7 +21,7 @@ from rollarc.train.policy_trainer import PolicyTrainer
 
 @ray.remote
 class TrainWorker:
-    def __init__(self, policy_dir: str, cfg: Any, threads: int):
+    def __init__(self, policy_dir: str, cfg: Config, threads: int):
         torch.set_num_threads(threads)
         torch.manual_seed(cfg.seed)
         self.cfg = cfg

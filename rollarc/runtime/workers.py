@@ -13,6 +13,7 @@ from typing import Any
 import ray
 from ray.exceptions import RayActorError
 
+from rollarc.cluster_config import RoleConfig
 from rollarc.config import Config
 from rollarc.runtime.env_worker import EnvWorker
 from rollarc.runtime.ray_cluster import actor_options
@@ -55,7 +56,7 @@ class Workers:
         self.dead_rollouts: list[str] = []
 
     # ---- rollout replicas ------------------------------------------------------------------------
-    def add_rollout(self, name: str, group: Any, version: int, catch_up: bool = False) -> Any:
+    def add_rollout(self, name: str, group: RoleConfig, version: int, catch_up: bool = False) -> Any:
         """Start a rollout replica on ``group``'s pool; mid-run (``catch_up``) it first fetches the current weights."""
         handle = RolloutWorker.options(**actor_options(self.cfg.cluster, group), max_concurrency=10_000).remote(  # type: ignore[attr-defined]  # an @ray.remote class (mypy ignores class decorators)
             name, self.policy_dir, self.cfg.engine, self.cfg.async_.in_flight_update, group.threads, group.pool,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ from rollarc.train.sft import train_sft
 SFT_META = "sft_meta.json"
 
 
-def run_sft(cfg: Config, log: Any = print) -> Path:
+def run_sft(cfg: Config, log: Callable[[str], None] = print) -> Path:
     """Train the warm start and save it at ``cfg.sft.checkpoint``; returns that directory."""
     torch.manual_seed(cfg.seed)
     plugin_pythonpath(cfg.plugin_paths)
