@@ -75,9 +75,7 @@ class EnvWorker:
         self._traj_task: dict[str, str] = {}
         self.reward_client = None
         if reward_spec is not None:
-            from rollarc.rewards.service import (
-                connect,  # deferred: Ray Serve is heavy; only a model-based reward needs it
-            )
+            from rollarc.rewards.service import connect  # deferred: Ray Serve is heavy
 
             self.reward_client = connect(reward_spec)
         self.runner = EpisodeRunner(tasks, self.renderer, self._generate, sampling, max_env_threads=max_env_threads,

@@ -43,9 +43,7 @@ class Workers:
                 self.add_rollout(name, group, start_version)
         self.reward_backend = None
         if cfg.reward.kind != "rule":
-            from rollarc.rewards.service import (
-                start_reward_backend,  # deferred: Ray Serve is heavy; only a model-based reward needs it
-            )
+            from rollarc.rewards.service import start_reward_backend  # deferred: Ray Serve is heavy
 
             self.reward_backend = start_reward_backend(cfg.reward, cfg)
         self.env: dict[str, Any] = {}

@@ -171,6 +171,58 @@ def test_rewards_do_not_import_the_training_config():
     _fail_if(broken, "rewards -> config")
 
 
+def function_local_imports(source: str) -> list[tuple[int, list[int]]]:
+    """Groups of function-local import statements: (first line, lines of every statement in the group).
+
+    A group is a run of import statements in one function body with nothing but blank lines between them.
+    """
+    lines = source.splitlines()
+    groups: list[tuple[int, list[int]]] = []
+    for func in ast.walk(ast.parse(source)):
+        if not isinstance(func, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        for body in _statement_lists(func):
+            previous_end = None
+            for stmt in body:
+                if not isinstance(stmt, ast.Import | ast.ImportFrom):
+                    previous_end = None
+                    continue
+                end = stmt.end_lineno or stmt.lineno
+                between = lines[previous_end:stmt.lineno - 1] if previous_end is not None else None
+                if between is not None and all(not line.strip() for line in between):
+                    groups[-1][1].append(stmt.lineno)
+                else:
+                    groups.append((stmt.lineno, [stmt.lineno]))
+                previous_end = end
+    return groups
+
+
+def _statement_lists(func: ast.AST) -> Iterator[list[ast.stmt]]:
+    """Every statement list inside ``func`` (its body, and the bodies of its ifs, trys, withs, loops)."""
+    for node in ast.walk(func):
+        for name in ("body", "orelse", "finalbody"):
+            value = getattr(node, name, None)
+            if isinstance(value, list) and value and isinstance(value[0], ast.stmt):
+                yield value
+        if isinstance(node, ast.Try):
+            for handler in node.handlers:
+                yield handler.body
+
+
+def test_function_local_imports_say_what_they_defer():
+    """An import inside a function is kept only to defer a heavy module; its group's first line says which."""
+    broken = []
+    for path in sorted(PACKAGE_ROOT.rglob("*.py")):
+        source = path.read_text()
+        lines = source.splitlines()
+        for first, group in function_local_imports(source):
+            if "# deferred:" not in lines[first - 1]:
+                statements = ", ".join(str(n) for n in group)
+                broken.append(f"{module_name(path)} (line {statements}): a function-local import without a "
+                              "'# deferred: <what is heavy>' comment; hoist it to the top, or say what it defers")
+    _fail_if(broken, "function-local imports")
+
+
 def _package_graph() -> dict[str, set[str]]:
     graph: dict[str, set[str]] = {}
     for imp in internal(all_imports()):
@@ -223,3 +275,5 @@ def test_the_checker_sees_function_local_and_relative_imports(tmp_path):
     assert targets == ["typing", "ray", "rollarc.runtime", "rollarc.runtime.entry"]
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b"}, "b": {"c"}}) is None
+    source = "def f():\n    import ray  # deferred: Ray\n\n    import json\n    x = 1\n    import os\n"
+    assert function_local_imports(source) == [(2, [2, 4]), (6, [6])]
