@@ -27,7 +27,7 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("agent", {"agent"}),
     ("rewards", {"rewards"}),
     ("config", {"config"}),
-    ("planning", {"cluster", "sim", "train"}),
+    ("train-and-plan", {"cluster", "sim", "train"}),
     ("runtime", {"runtime"}),
     ("entry", {"cli", "reward_cli", "bench"}),
 ]
