@@ -21,7 +21,7 @@ from rollarc.sim.calibrate import calibrate
 from rollarc.sim.from_run import DEFAULT_CLUSTER, DEFAULT_MODEL, compare_routing, compare_workload_routing
 from rollarc.sim.result import SimResult
 from rollarc.sim.run_dir import load_run, write_run
-from rollarc.sim.scenario import load_scenario
+from rollarc.sim.scenario import LoadedScenario, load_scenario
 from rollarc.sim.setup import build_setup
 from rollarc.sim.simulator import simulate
 
@@ -173,7 +173,7 @@ def _from_run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _write_timeline(path: str, loaded: Any, result: SimResult) -> None:
+def _write_timeline(path: str, loaded: LoadedScenario, result: SimResult) -> None:
     wl = loaded.workload
     k = loaded.max_staleness
     config = {
