@@ -81,7 +81,7 @@ class Controller:
         self.group_index = group_index
         self.counters = Counters()
         self.pending: dict[Any, tuple[GroupSpec, str]] = {}
-        self.buffer = GroupBuffer(self.B, cfg.async_.max_staleness)
+        self.buffer = GroupBuffer[GroupResult](self.B, cfg.async_.max_staleness)
         self.restart_queue: list[GroupSpec] = []
         self.run_start = run_start or time.time()
         self.metrics = metrics or MetricsWriter(run_dir, tensorboard=cfg.run.tensorboard)
