@@ -56,7 +56,7 @@ class PrefillSeq:
     token_ids: Sequence[int]
 
 
-def model_geometry(model: Any) -> ModelGeometry:  # an HF model: submodules by name (torch types them as Tensor | Module)
+def model_geometry(model: Any) -> ModelGeometry:  # an HF model: submodules are reached by name
     config = model.config
     model_type = getattr(config, "model_type", None)
     if model_type not in SUPPORTED_MODEL_TYPES:

@@ -72,7 +72,7 @@ class LatencyConfig(FrozenModel):
 def _given(value: _T | None) -> _T:
     """A parameter of the configured kind: the validator has checked that it is set."""
     if value is None:
-        raise AssertionError("a latency parameter of the configured kind is unset (the validator should have caught it)")
+        raise AssertionError("a latency parameter of the configured kind is unset (the validator checks it)")
     return value
 
 

@@ -83,6 +83,6 @@ def build_app(reward: RewardConfig, model_path: str, cluster: ClusterConfig) -> 
         options["num_replicas"] = role.replicas
     else:
         raise ValueError(f"reward.kind {reward.kind!r} has no service (only serverless and dedicated do)")
-    deployment = serve.deployment(RewardJudge).options(**options)  # type: ignore[attr-defined]  # Serve's overloads miss a class
+    deployment = serve.deployment(RewardJudge).options(**options)  # type: ignore[attr-defined]  # Serve stub
     return deployment.bind(model_path, role.threads, reward.batching.max_batch_size,
                            reward.batching.batch_wait_timeout_s, reward.service_cost.model_dump())

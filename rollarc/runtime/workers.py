@@ -29,9 +29,9 @@ class Workers:
         self.policy_dir = policy_dir
         roles = cfg.cluster.roles
         self.tasks = {t.name: t for t in cfg.tasks}
-        self.router = Router.options(num_cpus=0, max_concurrency=10_000).remote(  # type: ignore[attr-defined]  # an @ray.remote class (mypy ignores class decorators)
+        self.router = Router.options(num_cpus=0, max_concurrency=10_000).remote(  # type: ignore[attr-defined]  # @ray.remote class
             {t.name: t.rollout_pool for t in cfg.tasks})
-        self.trainer = TrainWorker.options(**actor_options(cfg.cluster, roles.train)).remote(  # type: ignore[attr-defined]  # an @ray.remote class (mypy ignores class decorators)
+        self.trainer = TrainWorker.options(**actor_options(cfg.cluster, roles.train)).remote(  # type: ignore[attr-defined]  # @ray.remote class
             policy_dir, cfg, roles.train.threads)
         self.rollout: dict[str, Any] = {}
         self.rollout_pool: dict[str, str] = {}
@@ -56,7 +56,7 @@ class Workers:
     # ---- rollout replicas ------------------------------------------------------------------------
     def add_rollout(self, name: str, group: RoleConfig, version: int, catch_up: bool = False) -> Any:
         """Start a rollout replica on ``group``'s pool; mid-run (``catch_up``) it first fetches the current weights."""
-        handle = RolloutWorker.options(**actor_options(self.cfg.cluster, group), max_concurrency=10_000).remote(  # type: ignore[attr-defined]  # an @ray.remote class (mypy ignores class decorators)
+        handle = RolloutWorker.options(**actor_options(self.cfg.cluster, group), max_concurrency=10_000).remote(  # type: ignore[attr-defined]  # @ray.remote class
             name, self.policy_dir, self.cfg.engine, self.cfg.async_.in_flight_update, group.threads, group.pool,
             version, self.cfg.sync, self.trainer)
         if catch_up:
@@ -89,7 +89,7 @@ class Workers:
         name = f"env-{self._env_serial}"
         self._env_serial += 1
         role = self.cfg.cluster.roles.env
-        self.env[name] = EnvWorker.options(**actor_options(self.cfg.cluster, role, name=name),  # type: ignore[attr-defined]  # an @ray.remote class (mypy ignores class decorators)
+        self.env[name] = EnvWorker.options(**actor_options(self.cfg.cluster, role, name=name),  # type: ignore[attr-defined]  # @ray.remote class
                                            max_concurrency=10_000).remote(
             name, self.tasks, self.policy_dir, self.cfg.sampling, self.router, role.threads, 64,
             self.cfg.async_.trajectory_timeout_s, seed=self.cfg.seed * 1000 + self._env_serial,

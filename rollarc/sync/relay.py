@@ -209,8 +209,8 @@ class WeightRelay:
             raise ValueError(f"relay member names must be unique, got {sorted(names)}")
         self.config = config or SyncConfig(method="delta")
         self.members = {m.name: m for m in members}
-        self.origin = RelayOrigin.remote(self.config, origin_site, torch_threads)  # type: ignore[attr-defined]  # an @ray.remote class (mypy ignores class decorators)
-        self.handles = {m.name: RelayNode.remote(m, torch_threads) for m in members}  # type: ignore[attr-defined]  # an @ray.remote class (mypy ignores class decorators)
+        self.origin = RelayOrigin.remote(self.config, origin_site, torch_threads)  # type: ignore[attr-defined]  # @ray.remote class
+        self.handles = {m.name: RelayNode.remote(m, torch_threads) for m in members}  # type: ignore[attr-defined]  # @ray.remote class
         self.attached = set(names)
         ray.get(self.origin.register.remote({m.layout for m in members}))
 
