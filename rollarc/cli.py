@@ -12,7 +12,9 @@ import argparse
 import importlib
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
+from rollarc.config_docs import render, stale_message
 from rollarc.configio import ConfigError, dump_yaml
 
 BENCHMARKS = {
@@ -44,6 +46,22 @@ def _cmd_config(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_config_docs(args: argparse.Namespace) -> int:
+    out, expected = Path(args.out), render()
+    if args.check:
+        message = stale_message(out, out.read_text() if out.is_file() else None, expected)
+        print(f"rollarc: {message}" if message else f"{out} is up to date", file=sys.stderr if message else sys.stdout)
+        return 1 if message else 0
+    if not out.parent.is_dir():
+        raise ConfigError(f"--out {out}: directory {out.parent} does not exist (run from the repository root, "
+                          "or pass --out PATH)")
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_text(expected)
+    tmp.replace(out)
+    print(out)
+    return 0
+
+
 def _cmd_train(args: argparse.Namespace) -> int:
     from rollarc.runtime.entry import train_main  # deferred: Ray and torch are heavy
 
@@ -63,9 +81,14 @@ def _cmd_eval(args: argparse.Namespace) -> int:
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    from rollarc.report.build import build_report  # deferred: matplotlib is heavy
+    from rollarc.report.build import ReportError, build_report  # deferred: matplotlib is heavy
 
-    for path in build_report(args.run_dir):
+    try:
+        paths = build_report(args.run_dir)
+    except ReportError as err:
+        print(f"rollarc report: {err}", file=sys.stderr)
+        return 2
+    for path in paths:
         print(path)
     return 0
 
@@ -79,6 +102,10 @@ def build_parser() -> argparse.ArgumentParser:
     show = config_sub.add_parser("show", help="print the resolved config")
     _config_args(show)
     show.set_defaults(func=_cmd_config)
+    docs = config_sub.add_parser("docs", help="write the configuration reference generated from the config models")
+    docs.add_argument("--out", default="docs/configuration.md", help="where to write it (default: %(default)s)")
+    docs.add_argument("--check", action="store_true", help="only check that --out is up to date (exit 1 if not)")
+    docs.set_defaults(func=_cmd_config_docs)
 
     p = sub.add_parser("train", help="RL training run (SFT warm start first if needed)")
     _config_args(p)
@@ -95,7 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--episodes", type=int, default=None, help="held-out episodes (default: train.eval_episodes)")
     p.set_defaults(func=_cmd_eval)
 
-    p = sub.add_parser("report", help="rebuild a run's plots and summary")
+    p = sub.add_parser("report", help="rebuild a run's plots, bubble fractions and report.md")
     p.add_argument("run_dir")
     p.set_defaults(func=_cmd_report)
 
@@ -114,13 +141,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("rest", nargs=argparse.REMAINDER)
     p.set_defaults(func=lambda a: _passthrough("rollarc.reward_cli")(a.rest))
 
+    p = sub.add_parser("serve", help="OpenAI-compatible completions server of a model (rollarc serve MODEL_DIR)",
+                       add_help=False)
+    p.add_argument("rest", nargs=argparse.REMAINDER)
+    p.set_defaults(func=lambda a: _passthrough("rollarc.serve.app")(a.rest))
+
     p = sub.add_parser("simulate", help="discrete-event simulation of a cluster", add_help=False)
     p.add_argument("rest", nargs=argparse.REMAINDER)
     p.set_defaults(func=lambda a: _passthrough("rollarc.sim.cli")(a.rest))
     return parser
 
 
-PASSTHROUGH = {"plan": "rollarc.sim.plan_cli", "simulate": "rollarc.sim.cli", "reward": "rollarc.reward_cli"}
+PASSTHROUGH = {"plan": "rollarc.sim.plan_cli", "simulate": "rollarc.sim.cli", "reward": "rollarc.reward_cli",
+               "serve": "rollarc.serve.app"}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -14,23 +14,35 @@ from rollarc.configio import FrozenModel
 
 
 class PoolConfig(FrozenModel):
-    count: int = Field(..., ge=0)
-    kind: str = "cpu"
+    """A resource pool: a Ray custom resource with ``count`` units that roles reserve."""
+
+    count: int = Field(..., ge=0, description="units of the pool (the Ray resource's amount)")
+    kind: str = Field("cpu", description="hardware label from the cluster catalogue (cpu, h800, h20, ...); written by "
+                                         "`rollarc plan --emit-config`, placement uses only the resource")
     resource: str | None = Field(None, description="Ray resource name; default pool_<name>")
 
 
 class RoleConfig(FrozenModel):
-    pool: str
-    replicas: int = Field(1, ge=0)
+    """Where one role's replicas run and what each reserves."""
+
+    pool: str = Field(..., description="the declared pool the replicas are placed on")
+    replicas: int = Field(1, ge=0, description="replicas of the role (train: exactly 1; env: at least 1; reward: "
+                                               "the fixed pool of `reward.kind: dedicated`)")
     units: float = Field(1.0, ge=0.0, description="pool units each replica reserves")
     threads: int = Field(1, ge=1, description="torch threads pinned in each replica")
 
 
 class RolesConfig(FrozenModel):
-    train: RoleConfig = RoleConfig(pool="compute")
-    env: RoleConfig = RoleConfig(pool="cpu")
-    rollout: list[RoleConfig] = [RoleConfig(pool="compute")]
-    reward: RoleConfig = RoleConfig(pool="cpu", replicas=0)
+    """Which pool each role runs on, and how many replicas."""
+
+    train: RoleConfig = Field(RoleConfig(pool="compute"), description="the TrainWorker")
+    env: RoleConfig = Field(RoleConfig(pool="cpu"), description="EnvWorkers: environments and agent loops")
+    rollout: list[RoleConfig] = Field([RoleConfig(pool="compute")], description="RolloutWorkers (engine replicas), "
+                                                                               "one entry per rollout pool; a single "
+                                                                               "mapping is accepted too")
+    reward: RoleConfig = Field(RoleConfig(pool="cpu", replicas=0), description="model-based reward replicas: the "
+                                                                              "fixed pool (dedicated) or the pool a "
+                                                                              "serverless reward scales in")
 
     @field_validator("rollout", mode="before")
     @classmethod
@@ -39,12 +51,16 @@ class RolesConfig(FrozenModel):
 
 
 class ClusterConfig(FrozenModel):
-    address: str | None = None
-    num_cpus: int | None = Field(None, ge=1)
-    include_dashboard: bool = False
-    dashboard_host: str = "127.0.0.1"
-    pools: dict[str, PoolConfig] = {"compute": PoolConfig(count=2, kind="cpu"), "cpu": PoolConfig(count=4)}
-    roles: RolesConfig = RolesConfig()
+    """The Ray cluster to start or join, its resource pools, and where each role runs."""
+
+    address: str | None = Field(None, description="join this Ray cluster instead of starting a local one "
+                                                  "(`rollarc train --address` overrides it)")
+    num_cpus: int | None = Field(None, ge=1, description="CPUs of the local Ray cluster (null: every core)")
+    include_dashboard: bool = Field(False, description="start the Ray dashboard with the local cluster")
+    dashboard_host: str = Field("127.0.0.1", description="interface the local Ray dashboard listens on")
+    pools: dict[str, PoolConfig] = Field({"compute": PoolConfig(count=2, kind="cpu"), "cpu": PoolConfig(count=4)},
+                                         description="resource pools by name")
+    roles: RolesConfig = Field(RolesConfig(), description="the pool and replicas of each role")
 
     @model_validator(mode="after")
     def _roles_use_declared_pools(self) -> ClusterConfig:

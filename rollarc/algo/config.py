@@ -22,19 +22,27 @@ FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
 class LossConfig(FrozenModel):
     """How the policy loss is computed; see the README section "Algorithms" for every formula."""
 
-    advantage: AdvantageKind = "grpo"
-    clip_low: FiniteFloat = Field(0.2, gt=0, lt=1)
-    clip_high: FiniteFloat = Field(0.28, gt=0, lt=1)
-    agg: Aggregation = "token_mean"
-    kl_coef: FiniteFloat = Field(0.0, ge=0)
-    entropy_coef: FiniteFloat = Field(0.0, ge=0)
-    correction: Correction = "none"
-    # Truncation C of the TIS weight min(pi_prox/pi_behav, C); below 1 it would down-weight on-policy tokens.
-    tis_cap: FiniteFloat = Field(2.0, ge=1)
-    # decoupled_ppo only: tokens whose weight pi_prox/pi_behav exceeds it are dropped (None: keep all).
-    decoupled_cap: FiniteFloat | None = Field(None, gt=1)
-    # GRPO only: added to the group's sample std before dividing.
-    eps: FiniteFloat = Field(1e-6, gt=0, lt=1)
+    advantage: AdvantageKind = Field("grpo", description="advantage estimator within each group: `grpo` (reward "
+                                                         "minus group mean, over group std + eps), `dr_grpo` (minus "
+                                                         "the mean only), `rloo` (minus the mean of the others)")
+    clip_low: FiniteFloat = Field(0.2, gt=0, lt=1, description="PPO clip range lower side: ratio >= 1 - clip_low")
+    clip_high: FiniteFloat = Field(0.28, gt=0, lt=1, description="PPO clip range upper side: ratio <= 1 + clip_high")
+    agg: Aggregation = Field("token_mean", description="loss aggregation: mean over all tokens of the batch "
+                                                       "(`token_mean`) or over each sequence, then sequences "
+                                                       "(`seq_mean`)")
+    kl_coef: FiniteFloat = Field(0.0, ge=0, description="weight of the k3 KL to the frozen reference policy "
+                                                        "(0: no reference is kept)")
+    entropy_coef: FiniteFloat = Field(0.0, ge=0, description="weight of the entropy bonus")
+    correction: Correction = Field("none", description="off-policy correction for tokens sampled by older "
+                                                       "versions: `none` (recorded log-probs are the PPO anchor), "
+                                                       "`tis` (truncated importance weight) or `decoupled_ppo`")
+    tis_cap: FiniteFloat = Field(2.0, ge=1, description="`tis` only: truncation C of the weight min(pi_prox/pi_behav, "
+                                                        "C); below 1 it would down-weight on-policy tokens")
+    decoupled_cap: FiniteFloat | None = Field(None, gt=1, description="`decoupled_ppo` only: tokens whose weight "
+                                                                      "pi_prox/pi_behav exceeds it are dropped "
+                                                                      "(null: keep all)")
+    eps: FiniteFloat = Field(1e-6, gt=0, lt=1, description="`grpo` only: added to the group's sample std before "
+                                                           "dividing")
 
     @model_validator(mode="after")
     def _no_setting_without_effect(self) -> LossConfig:

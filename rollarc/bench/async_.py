@@ -23,7 +23,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from rollarc.bench.readme_table import emit_json, markdown_table, write_block
+from rollarc.bench.report_file import add_docs_flag, emit_json, markdown_table, publish
 from rollarc.config import load_train_config
 from rollarc.runtime.entry import initial_policy, run_training
 
@@ -67,7 +67,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--ks", default="1,2,4", help="staleness bounds of the async modes")
     parser.add_argument("--quick", action="store_true", help="a tiny smoke run (nano model, 2 steps)")
     parser.add_argument("--json", action="store_true", help="(the JSON line is always printed last)")
-    parser.add_argument("--no-readme", action="store_true")
+    add_docs_flag(parser)
     parser.add_argument("--runs", default=None, help="where the runs go (default: a temporary directory)")
     parser.add_argument("overrides", nargs="*", help="key=value overrides applied to every mode")
     args = parser.parse_args(argv)
@@ -100,14 +100,13 @@ def main(argv: list[str]) -> int:
         "steps": base.train.steps,
         "trajectories_per_step": base.train.groups_per_step * base.train.group_size,
     }
-    if not args.quick and not args.no_readme:
-        rows = [[label, r["rl_wall_s"], sync_s / r["rl_wall_s"], r["trajectories_per_s"],
-                 r["bubble"].get("rollout", float("nan")), r["bubble"].get("train", float("nan")),
-                 r["dropped_stale_groups"], r["success"]] for label, r in results.items()]
-        body = markdown_table(["mode", "RL wall s", "speed-up vs sync", "trajectories/s", "rollout bubble",
-                               "train bubble", "stale groups dropped", "held-out success"], rows)
-        body += (f"\n\n{base.train.steps} steps of {result['trajectories_per_step']} trajectories per mode; "
-                 f"held-out success before RL {result['success_before_rl']:.3f} (200 greedy episodes).")
-        write_block("async", body, command="rollarc bench async")
+    rows = [[label, r["rl_wall_s"], sync_s / r["rl_wall_s"], r["trajectories_per_s"],
+             r["bubble"].get("rollout", float("nan")), r["bubble"].get("train", float("nan")),
+             r["dropped_stale_groups"], r["success"]] for label, r in results.items()]
+    body = markdown_table(["mode", "RL wall s", "speed-up vs sync", "trajectories/s", "rollout bubble",
+                           "train bubble", "stale groups dropped", "held-out success"], rows)
+    body += (f"\n\n{base.train.steps} steps of {result['trajectories_per_step']} trajectories per mode; "
+             f"held-out success before RL {result['success_before_rl']:.3f} (200 greedy episodes).")
+    publish("async", body, result, "rollarc bench async", quick=args.quick, no_docs=args.no_docs)
     emit_json(result)
     return 0

@@ -40,7 +40,7 @@ import torch
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
 
-from rollarc.bench.readme_table import emit_json, markdown_table, write_block
+from rollarc.bench.report_file import add_docs_flag, emit_json, markdown_table, publish
 from rollarc.engine import EngineConfig, LLMEngine, SamplingParams
 
 FIRST_CHAR_ID = 6  # ids below are the tokenizer's special tokens
@@ -148,7 +148,7 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="rollarc bench engine", description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="small workload for smoke tests")
     parser.add_argument("--json", action="store_true", help="accepted; the JSON line is always printed last")
-    parser.add_argument("--no-readme", action="store_true", help="do not write the README block")
+    add_docs_flag(parser)
     parser.add_argument("--requests", type=int, default=None, help="number of requests (default 256; quick 32)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads for every engine (default 1)")
     parser.add_argument("--hf-batch", type=int, default=64, help="static batch size of HF generate")
@@ -203,8 +203,7 @@ def main(argv: list[str]) -> int:
     rows = [[labels[name], seconds[name], tok_s[name], tok_s["rollarc"] / tok_s[name]] for name in seconds]
     table = markdown_table(["engine", "wall s", "useful tok/s", "rollarc speed-up"], rows)
     print(table, flush=True)
-    if not (args.quick or args.no_readme):
-        command = "rollarc bench engine" + (f" --threads {args.threads}" if args.threads != 1 else "")
-        write_block("engine", table, command=command)
+    command = "rollarc bench engine" + (f" --threads {args.threads}" if args.threads != 1 else "")
+    publish("engine", table, result, command, quick=args.quick, no_docs=args.no_docs)
     emit_json(result)
     return 0

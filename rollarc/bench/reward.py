@@ -43,7 +43,7 @@ from ray import serve
 
 from rollarc.agent.chat import ChatRenderer
 from rollarc.agent.runner import RewardFailure
-from rollarc.bench.readme_table import emit_json, markdown_table, write_block
+from rollarc.bench.report_file import add_docs_flag, emit_json, markdown_table, publish
 from rollarc.config import ClusterConfig, PoolConfig, RoleConfig, RolesConfig, load_train_config
 from rollarc.envs.latency import PRESETS
 from rollarc.models.tokenizer import build_tokenizer
@@ -90,9 +90,9 @@ def _pct(values: np.ndarray, q: float) -> float:
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="rollarc bench reward", description=__doc__.split("\n")[0])
-    p.add_argument("--quick", action="store_true", help="a small run for smoke tests (no README)")
+    p.add_argument("--quick", action="store_true", help="a small run for smoke tests (writes nothing into docs/)")
     p.add_argument("--json", action="store_true", help="accepted; the JSON line is always printed last")
-    p.add_argument("--no-readme", action="store_true", help="do not write the README block")
+    add_docs_flag(p)
     p.add_argument("--trace", default=None, help="replay a run's timeline.jsonl instead of generated waves")
     p.add_argument("--waves", type=int, default=None, help="rollout waves (training steps); default 3, quick 2")
     p.add_argument("--trajectories", type=int, default=None, help="trajectories per wave; default 128, quick 16")
@@ -346,13 +346,13 @@ def main(argv: list[str]) -> int:
     }
     log(f"serverless vs peak-sized pool: {cost_ratio:.2f}x the replica-seconds, {p99_ratio:.2f}x the p99 latency "
         f"(goal: <= 0.5x and <= 2x: {'met' if result['goal_met'] else 'not met'})")
-    if not (args.quick or args.no_readme):
-        write_block("reward", readme_body(result, rows), command="rollarc bench reward")
+    publish("reward", docs_body(result, rows), result, "rollarc bench reward", quick=args.quick,
+            no_docs=args.no_docs)
     emit_json(result)
     return 0
 
 
-def readme_body(result: dict[str, Any], rows: dict[str, dict[str, Any]]) -> str:
+def docs_body(result: dict[str, Any], rows: dict[str, dict[str, Any]]) -> str:
     table = markdown_table(
         ["set-up", "replicas", "replica-s (cost)", "p50 latency s", "p99 latency s", "mean wait s", "failed"],
         [[m, rows[m]["replicas"], rows[m]["replica_s"], rows[m]["p50_latency_s"], rows[m]["p99_latency_s"],

@@ -11,7 +11,13 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from rollarc.bench.readme_table import REPO_ROOT, emit_json, markdown_table, write_block
+from rollarc.bench.report_file import (
+    REPO_ROOT,
+    add_docs_flag,
+    emit_json,
+    markdown_table,
+    publish,
+)
 from rollarc.sim.cli import comparison, run_scenario
 
 SCENARIO = Path("configs/sim/rollarc_3072.yaml")
@@ -22,7 +28,7 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="rollarc bench sim", description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="3 steps of each scenario (smoke test)")
     parser.add_argument("--json", action="store_true", help="accepted; the JSON line is always printed last")
-    parser.add_argument("--no-readme", action="store_true", help="do not write the README block")
+    add_docs_flag(parser)
     parser.add_argument("--steps", type=int, default=None, help="override the scenarios' 100 steps")
     args = parser.parse_args(argv)
     steps = 3 if args.quick else args.steps
@@ -51,16 +57,16 @@ def main(argv: list[str]) -> int:
         "cost_per_step_ratio": ratios["cost_per_step_ratio"],
         "dropped_groups": ours.dropped_groups,
     }
-    if not args.quick and not args.no_readme:
-        rows = [
-            ["rollarc-3072 (async k=1, H800+H20, serverless judge)", gpus, ours.steps, ours.trajectories_finished, ours.events,
-             ours.wall_s, ours.events_per_s, ours.step_time_s, ours.cost_per_step_usd],
-            ["monolithic-h800-sync (equal cost)", sum(p.count for p in base.pools.values() if p.kind != "cpu"), base.steps,
-             base.trajectories_finished, base.events, base.wall_s, base.events_per_s, base.step_time_s, base.cost_per_step_usd],
-        ]
-        table = markdown_table(["scenario", "GPUs", "steps", "trajectories", "events", "wall s", "events/s",
-                                "sim. step s", "sim. $/step"], rows)
-        write_block("sim", table + f"\n\nPredicted speed-up {ratios['speedup']:.2f}x, cost per step {ratios['cost_per_step_ratio']:.2f}x lower.",
-                    command="rollarc bench sim")
+    rows = [
+        ["rollarc-3072 (async k=1, H800+H20, serverless judge)", gpus, ours.steps, ours.trajectories_finished, ours.events,
+         ours.wall_s, ours.events_per_s, ours.step_time_s, ours.cost_per_step_usd],
+        ["monolithic-h800-sync (equal cost)", sum(p.count for p in base.pools.values() if p.kind != "cpu"), base.steps,
+         base.trajectories_finished, base.events, base.wall_s, base.events_per_s, base.step_time_s, base.cost_per_step_usd],
+    ]
+    table = markdown_table(["scenario", "GPUs", "steps", "trajectories", "events", "wall s", "events/s",
+                            "sim. step s", "sim. $/step"], rows)
+    body = (table + f"\n\nPredicted speed-up {ratios['speedup']:.2f}x, "
+            f"cost per step {ratios['cost_per_step_ratio']:.2f}x lower.")
+    publish("sim", body, result, "rollarc bench sim", quick=args.quick, no_docs=args.no_docs)
     emit_json(result)
     return 0

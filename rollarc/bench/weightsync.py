@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 import torch
 
-from rollarc.bench.readme_table import emit_json, markdown_table, write_block
+from rollarc.bench.report_file import add_docs_flag, emit_json, markdown_table, publish
 from rollarc.sync.codec import apply_delta, encode_delta, encode_full, full_nbytes
 from rollarc.sync.config import SyncConfig
 
@@ -257,7 +257,7 @@ def peak_rss_gb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e9  # ru_maxrss is in KiB on Linux
 
 
-def readme_body(real: list[RealResult], syn: SyntheticResult, relay: RelayResult, result: dict) -> str:
+def docs_body(real: list[RealResult], syn: SyntheticResult, relay: RelayResult, result: dict) -> str:
     rows = [[f"tiny policy, real AdamW, lr {r.lr:g}", f"{r.changed_fraction:.2%}", f"{r.full_bytes / r.steps / 1e6:.2f} MB",
              f"{r.delta_bytes / r.steps / 1e6:.3f} MB", f"{r.bytes_ratio:.1f}x", "yes" if r.bit_exact else "NO"]
             for r in real]
@@ -287,7 +287,7 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="rollarc bench weightsync", description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="small sizes, for smoke tests")
     parser.add_argument("--json", action="store_true", help="accepted; the JSON line is always printed last")
-    parser.add_argument("--no-readme", action="store_true", help="do not write the README block")
+    add_docs_flag(parser)
     parser.add_argument("--params", type=float, default=None, help="synthetic parameters (default 1e9; quick 2e7)")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
@@ -334,8 +334,7 @@ def main(argv: list[str]) -> int:
     print(f"encode {result['encode_gb_s']:.2f} GB/s, decode {result['decode_gb_s']:.2f} GB/s "
           f"(CPU time: {result['encode_gb_s_cpu']:.2f} / {result['decode_gb_s_cpu']:.2f}), "
           f"peak RSS {result['peak_rss_gb']:.2f} GB", flush=True)
-    if not (args.quick or args.no_readme):
-        command = "rollarc bench weightsync --json"
-        write_block("weightsync", readme_body(real, syn, relay, result), command=command)
+    publish("weightsync", docs_body(real, syn, relay, result), result, "rollarc bench weightsync --json",
+            quick=args.quick, no_docs=args.no_docs)
     emit_json(result)
     return 0

@@ -31,13 +31,14 @@ import torch
 from torch import nn
 
 from rollarc.engine.config import EngineConfig
-from rollarc.engine.kv_cache import SlotKVCache
+from rollarc.engine.kv_cache import SlotKVCache, kv_bytes_per_token, plan_kv_cache
 from rollarc.engine.model_runner import ModelRunner, PrefillSeq, model_geometry
 from rollarc.engine.prefix_cache import CachedPrefix, PrefixCache
 from rollarc.engine.request import Request
 from rollarc.engine.sampling import Sampled, draw_uniforms, sample
 from rollarc.engine.scheduler import Scheduler
 from rollarc.engine.types import Completion, FinishReason, SamplingParams
+from rollarc.models.device import free_memory_bytes, resolve_dtype
 
 _RATE_WINDOW_S = 10.0
 
@@ -68,13 +69,15 @@ class LLMEngine:
         self.model = model
         self.vocab_size = geometry.vocab_size
         parameter = next(model.parameters())
-        kv_gb = (2 * geometry.num_layers * config.max_num_seqs * geometry.num_kv_heads * self.max_model_len
-                 * geometry.head_dim * parameter.element_size()) / 1e9
-        if kv_gb > config.kv_cache_max_gb:
-            raise ValueError(f"the KV cache would take {kv_gb:.2f} GB (max_num_seqs={config.max_num_seqs} x "
-                             f"max_model_len={self.max_model_len}), over kv_cache_max_gb={config.kv_cache_max_gb}; "
-                             "lower EngineConfig.max_num_seqs or max_model_len, or raise kv_cache_max_gb")
-        self.kv = SlotKVCache(geometry.num_layers, config.max_num_seqs, geometry.num_kv_heads, self.max_model_len,
+        if config.dtype is not None and parameter.dtype != resolve_dtype(config.dtype):
+            raise ValueError(f"EngineConfig.dtype is {config.dtype} but the model's weights are {parameter.dtype}; "
+                             f"cast the model first (model.to({resolve_dtype(config.dtype)}))")
+        budget = (int(config.kv_cache_gb * 1e9) if config.kv_cache_gb is not None
+                  else int(config.kv_cache_memory_fraction * free_memory_bytes(parameter.device)))
+        bytes_per_token = kv_bytes_per_token(geometry.num_layers, geometry.num_kv_heads, geometry.head_dim,
+                                             parameter.element_size())
+        self.kv_plan = plan_kv_cache(bytes_per_token, budget, config.max_num_seqs, self.max_model_len)
+        self.kv = SlotKVCache(geometry.num_layers, self.kv_plan.num_slots, geometry.num_kv_heads, self.max_model_len,
                               geometry.head_dim, dtype=parameter.dtype, device=parameter.device)
         self.runner = ModelRunner(model, self.kv)
         self.prefix_cache = PrefixCache(config.prefix_cache_tokens)
@@ -153,8 +156,9 @@ class LLMEngine:
             if plan.decodes:
                 device = self.runner.device
                 token_ids = torch.tensor([r.last_token() for r in plan.decodes], device=device)
-                positions = torch.tensor([r.num_computed for r in plan.decodes], device=device)
-                logits.append(self.runner.decode(token_ids, positions))
+                computed = [r.num_computed for r in plan.decodes]
+                positions = torch.tensor(computed, device=device)
+                logits.append(self.runner.decode(token_ids, positions, max(computed) + 1))
             if plan.prefills:
                 logits.append(self._prefill_shared(plan.prefills))
             sampled = self._sample(batch, torch.cat(logits) if len(logits) > 1 else logits[0])
@@ -162,7 +166,11 @@ class LLMEngine:
         self.counters["steps"] += 1
         self.counters["prefill_tokens"] += sum(len(r.prompt_ids) - r.cached_prompt_tokens for r in plan.prefills)
         self.counters["prefill_tokens"] -= self.counters["shared_prefill_tokens"] - shared_before
-        tokens, logprobs, ok = sampled.token_ids.tolist(), sampled.logprobs.tolist(), sampled.ok.tolist()
+        # One device-to-host copy per step (not one per tensor, nor per token): float64 holds token ids
+        # exactly and widens the float32 log-probs exactly.
+        host = torch.stack([sampled.token_ids.double(), sampled.logprobs.double(), sampled.ok.double()]).cpu()
+        tokens = [int(t) for t in host[0].tolist()]
+        logprobs, ok = host[1].tolist(), [bool(g) for g in host[2].tolist()]
         for request in batch:  # all of them first: finishing one may move another's KV, by num_computed
             request.num_computed = request.num_tokens
         generated = 0

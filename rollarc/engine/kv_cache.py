@@ -11,11 +11,55 @@ Python ops per step, and paging adds a gather per layer per step; the price of s
 (``max_num_seqs × max_model_len`` tokens reserved up front) and attention over ``Lmax`` for every row.
 The cache starts zeroed, and a slot whose request produced NaN is zeroed again: a masked position
 still enters the attention matmul, and ``0 · NaN`` would poison the row that inherits the slot.
+
+Sizing (:func:`plan_kv_cache`): the cache gets a memory *budget* (bytes), not a fixed shape. Each slot
+holds a whole request of ``max_model_len`` tokens, which is never shortened (a request's length is a
+promise to the caller); what the budget limits is how many slots there are, up to ``max_num_seqs``
+(a maximum, like vLLM's). So a checkpoint with a 32k context starts on whatever memory the device has,
+with fewer concurrent requests, and only a budget too small for a single request is an error.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
+
+
+class KVBudgetError(ValueError):
+    """The KV memory budget cannot hold even one request of ``max_model_len`` tokens."""
+
+
+@dataclass(frozen=True)
+class KVPlan:
+    num_slots: int
+    slot_len: int
+    bytes_per_token: int
+    budget_bytes: int
+
+    @property
+    def nbytes(self) -> int:
+        return self.num_slots * self.slot_len * self.bytes_per_token
+
+
+def kv_bytes_per_token(num_layers: int, num_kv_heads: int, head_dim: int, dtype_bytes: int) -> int:
+    """K and V of one token over all layers: ``2 × layers × kv_heads × head_dim × dtype bytes``."""
+    return 2 * num_layers * num_kv_heads * head_dim * dtype_bytes
+
+
+def plan_kv_cache(bytes_per_token: int, budget_bytes: int, max_num_seqs: int, max_model_len: int) -> KVPlan:
+    """``min(max_num_seqs, budget_tokens // max_model_len)`` slots of ``max_model_len`` tokens each.
+
+    Raises :class:`KVBudgetError` (one line, naming the keys to change) when not one slot fits.
+    """
+    budget_tokens = budget_bytes // bytes_per_token
+    slots = min(max_num_seqs, budget_tokens // max_model_len)
+    if slots < 1:
+        raise KVBudgetError(
+            f"the KV budget of {budget_bytes / 1e9:.3g} GB holds {budget_tokens} tokens "
+            f"({bytes_per_token} bytes each), less than one request of max_model_len={max_model_len}; "
+            "raise engine.kv_cache_gb or engine.kv_cache_memory_fraction, or lower engine.max_model_len")
+    return KVPlan(num_slots=slots, slot_len=max_model_len, bytes_per_token=bytes_per_token, budget_bytes=budget_bytes)
 
 
 class SlotKVCache:

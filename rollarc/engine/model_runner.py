@@ -151,14 +151,15 @@ class ModelRunner:
             k = layer.k_norm(k)
         return _rope(k, cos, sin), v
 
-    def decode(self, token_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+    def decode(self, token_ids: torch.Tensor, positions: torch.Tensor, length: int | None = None) -> torch.Tensor:
         """One token for each running request (slots ``0..B-1``): ``token_ids [B]`` at ``positions [B]``.
 
-        Writes their K/V at ``positions`` and returns next-token logits ``[B, vocab]``.
+        Writes their K/V at ``positions`` and returns next-token logits ``[B, vocab]``. ``length`` is
+        ``max(positions) + 1``; a caller that knows it passes it, which saves a device-to-host sync.
         """
         g = self.geometry
         batch = token_ids.shape[0]
-        length = int(positions.max()) + 1
+        length = int(positions.max()) + 1 if length is None else length
         rows = self._rows[:batch]
         key_pos = self._positions[:length][None, :]
         masks: dict[int | None, torch.Tensor] = {None: (key_pos <= positions[:, None])[:, None, None, :]}

@@ -46,15 +46,19 @@ _REQUIRED: dict[str, tuple[str, ...]] = {
 class LatencyConfig(FrozenModel):
     """Per-step env latency and failure model; only the parameters of ``kind`` may be set."""
 
-    kind: LatencyKind = "none"
-    fixed_s: float | None = Field(default=None, ge=0.0)
-    median_s: float | None = Field(default=None, gt=0.0)
-    sigma: float | None = Field(default=None, ge=0.0)
-    scale_s: float | None = Field(default=None, gt=0.0)
-    alpha: float | None = Field(default=None, gt=0.0)
-    trace_path: Path | None = None
+    kind: LatencyKind = Field("none", description="delay distribution: `none` (0 s), `fixed` (fixed_s), `lognormal` "
+                                                  "(median_s, sigma), `pareto` (scale_s, alpha) or `trace` (resample "
+                                                  "trace_path)")
+    fixed_s: float | None = Field(default=None, ge=0.0, description="`fixed` only: the delay of every step, seconds")
+    median_s: float | None = Field(default=None, gt=0.0, description="`lognormal` only: median delay, seconds")
+    sigma: float | None = Field(default=None, ge=0.0, description="`lognormal` only: delay = median_s * exp(sigma * Z)")
+    scale_s: float | None = Field(default=None, gt=0.0, description="`pareto` only: minimum delay, seconds")
+    alpha: float | None = Field(default=None, gt=0.0, description="`pareto` only: shape (smaller: heavier tail)")
+    trace_path: Path | None = Field(None, description="`trace` only: file of recorded delays, seconds, one per line "
+                                                      "(`#` starts a comment)")
     max_s: float | None = Field(default=None, gt=0.0, description="cap on a sampled delay")
-    failure_prob: float = Field(default=0.0, ge=0.0, le=1.0)
+    failure_prob: float = Field(default=0.0, ge=0.0, le=1.0, description="probability that a step fails, which "
+                                                                         "fails its trajectory")
 
     @model_validator(mode="after")
     def _parameters_match_kind(self) -> LatencyConfig:

@@ -22,7 +22,7 @@ from typing import Any
 import gymnasium
 from gymnasium.envs.registration import load_env_creator
 from gymnasium.spaces import Text
-from pydantic import model_validator
+from pydantic import Field, model_validator
 
 from rollarc.configio import FrozenModel, validate
 
@@ -40,9 +40,11 @@ class EnvLoadError(ValueError):
 class EnvSpec(FrozenModel):
     """Which env to build: a registered ``id`` or an ``entry_point`` ("module:Attr"), plus kwargs."""
 
-    id: str | None = None
-    entry_point: str | None = None
-    kwargs: dict[str, Any] = {}
+    id: str | None = Field(None, description="a registered env id (built in: countdown, frozen_lake, sokoban)")
+    entry_point: str | None = Field(None, description="any gymnasium Text env by import path, 'package.module:Attr' "
+                                                      "(a class or a factory)")
+    kwargs: dict[str, Any] = Field({}, description="keyword arguments of the env's constructor, checked when it is "
+                                                   "made")
 
     @model_validator(mode="after")
     def _exactly_one(self) -> EnvSpec:

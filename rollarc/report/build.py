@@ -1,12 +1,15 @@
-"""``rollarc report RUN_DIR``: the learning curve, the per-role timeline (Gantt) and the bubble fractions.
+"""``rollarc report RUN_DIR``: the learning curve, the per-role timeline (Gantt), the bubble fractions and
+``report.md``, one page that puts them together with the held-out table, the counters and the config.
 
 Everything is rebuilt from the run directory's own files (``metrics.jsonl``, ``timeline.jsonl``,
-``summary.json``), so a report can be regenerated at any time, also for a run that stopped early.
+``summary.json``, ``config.yaml``), so a report can be regenerated at any time, also for a run that
+stopped early. ``render_report`` is pure (data in, Markdown out); ``build_report`` does the I/O.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +18,31 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
-from rollarc.report.metrics import read_jsonl
+RUN_FILES = ("metrics.jsonl", "timeline.jsonl", "summary.json", "config.yaml")
+LEARNING_CURVE, TIMELINE, REPORT = "learning_curve.png", "timeline.png", "report.md"
+# The run's counters (summary.json, from the controller), in the order the report lists them.
+COUNTERS = (
+    ("steps", "training steps (policy versions)"),
+    ("wall_s", "run wall time, s (from the controller's start)"),
+    ("rl_wall_s", "RL wall time, s (first admitted group to last weight sync)"),
+    ("total_wall_s", "total wall time, s (SFT and Ray start-up included)"),
+    ("trajectories_trained", "trajectories trained"),
+    ("trajectories_per_s", "trajectories trained per second of RL wall time"),
+    ("groups_started", "groups started"),
+    ("groups_trained", "groups trained"),
+    ("dropped_stale_groups", "groups dropped as stale"),
+    ("restarted_stale_groups", "groups restarted as stale"),
+    ("dropped_failed_groups", "groups dropped (fewer than 2 rollouts finished)"),
+    ("failed_trajectories", "failed trajectories"),
+    ("retried_groups", "groups run again after an EnvWorker died"),
+    ("env_worker_restarts", "EnvWorker restarts"),
+    ("max_buffer_groups", "most groups waiting in the buffer"),
+    ("max_in_flight_groups_bound", "bound on groups in flight + buffered"),
+)
+
+
+class ReportError(ValueError):
+    """A run directory a report cannot be built from; the message is meant for the user as is."""
 
 KIND_COLORS = {"generate": "tab:blue", "env_step": "tab:green", "reward": "tab:purple", "train": "tab:red",
                "sync": "tab:orange", "eval": "tab:gray"}
@@ -56,7 +83,7 @@ def plot_learning_curve(metrics: list[dict[str, Any]], evals: list[dict[str, Any
     steps = [m["step"] for m in metrics]
     if metrics:
         ax1.plot(steps, [m.get("success", float("nan")) for m in metrics], label="train success (sampled)", alpha=0.7)
-    points = [(e["version"], e["success"]) for e in evals if e.get("episodes")]
+    points = [(e["version"], e["success"]) for e in evals if e.get("episodes") != 0]  # None: count unknown
     if points:
         ax1.plot(*zip(*points, strict=True), "o-", label="held-out success (greedy)", color="black")
     ax1.set_xlabel("training step (policy version)")
@@ -106,21 +133,171 @@ def plot_timeline(spans: list[dict[str, Any]], path: Path, max_lanes: int = 40) 
 
 
 def build_report(run_dir: str | Path) -> list[Path]:
+    """Write the plots, the bubble fractions (into summary.json) and report.md; returns the files written."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
-        raise FileNotFoundError(f"{run_dir} is not a run directory")
-    metrics = read_jsonl(run_dir / "metrics.jsonl")
-    spans = read_jsonl(run_dir / "timeline.jsonl")
+        raise ReportError(f"{run_dir} is not a directory; give a run directory (runs/NAME-YYYYmmdd-HHMMSS)")
+    if not any((run_dir / name).is_file() for name in RUN_FILES):
+        raise ReportError(f"{run_dir} holds none of {', '.join(RUN_FILES)}: it is not a run directory, or its run "
+                          "has not started yet")
+    metrics = _read_jsonl(run_dir / "metrics.jsonl")
+    spans = _read_jsonl(run_dir / "timeline.jsonl")
     summary_path = run_dir / "summary.json"
-    summary = json.loads(summary_path.read_text()) if summary_path.is_file() else {}
-    evals = summary.get("evals") or [{"version": m["step"], "success": m["heldout_success"], "episodes": 1}
+    summary = _read_summary(summary_path)
+    finished = "steps" in summary  # the controller writes it at the end; a stopped run has none
+    evals = summary.get("evals") or [{"label": f"step_{m['step']}", "version": m["step"],
+                                      "success": m["heldout_success"], "episodes": None}
                                      for m in metrics if "heldout_success" in m]
-    outputs = [plot_learning_curve(metrics, evals, run_dir / "learning_curve.png")]
+    outputs = [plot_learning_curve(metrics, evals, run_dir / LEARNING_CURVE)]
     if spans:
-        outputs.append(plot_timeline(spans, run_dir / "timeline.png"))
+        outputs.append(plot_timeline(spans, run_dir / TIMELINE))
         train_spans = [s for s in spans if s.get("kind") != "eval"]
         window = tuple(summary["rl_window"]) if summary.get("rl_window") else None
         summary["bubble_fraction"] = bubble_fractions(train_spans, window)
         summary_path.write_text(json.dumps(summary, indent=1, default=str))
         outputs.append(summary_path)
+    config_path = run_dir / "config.yaml"
+    text = render_report(
+        run_dir.name, metrics=metrics, summary=summary, evals=evals, finished=finished,
+        config_yaml=config_path.read_text() if config_path.is_file() else None,
+        images=[p.name for p in outputs if p.suffix == ".png"],
+    )
+    report = run_dir / REPORT
+    tmp = run_dir / f".{REPORT}.tmp"
+    tmp.write_text(text)
+    tmp.replace(report)
+    outputs.append(report)
     return outputs
+
+
+def render_report(name: str, *, metrics: list[dict[str, Any]], summary: dict[str, Any], evals: list[dict[str, Any]],
+                  finished: bool, config_yaml: str | None, images: list[str]) -> str:
+    """``report.md``: held-out table, training figures, plots, bubbles, counters and the resolved config."""
+    lines = [f"# Run report: {name}", "",
+             ("Built by `rollarc report RUN_DIR` from this directory's `metrics.jsonl`, `timeline.jsonl`, "
+             "`summary.json` and `config.yaml`; running it again rebuilds this page and the plots."), ""]
+    if not finished:
+        lines += [("**No `summary.json`: the run did not finish** (it stopped or is still running). The figures "
+                  "below come from what it logged so far."), ""]
+    lines += ["## Held-out success", ""]
+    lines += _heldout_section(summary, evals)
+    lines += ["## Learning curve", ""]
+    if LEARNING_CURVE in images:
+        lines += [f"![learning curve]({LEARNING_CURVE})", ""]
+    lines += _training_section(metrics)
+    lines += ["## Timeline and bubbles", ""]
+    if TIMELINE in images:
+        lines += [f"![per-role timeline]({TIMELINE})", ""]
+    else:
+        lines += ["No `timeline.jsonl` spans: no timeline or bubble fractions.", ""]
+    bubbles = summary.get("bubble_fraction") or {}
+    if bubbles:
+        where = "the RL window" if summary.get("rl_window") else "the whole timeline"
+        lines += [(f"Bubble fraction per role: idle time / wall time over {where}, averaged over the role's "
+                  "workers (held-out evaluation excluded)."), "",
+                  "| role | bubble fraction |", "|---|---|"]
+        lines += [f"| {role} | {_num(value)} |" for role, value in bubbles.items()]
+        lines.append("")
+    lines += ["## Counters", ""]
+    lines += _counters_section(summary)
+    lines += ["## Config", ""]
+    if config_yaml is None:
+        lines += ["No `config.yaml` in the run directory.", ""]
+    else:
+        lines += ["The resolved config (every default spelled out), as `config.yaml` holds it:", "",
+                  "```yaml", config_yaml.rstrip("\n"), "```", ""]
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def _heldout_section(summary: dict[str, Any], evals: list[dict[str, Any]]) -> list[str]:
+    if not evals:
+        return ["No held-out evaluation was recorded.", ""]
+    lines: list[str] = []
+    before, after = summary.get("heldout_success_before_rl"), summary.get("heldout_success_after_rl")
+    if before is not None and after is not None:
+        lines += [(f"Held-out success **{_num(before)} before RL -> {_num(after)} after RL** "
+                  f"({summary.get('heldout_episodes', '?')} greedy episodes on seeds training never sees)."), ""]
+    tasks = sorted({task for e in evals for task in (e.get("per_task") or {})})
+    per_task = len(tasks) > 1
+    header = ["evaluation", "policy version", "episodes", "success", "mean reward", "failed"]
+    header += [f"success: {t}" for t in tasks] if per_task else []
+    lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for e in evals:
+        row = [_label(e.get("label", "")), e.get("version"), e.get("episodes"), e.get("success"), e.get("reward"),
+               e.get("failed")]
+        row += [(e.get("per_task") or {}).get(t) for t in tasks] if per_task else []
+        lines.append("| " + " | ".join(_num(v) for v in row) + " |")
+    return [*lines, ""]
+
+
+def _training_section(metrics: list[dict[str, Any]]) -> list[str]:
+    if not metrics:
+        return ["No training step was logged (`metrics.jsonl` is missing or empty).", ""]
+    first, last = metrics[0], metrics[-1]
+    lines = [f"{len(metrics)} training steps logged (steps {first['step']} to {last['step']}).", "",
+             "| per step | first step | last step | mean | max |", "|---|---|---|---|---|"]
+    for key, label in (("success", "train success (sampled)"), ("reward", "mean reward"),
+                       ("step_time_s", "step time, s"), ("gen_tok_s", "generated tokens/s"),
+                       ("staleness_max", "max staleness (versions)"), ("loss", "loss")):
+        values = [m[key] for m in metrics if isinstance(m.get(key), (int, float)) and not isinstance(m[key], bool)]
+        if values:
+            lines.append(f"| {label} | {_num(first.get(key))} | {_num(last.get(key))} | "
+                         f"{_num(sum(values) / len(values))} | {_num(max(values))} |")
+    return [*lines, ""]
+
+
+def _counters_section(summary: dict[str, Any]) -> list[str]:
+    rows = [(label, summary[key]) for key, label in COUNTERS if key in summary]
+    dead = (summary.get("routing") or {}).get("dead_replicas")
+    if dead is not None:
+        rows.append(("dead rollout replicas", ", ".join(dead) or "none"))
+    if not rows:
+        return ["No counters: `summary.json` is missing.", ""]
+    lines = ["| counter | value |", "|---|---|", *[f"| {label} | {_num(value)} |" for label, value in rows], ""]
+    reasons = summary.get("failure_reasons") or {}
+    if reasons:
+        top = sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0]))[:5]
+        lines += ["Most common failure reasons:", "", "| reason | trajectories |", "|---|---|"]
+        lines += [f"| {reason.replace('|', '/')} | {count} |" for reason, count in top]
+        lines.append("")
+    return lines
+
+
+def _label(label: str) -> str:
+    return {"before_rl": "before RL", "after_rl": "after RL"}.get(label, label.replace("step_", "step "))
+
+
+def _num(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return "nan" if math.isnan(value) else f"{value:.4g}"
+    return str(value)
+
+
+def _read_jsonl(path: Path) -> list[dict[str, Any]]:
+    if not path.is_file():
+        return []
+    records = []
+    for number, line in enumerate(path.read_text().splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError as err:
+            raise ReportError(f"{path}, line {number}: not valid JSON ({err.msg})") from None
+    return records
+
+
+def _read_summary(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        return {}
+    try:
+        summary = json.loads(path.read_text())
+    except json.JSONDecodeError as err:
+        raise ReportError(f"{path}, line {err.lineno}: not valid JSON ({err.msg})") from None
+    if not isinstance(summary, dict):
+        raise ReportError(f"{path} must hold a JSON object, not {type(summary).__name__}")
+    return summary

@@ -32,10 +32,12 @@ class AutoscalingConfig(FrozenModel):
 
     min_replicas: int = Field(0, ge=0, description="the warm floor: replicas kept even when idle (0: scale to zero)")
     initial_replicas: int | None = Field(None, ge=0, description="replicas started warm at launch (default: min_replicas)")
-    max_replicas: int = Field(4, ge=1)
+    max_replicas: int = Field(4, ge=1, description="the ceiling Serve scales up to; must fit in the reward pool")
     target_ongoing_requests: float = Field(4.0, gt=0.0, description="in-flight requests per replica Serve aims for")
-    upscale_delay_s: float = Field(0.5, ge=0.0)
-    downscale_delay_s: float = Field(5.0, ge=0.0)
+    upscale_delay_s: float = Field(0.5, ge=0.0, description="how long the load must call for more replicas before "
+                                                            "Serve adds them")
+    downscale_delay_s: float = Field(5.0, ge=0.0, description="how long the load must call for fewer replicas "
+                                                              "before Serve removes them")
     downscale_to_zero_delay_s: float | None = Field(None, ge=0.0, description="default: downscale_delay_s")
     metrics_interval_s: float = Field(0.25, gt=0.0, description="how often replicas and callers report load")
     look_back_period_s: float = Field(1.0, gt=0.0, description="window the load is averaged over")
@@ -58,7 +60,7 @@ class AutoscalingConfig(FrozenModel):
 class BatchingConfig(FrozenModel):
     """``@serve.batch`` settings of every reward replica."""
 
-    max_batch_size: int = Field(16, ge=1)
+    max_batch_size: int = Field(16, ge=1, description="trajectories scored together in one forward pass at most")
     batch_wait_timeout_s: float = Field(0.01, ge=0.0, description="how long a partial batch waits for more requests")
     max_ongoing_requests: int | None = Field(None, ge=1, description="per replica (default: 2 x max_batch_size)")
 
@@ -75,8 +77,8 @@ class ServiceCostConfig(FrozenModel):
     ``rollarc bench reward``; always visible in the config, never applied silently.
     """
 
-    fixed_s: float = Field(0.0, ge=0.0)
-    per_item_s: float = Field(0.0, ge=0.0)
+    fixed_s: float = Field(0.0, ge=0.0, description="seconds added to every scored batch")
+    per_item_s: float = Field(0.0, ge=0.0, description="seconds added per trajectory of a scored batch")
 
     def seconds(self, batch_size: int) -> float:
         return self.fixed_s + self.per_item_s * batch_size
@@ -86,9 +88,9 @@ class JudgeArchConfig(FrozenModel):
     """The progress judge: a small transformer encoder over the trajectory's last tokens."""
 
     context_tokens: int = Field(96, ge=8, le=4096, description="the trajectory's last tokens the judge reads")
-    d_model: int = Field(64, ge=8)
-    heads: int = Field(4, ge=1)
-    layers: int = Field(2, ge=1)
+    d_model: int = Field(64, ge=8, description="width of the encoder (divisible by heads)")
+    heads: int = Field(4, ge=1, description="attention heads per layer")
+    layers: int = Field(2, ge=1, description="encoder layers")
 
     @model_validator(mode="after")
     def _heads_divide(self) -> JudgeArchConfig:
@@ -105,31 +107,37 @@ class RewardTrainConfig(FrozenModel):
                                   description="per-turn chance of a random action; episodes cycle through them")
     random_actions: list[str] = Field(["U", "D", "L", "R"], min_length=1, description="what a random action is")
     cut_fraction: float = Field(0.3, ge=0.0, le=1.0, description="share of episodes cut short at a random turn")
-    heldout_fraction: float = Field(0.2, gt=0.0, lt=1.0)
+    heldout_fraction: float = Field(0.2, gt=0.0, lt=1.0, description="share of the episodes kept out of training to "
+                                                                     "score the judge")
     seed_base: int = Field(30_000_000, ge=0, description="env seeds of the reward data (disjoint from RL seeds)")
     label_horizon: int = Field(400, ge=1, description="expert steps at most when measuring distance to the goal")
-    steps: int = Field(600, ge=1)
-    batch_size: int = Field(64, ge=1)
-    lr: float = Field(2e-3, gt=0.0)
-    seed: int = 0
-    judge: JudgeArchConfig = JudgeArchConfig()
+    steps: int = Field(600, ge=1, description="optimiser steps of the judge")
+    batch_size: int = Field(64, ge=1, description="examples per judge training step")
+    lr: float = Field(2e-3, gt=0.0, description="learning rate of the judge")
+    seed: int = Field(0, description="seeds the judge's initial weights and its batches")
+    judge: JudgeArchConfig = Field(JudgeArchConfig(), description="the judge's architecture")
 
 
 class RewardConfig(FrozenModel):
     """Where the trajectory reward comes from (see the module docstring)."""
 
-    kind: RewardKind = "rule"
+    kind: RewardKind = Field("rule", description="`rule`: the env's own reward, in-process; `serverless`: a judge "
+                                                 "served by an autoscaled Ray Serve deployment; `dedicated`: the "
+                                                 "same judge on cluster.roles.reward.replicas fixed replicas")
     stateless: bool = Field(True, description="the reward keeps no per-trajectory state (required for serverless)")
     model_path: str = Field("artifacts/reward/{name}", description="the judge directory; {name} is the run name")
     weight: float = Field(1.0, description="reward = env_return + weight * score")
     timeout_s: float = Field(30.0, gt=0.0, description="budget per trajectory, retries included; then it fails")
     max_retries: int = Field(2, ge=0, description="retries after a replica died mid-request")
-    retry_backoff_s: float = Field(0.2, ge=0.0)
-    app_name: str = Field("rollarc-reward", pattern=r"^[A-Za-z0-9_.-]+$")
-    autoscaling: AutoscalingConfig = AutoscalingConfig()
-    batching: BatchingConfig = BatchingConfig()
-    service_cost: ServiceCostConfig = ServiceCostConfig()
-    train: RewardTrainConfig = RewardTrainConfig()
+    retry_backoff_s: float = Field(0.2, ge=0.0, description="seconds to wait before a retry")
+    app_name: str = Field("rollarc-reward", pattern=r"^[A-Za-z0-9_.-]+$", description="name of the Ray Serve "
+                                                                                     "application")
+    autoscaling: AutoscalingConfig = Field(AutoscalingConfig(), description="scaling of the serverless reward")
+    batching: BatchingConfig = Field(BatchingConfig(), description="request batching of every reward replica")
+    service_cost: ServiceCostConfig = Field(ServiceCostConfig(), description="extra seconds per scored batch, to "
+                                                                             "stand in for a larger model")
+    train: RewardTrainConfig = Field(RewardTrainConfig(), description="`rollarc reward train`: the judge's data "
+                                                                      "and training")
 
     @model_validator(mode="after")
     def _kind_rules(self) -> RewardConfig:

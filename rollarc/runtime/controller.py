@@ -264,6 +264,8 @@ class Controller:
     def _get_sync(self, ref: Any) -> None:
         try:
             self.sync_times.append(ray.get(ref))
+        except RayTaskError as err:  # e.g. an external server refused to reload: serving on would mislabel versions
+            raise RunError(f"weight sync failed: {err.cause if hasattr(err, 'cause') else err}") from None
         except RayActorError:
             self.workers.note_dead_rollout()
             if not self.workers.alive_rollouts():

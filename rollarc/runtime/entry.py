@@ -16,6 +16,7 @@ from rollarc.agent.local_eval import evaluate_local
 from rollarc.config import Config, load_train_config
 from rollarc.configio import ConfigError, dump_yaml
 from rollarc.models.checkpoint import load_policy
+from rollarc.models.device import resolve_device, resolve_dtype
 from rollarc.report.metrics import MetricsWriter
 from rollarc.runtime.controller import Controller, RunError
 from rollarc.runtime.ray_cluster import plugin_pythonpath, start_ray
@@ -76,7 +77,9 @@ def run_training(cfg: Config, address: str | None = None) -> int:
             (run_dir / SFT_META).write_text(json.dumps(sft_meta, indent=1))
     (run_dir / "config.yaml").write_text(dump_yaml(cfg))
     version = int(resume_state["version"]) if resume_state else 0
-    start_ray(cfg.cluster, address, cfg.plugin_paths)
+    if address is not None:  # joining a cluster: pools are real resources there (see ray_cluster)
+        cfg = cfg.model_copy(update={"cluster": cfg.cluster.model_copy(update={"address": address})})
+    start_ray(cfg.cluster, address, cfg.plugin_paths, device=cfg.model.device)
     workers = None
     try:
         workers = Workers(cfg, policy_dir, start_version=version)
@@ -125,6 +128,7 @@ def eval_main(config_path: str, overrides: list[str], checkpoint: str | None = N
     plugin_pythonpath(cfg.plugin_paths)
     path = checkpoint or cfg.model.path or str(cfg.sft_checkpoint())
     model, tokenizer = load_policy(path)
+    model = model.to(resolve_device(cfg.model.device), resolve_dtype(cfg.engine.dtype or cfg.model.dtype))  # type: ignore[arg-type]  # transformers' typed .to rejects a device
     n = episodes if episodes is not None else cfg.train.eval_episodes
     result = evaluate_local(model, tokenizer, list(cfg.tasks), n, cfg.train.eval_seed_base, cfg.sampling, cfg.engine)
     print(json.dumps({"checkpoint": path, **result}))

@@ -1,28 +1,66 @@
 """Resource pools as Ray resources, and starting or joining a Ray cluster.
 
-A pool is a Ray custom resource (``pool_<name>`` unless the config names one, e.g.
-``accelerator_type:H800``). On a laptop the pools are declared as logical resources at ``ray.init``, so
-placement runs exactly as on a cluster, where nodes are started with the same resources
-(``ray start --resources '{"pool_h800": 8}'``). Actors reserve pool units, not CPUs (``num_cpus=0``),
-so two cores can host every role while each role still lands only where its pool is.
+How a pool becomes Ray resources (``actor_options``), by where Ray runs and the pool's ``kind``
+(GPU kinds are the ``gpus:`` of the hardware catalogue ``configs/cluster/hardware.yaml``):
+
+- **Local cluster** (rollarc starts Ray; no ``--address``): every pool is a logical custom resource
+  (``pool_<name>`` unless the config names one) declared at ``ray.init`` with the pool's count, so
+  placement runs exactly as on a cluster. A replica reserves ``units`` of it and no CPU
+  (``num_cpus=0``), so two cores can host every role. If the machine has GPUs and ``model.device`` is
+  not ``cpu``, replicas on GPU-kind pools also ask ``num_gpus=units``, so Ray gives each its own GPU
+  (``CUDA_VISIBLE_DEVICES``). A laptop has no GPU: nothing changes there.
+- **Existing cluster** (``--address`` or ``cluster.address``): pools are real resources. A replica on
+  a GPU-kind pool asks ``num_gpus=units`` plus, to land on that kind of GPU, Ray's
+  ``accelerator_type:<KIND>`` (e.g. ``accelerator_type:H800``, which Ray sets on nodes it detects, or
+  ``ray start --resources='{"accelerator_type:H800": 1}'``), or the pool's ``resource:`` when given
+  (a custom resource the nodes are started with). A CPU pool is a custom resource, as locally:
+  ``ray start --resources='{"pool_cpu": 64}'``.
+
+At start-up every pool is checked against what the cluster has; a missing one is a one-line
+:class:`ClusterResourceError`, not an actor that waits forever.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+from typing import Any
 
 import ray
 
 from rollarc.cluster_config import ClusterConfig
-from rollarc.placement import actor_options as actor_options  # re-exported for the runtime's workers
-from rollarc.placement import pool_resource
-from rollarc.plugin_path import plugin_pythonpath
+from rollarc.configio import ConfigError
+from rollarc.placement import accelerator_resource, pool_resource
+from rollarc.placement import actor_options as actor_options  # re-exported: the runtime's workers import it here
+from rollarc.placement import is_gpu_kind as is_gpu_kind
+from rollarc.plugin_path import plugin_pythonpath as plugin_pythonpath
 
 
-def start_ray(cluster: ClusterConfig, address: str | None = None, plugin_paths: list[str] | None = None
-              ) -> dict[str, float]:
-    """Start a local Ray cluster with the pools as logical resources, or join ``address``; return resources."""
+class ClusterResourceError(ConfigError):
+    """The Ray cluster cannot hold what the config asks for (a pool no node has, a GPU that is not there)."""
+
+
+def uses_gpus(cluster: ClusterConfig, device: str) -> bool:
+    """Whether replicas on GPU-kind pools reserve real GPUs (see the module docstring); needs Ray started."""
+    if cluster.address is not None:
+        return True
+    return device != "cpu" and ray.cluster_resources().get("GPU", 0) > 0
+
+
+def check_device(device: str, resources: dict[str, float]) -> None:
+    """``model.device: cuda`` on a cluster without GPUs fails here, at start-up, in one line."""
+    if device == "cuda" and resources.get("GPU", 0) <= 0:
+        raise ClusterResourceError("model.device is 'cuda' but the Ray cluster has no GPU; use model.device=auto "
+                                   "or cpu, or start Ray nodes with GPUs")
+
+
+def start_ray(cluster: ClusterConfig, address: str | None = None, plugin_paths: list[str] | None = None,
+              device: str = "auto") -> dict[str, float]:
+    """Start a local Ray cluster with the pools as logical resources, or join ``address``; return resources.
+
+    Raises :class:`ClusterResourceError` (after shutting Ray down) when a pool, or the GPU that
+    ``device='cuda'`` needs, is not in the cluster.
+    """
     address = address or cluster.address
     if ray.is_initialized():
         ray.shutdown()
@@ -41,10 +79,54 @@ def start_ray(cluster: ClusterConfig, address: str | None = None, plugin_paths: 
         env = {"env_vars": {"PYTHONPATH": os.environ["PYTHONPATH"]}} if plugin_paths else None
         ray.init(address=address, logging_level=logging.WARNING, runtime_env=env)
     available = ray.cluster_resources()
-    missing = [f"{pool_resource(n, p)} (need {p.count}, have {available.get(pool_resource(n, p), 0):g})"
-               for n, p in cluster.pools.items() if available.get(pool_resource(n, p), 0) < p.count]
+    have = pool_capacity(cluster, address is not None, available, ray.nodes())
+    missing = [f"{what} (need {p.count}, have {have[n][1]:g})" for n, p in cluster.pools.items()
+               for what in [have[n][0]] if have[n][1] < p.count]
     if missing:
         ray.shutdown()
-        raise RuntimeError("the Ray cluster lacks the configured pools: " + ", ".join(missing)
-                           + ". Start nodes with --resources, or fix cluster.pools.")
+        raise ClusterResourceError("the Ray cluster lacks the configured pools: " + ", ".join(missing)
+                                   + ". Start nodes with --resources (or GPUs of that kind), or fix cluster.pools.")
+    try:
+        check_device(device, available)
+        if address is None and uses_gpus(cluster, device):
+            check_local_gpus(cluster, available.get("GPU", 0.0))
+    except ClusterResourceError:
+        ray.shutdown()
+        raise
     return available
+
+
+def gpu_demand(cluster: ClusterConfig) -> float:
+    """GPUs the roles on GPU-kind pools reserve: replicas × units, summed."""
+    roles = cluster.roles
+    specs = [roles.train, roles.env, roles.reward, *roles.rollout]
+    return sum(r.replicas * r.units for r in specs if is_gpu_kind(cluster.pools[r.pool].kind))
+
+
+def check_local_gpus(cluster: ClusterConfig, gpus: float) -> None:
+    """On a local machine with GPUs, the roles must fit its GPUs, or their actors would wait forever."""
+    need = gpu_demand(cluster)
+    if need > gpus:
+        raise ClusterResourceError(f"the roles on GPU pools reserve {need:g} GPUs but this machine has {gpus:g}; "
+                                   "lower cluster.roles.*.replicas or units, or set model.device=cpu")
+
+
+def pool_capacity(cluster: ClusterConfig, joined: bool, available: dict[str, float],
+                  nodes: list[dict[str, Any]]) -> dict[str, tuple[str, float]]:
+    """For each pool, what it is made of in Ray (a description) and how many units the cluster holds.
+
+    A GPU-kind pool of an existing cluster without ``resource:`` counts the GPUs of the alive nodes that
+    carry ``accelerator_type:<KIND>``; every other pool counts its custom resource.
+    """
+    result: dict[str, tuple[str, float]] = {}
+    for name, pool in cluster.pools.items():
+        if joined and pool.resource is None and is_gpu_kind(pool.kind):
+            marker = accelerator_resource(pool.kind)
+            gpus = sum(node["Resources"].get("GPU", 0.0) for node in nodes
+                       if node.get("Alive", True) and marker in node["Resources"])
+            result[name] = (f"GPUs on nodes with {marker}", gpus)
+        else:
+            resource = pool_resource(name, pool)
+            result[name] = (resource, available.get(resource, 0.0))
+    return result
+

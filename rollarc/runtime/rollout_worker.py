@@ -25,6 +25,7 @@ from rollarc.engine.async_engine import AsyncLLMEngine
 from rollarc.engine.config import EngineConfig
 from rollarc.engine.types import Completion, SamplingParams
 from rollarc.models.checkpoint import load_policy
+from rollarc.models.device import resolve_device, resolve_dtype
 from rollarc.report.metrics import process_rss_mb
 from rollarc.runtime.weight_sync import SyncPayload, engine_weights, receive
 from rollarc.sync.config import SyncConfig
@@ -34,19 +35,23 @@ from rollarc.sync.versions import WHOLE, WeightPublisher, WeightReceiver
 @ray.remote
 class RolloutWorker:
     def __init__(self, name: str, policy_dir: str, engine_cfg: EngineConfig, in_flight_update: str,
-                 threads: int, pool: str, version: int = 0, sync_cfg: SyncConfig | None = None, trainer: Any = None):
+                 threads: int, pool: str, version: int = 0, sync_cfg: SyncConfig | None = None, trainer: Any = None,
+                 device: str = "auto", dtype: str = "float32"):
+        """``device``: ``model.device``; ``dtype``: the engine's (``engine.dtype`` or else ``model.dtype``)."""
         torch.set_num_threads(threads)
         self.name = name
         self.pool = pool
         self.in_flight_update = in_flight_update
         model, _tokenizer = load_policy(policy_dir)
-        self.engine = AsyncLLMEngine(model, engine_cfg.model_copy(update={"num_threads": threads}))
-        self.engine.engine.version = version  # resuming: the weights loaded are that version
-        self.trainer = trainer
-        # The receiver's copy starts bit-identical to the publisher's (same checkpoint, same wire dtype).
+        # The receiver's copy starts bit-identical to the publisher's (same checkpoint, same wire dtype), so it
+        # is taken from the float32 CPU weights the trainer starts from, before the engine's cast.
         start = WeightPublisher(sync_cfg or SyncConfig())
         start.publish(model.state_dict(), version=version)
         self.receiver = WeightReceiver(WHOLE, state=dict(start.shard(WHOLE)), version=version)
+        model = model.to(resolve_device(device), resolve_dtype(dtype))  # type: ignore[arg-type]  # transformers' typed .to rejects a device
+        self.engine = AsyncLLMEngine(model, engine_cfg.model_copy(update={"num_threads": threads}))
+        self.engine.engine.version = version  # resuming: the weights loaded are that version
+        self.trainer = trainer
         self._engine_like = {k: v for k, v in model.state_dict().items()}
         self.recoveries = 0
         self._running: dict[str, str | None] = {}  # request id -> cache key

@@ -13,6 +13,7 @@ import torch
 from rollarc.agent.trajectory import Trajectory
 from rollarc.config import Config
 from rollarc.models.checkpoint import atomic_directory, load_policy
+from rollarc.models.device import resolve_device, resolve_dtype
 from rollarc.report.metrics import process_rss_mb
 from rollarc.runtime.weight_sync import SyncPayload
 from rollarc.sync.versions import WHOLE, VersionedUpdate, WeightPublisher, updates_nbytes
@@ -31,7 +32,8 @@ class TrainWorker:
             self.model, cfg.algo, t.lr, temperature=cfg.sampling.temperature, weight_decay=t.weight_decay,
             betas=t.betas, grad_clip=t.grad_clip, minibatches=t.minibatches, epochs=t.epochs,
             micro_batch_tokens=t.micro_batch_tokens, pad_id=self.tokenizer.pad_token_id, seed=cfg.seed,
-            dedup=t.dedup_rows, warmup_steps=t.warmup_steps)
+            dedup=t.dedup_rows, warmup_steps=t.warmup_steps, device=resolve_device(cfg.model.device),
+            autocast_dtype=resolve_dtype(cfg.model.dtype))
         self._spans: list[dict[str, Any]] = []
         self.publisher = WeightPublisher(cfg.sync)
         self.publisher.publish(self.trainer.named_weights(), version=self.trainer.version)

@@ -16,7 +16,8 @@ from ray.exceptions import RayActorError
 from rollarc.cluster_config import RoleConfig
 from rollarc.config import Config
 from rollarc.runtime.env_worker import EnvWorker
-from rollarc.runtime.ray_cluster import actor_options
+from rollarc.runtime.openai_replica import start_openai_backend, sync_openai
+from rollarc.runtime.ray_cluster import actor_options, uses_gpus
 from rollarc.runtime.rollout_worker import RolloutWorker
 from rollarc.runtime.router import Router
 from rollarc.runtime.train_worker import TrainWorker
@@ -28,15 +29,17 @@ class Workers:
         self.cfg = cfg
         self.policy_dir = policy_dir
         roles = cfg.cluster.roles
+        self.gpus = uses_gpus(cfg.cluster, cfg.model.device)
         self.tasks = {t.name: t for t in cfg.tasks}
         self.router = Router.options(num_cpus=0, max_concurrency=10_000).remote(  # type: ignore[attr-defined]  # @ray.remote class
             {t.name: t.rollout_pool for t in cfg.tasks})
-        self.trainer = TrainWorker.options(**actor_options(cfg.cluster, roles.train)).remote(  # type: ignore[attr-defined]  # @ray.remote class
+        self.trainer = TrainWorker.options(**actor_options(cfg.cluster, roles.train, gpus=self.gpus)).remote(  # type: ignore[attr-defined]  # @ray.remote class
             policy_dir, cfg, roles.train.threads)
         self.rollout: dict[str, Any] = {}
         self.rollout_pool: dict[str, str] = {}
+        self.handoff = start_openai_backend(self, start_version) if cfg.rollout.backend == "openai" else None
         index = 0
-        for group in roles.rollout:
+        for group in roles.rollout if self.handoff is None else []:
             for _ in range(group.replicas):
                 name = f"rollout-{index}"
                 index += 1
@@ -56,9 +59,10 @@ class Workers:
     # ---- rollout replicas ------------------------------------------------------------------------
     def add_rollout(self, name: str, group: RoleConfig, version: int, catch_up: bool = False) -> Any:
         """Start a rollout replica on ``group``'s pool; mid-run (``catch_up``) it first fetches the current weights."""
-        handle = RolloutWorker.options(**actor_options(self.cfg.cluster, group), max_concurrency=10_000).remote(  # type: ignore[attr-defined]  # @ray.remote class
+        options = actor_options(self.cfg.cluster, group, gpus=self.gpus)
+        handle = RolloutWorker.options(**options, max_concurrency=10_000).remote(  # type: ignore[attr-defined]  # @ray.remote class
             name, self.policy_dir, self.cfg.engine, self.cfg.async_.in_flight_update, group.threads, group.pool,
-            version, self.cfg.sync, self.trainer)
+            version, self.cfg.sync, self.trainer, self.cfg.model.device, self.cfg.engine.dtype or self.cfg.model.dtype)
         if catch_up:
             ray.get(handle.catch_up.remote())
         self.rollout[name] = handle
@@ -73,6 +77,9 @@ class Workers:
         ray.kill(handle)
 
     def sync_all(self, payload: SyncPayload) -> list[Any]:
+        if self.handoff is not None:
+            alive = {n: h for n, h in self.rollout.items() if n not in self.dead_rollouts}
+            return sync_openai(alive, self.handoff.write.remote(payload))
         return [h.update_weights.remote(payload) for n, h in list(self.rollout.items()) if n not in self.dead_rollouts]
 
     def alive_rollouts(self) -> list[str]:
@@ -89,7 +96,7 @@ class Workers:
         name = f"env-{self._env_serial}"
         self._env_serial += 1
         role = self.cfg.cluster.roles.env
-        self.env[name] = EnvWorker.options(**actor_options(self.cfg.cluster, role, name=name),  # type: ignore[attr-defined]  # @ray.remote class
+        self.env[name] = EnvWorker.options(**actor_options(self.cfg.cluster, role, name=name, gpus=self.gpus),  # type: ignore[attr-defined]  # @ray.remote class
                                            max_concurrency=10_000).remote(
             name, self.tasks, self.policy_dir, self.cfg.sampling, self.router, role.threads, 64,
             self.cfg.async_.trajectory_timeout_s, seed=self.cfg.seed * 1000 + self._env_serial,

@@ -7,10 +7,16 @@ published, so every generated token still carries the version of the weights tha
 Micro-batches (by token budget) accumulate gradients so memory stays bounded; their losses are
 weighted so the minibatch loss equals the configured aggregation over the whole minibatch. Identical
 rows share one forward pass (see ``_unique_rows``), which is exact and often several times cheaper.
+
+Device and precision: the model is moved to ``device``; the batch and its bookkeeping stay on the CPU
+and each micro-batch is copied to the device for its forward pass. With ``autocast_dtype=bfloat16``
+the parameters, gradients and AdamW state stay float32 (the master weights) and only the forward
+passes run under ``torch.autocast`` in bf16; log-probs and the loss are computed in float32.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import time
 from typing import Any
@@ -35,8 +41,13 @@ class PolicyTrainer:
     def __init__(self, model: PreTrainedModel, loss_cfg: LossConfig, lr: float, *, temperature: float = 1.0,
                  weight_decay: float = 0.0, betas: tuple[float, float] = (0.9, 0.999), grad_clip: float = 1.0,
                  minibatches: int = 1, epochs: int = 1, micro_batch_tokens: int = 16384, pad_id: int = 0,
-                 seed: int = 0, version: int = 0, dedup: bool = True, warmup_steps: int = 0):
+                 seed: int = 0, version: int = 0, dedup: bool = True, warmup_steps: int = 0,
+                 device: torch.device | str | None = None, autocast_dtype: torch.dtype | None = None):
+        if device is not None:
+            torch.nn.Module.to(model, device)  # in place; transformers' typed wrapper of .to rejects a device
         self.model = model.train()
+        self.device = next(model.parameters()).device
+        self.autocast_dtype = autocast_dtype if autocast_dtype not in (None, torch.float32) else None
         self.loss_cfg = loss_cfg
         self.temperature = temperature if temperature > 0 else 1.0
         self.grad_clip = grad_clip
@@ -58,7 +69,12 @@ class PolicyTrainer:
 
     # ---- log-probs -------------------------------------------------------------------------------
     def _forward_logits(self, model: PreTrainedModel, batch: TrainBatch) -> torch.Tensor:
-        return model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits[:, :-1]
+        """Logits ``[N, L-1, vocab]`` on the model's device (bf16 under autocast, else the model's dtype)."""
+        autocast = (torch.autocast(self.device.type, dtype=self.autocast_dtype) if self.autocast_dtype is not None
+                    else contextlib.nullcontext())
+        with autocast:
+            return model(input_ids=batch.input_ids.to(self.device),
+                         attention_mask=batch.attention_mask.to(self.device)).logits[:, :-1]
 
     @torch.no_grad()
     def logprobs(self, batch: TrainBatch, model: PreTrainedModel | None = None) -> torch.Tensor:
@@ -69,7 +85,8 @@ class PolicyTrainer:
         for chunk in self._micro_batches(batch, reps):
             sub = batch.rows(chunk)
             logits = self._forward_logits(model, sub)
-            unique[inverse[chunk], : logits.shape[1]] = token_logprobs(logits, sub.input_ids[:, 1:], self.temperature)
+            logp = token_logprobs(logits, sub.input_ids[:, 1:].to(self.device), self.temperature)
+            unique[inverse[chunk], : logits.shape[1]] = logp.float().cpu()
         return unique[inverse]
 
     def _unique_rows(self, batch: TrainBatch) -> tuple[torch.Tensor, torch.Tensor]:
@@ -143,15 +160,17 @@ class PolicyTrainer:
             local = torch.isin(inverse, classes).nonzero()[:, 0]
             micro = mini.rows(local)
             width = micro.loss_mask.shape[1]
-            logits = self._forward_logits(self.model, mini.rows(chunk))[lookup[inverse[local]], :width]
+            logits = self._forward_logits(self.model, mini.rows(chunk))[lookup[inverse[local]].to(self.device), :width]
             index = rows[local]
-            logp = token_logprobs(logits, micro.input_ids[:, 1:], self.temperature)
+            dev = self.device
+            logp = token_logprobs(logits, micro.input_ids[:, 1:].to(dev), self.temperature)
             need_entropy = self.loss_cfg.entropy_coef > 0
             entropy = entropy_from_logits(logits, self.temperature) if need_entropy else None
+            loss_mask = micro.loss_mask.to(dev)
             loss, stats = policy_loss(
-                logp, micro.behav_logp, None if logp_prox is None else logp_prox[index, :width],
-                broadcast_to_tokens(micro.advantages, micro.loss_mask), micro.loss_mask, self.loss_cfg,
-                ref_logp=None if ref_logp is None else ref_logp[index, :width], entropy=entropy)
+                logp, micro.behav_logp.to(dev), None if logp_prox is None else logp_prox[index, :width].to(dev),
+                broadcast_to_tokens(micro.advantages.to(dev), loss_mask), loss_mask, self.loss_cfg,
+                ref_logp=None if ref_logp is None else ref_logp[index, :width].to(dev), entropy=entropy)
             if self.loss_cfg.agg == "token_mean":
                 weight = float(micro.loss_mask.sum().item()) / total_tokens
             else:
@@ -190,7 +209,8 @@ class PolicyTrainer:
 
     # ---- weights and state -----------------------------------------------------------------------
     def named_weights(self) -> dict[str, torch.Tensor]:
-        return {name: tensor.detach() for name, tensor in self.model.state_dict().items()}
+        """The weights on the CPU (a no-op copy when training on the CPU), as weight sync expects them."""
+        return {name: tensor.detach().cpu() for name, tensor in self.model.state_dict().items()}
 
     def optimizer_state(self) -> dict[str, Any]:
         return {"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),

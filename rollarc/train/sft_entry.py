@@ -47,8 +47,9 @@ def run_sft(cfg: Config, log: Callable[[str], None] = print) -> Path:
                             "target_tokens": result.target_tokens, "lr": cfg.sft.lr,
                             "batch_size": cfg.sft.batch_size}
     if cfg.sft.eval_episodes:
+        # SFT trains and evaluates its float32 model on the CPU, whatever the engine's dtype for RL.
         score = evaluate_local(model, tokenizer, list(cfg.tasks), cfg.sft.eval_episodes, cfg.train.eval_seed_base,
-                               cfg.sampling, cfg.engine)
+                               cfg.sampling, cfg.engine.model_copy(update={"dtype": None}))
         meta["heldout_success"] = score["success"]
         meta["heldout_episodes"] = score["episodes"]
         log(f"SFT held-out success {score['success']:.3f} on {score['episodes']} episodes")

@@ -1,4 +1,4 @@
-"""Smoke test of `rollarc bench reward --quick --no-readme`: it runs all set-ups and reports sane figures."""
+"""Smoke test of `rollarc bench reward --quick --no-docs`: it runs all set-ups and reports sane figures."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ def test_quick_bench_reports_every_set_up(tmp_path, capsys):
     spec = JudgeSpec(vocab_size=len(tokenizer), pad_id=tokenizer.pad_token_id, context_tokens=32, d_model=16,
                      heads=2, layers=1, tokenizer_sha256=tokenizer_fingerprint(tokenizer.get_vocab()))
     judge = save_judge(ProgressJudge(spec), tmp_path / "judge", {})
-    assert main(["--quick", "--no-readme", "--json", "--model", str(judge)]) == 0
+    assert main(["--quick", "--no-docs", "--json", "--model", str(judge)]) == 0
     result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     for key in ("replica_s", "p99_latency_s", "p50_latency_s", "mean_wait_s"):
         assert set(result[key]) == set(MODES)

@@ -60,6 +60,9 @@ def test_two_steps_end_to_end_with_reports(nano_policy_dir, tmp_path):
     for name in ["config.yaml", "timeline.jsonl", "learning_curve.png", "timeline.png"]:
         assert (run / name).stat().st_size > 0, name
     assert any((run / "tensorboard").iterdir())
+    report = (run / "report.md").read_text()  # the training run builds report.md at the end
+    assert f"{summary['heldout_success_after_rl']:.4g} after RL" in report
+    assert "![per-role timeline](timeline.png)" in report and "```yaml\nname: " in report
     spans = [json.loads(line) for line in (run / "timeline.jsonl").read_text().splitlines()]
     assert {s["kind"] for s in spans} >= {"generate", "env_step", "train", "sync"}
     final = AutoModelForCausalLM.from_pretrained(run / "checkpoints" / "step_000002" / "policy")

@@ -1,4 +1,4 @@
-"""Smoke test of ``rollarc bench engine --quick --no-readme``: it runs all three engines and reports sane figures."""
+"""Smoke test of ``rollarc bench engine --quick --no-docs``: it runs all three engines and reports sane figures."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from rollarc.bench import engine as bench_engine
 
 
 def test_quick_engine_bench_reports_all_keys(capsys) -> None:
-    assert bench_engine.main(["--quick", "--no-readme", "--requests", "12"]) == 0
+    assert bench_engine.main(["--quick", "--no-docs", "--requests", "12"]) == 0
     last = capsys.readouterr().out.strip().splitlines()[-1]
     result = json.loads(last)
     for key in ("rollarc_tok_s", "hf_generate_tok_s", "hf_generate_batch_tok_s", "ratio_vs_hf_generate",

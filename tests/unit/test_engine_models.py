@@ -107,9 +107,18 @@ def test_unsupported_model_type_is_named() -> None:
         LLMEngine(model)
 
 
-def test_oversized_kv_cache_is_refused_with_the_keys_to_change() -> None:
-    with pytest.raises(ValueError, match="max_num_seqs=4096 x max_model_len=128"):
-        LLMEngine(tiny_hf_model(), EngineConfig(max_num_seqs=4096, kv_cache_max_gb=0.01))
+def test_kv_budget_reduces_slots_not_request_length() -> None:
+    # 2 layers x 2 KV heads x head_dim 8 x K,V x 4 bytes = 256 bytes per token; 0.01 GB holds 39062 tokens,
+    # i.e. 305 whole requests of 128 tokens, fewer than the 4096 slots asked for.
+    engine = LLMEngine(tiny_hf_model(), EngineConfig(max_num_seqs=4096, kv_cache_gb=0.01))
+    assert engine.kv_plan.bytes_per_token == 256
+    assert (engine.kv.max_num_seqs, engine.kv.max_model_len) == (305, 128)
+    assert engine.stats()["max_num_seqs"] == 305 and engine.kv.nbytes == 305 * 128 * 256
+
+
+def test_kv_budget_below_one_request_is_refused_with_the_keys_to_change() -> None:
+    with pytest.raises(ValueError, match=r"holds 127 tokens.*max_model_len=128.*engine\.kv_cache_gb"):
+        LLMEngine(tiny_hf_model(), EngineConfig(kv_cache_gb=127 * 256 / 1e9))
 
 
 def test_max_model_len_beyond_model_positions_is_rejected() -> None:

@@ -8,6 +8,7 @@ Each failure names the importing module, its line, the imported module and the r
 from __future__ import annotations
 
 import ast
+import functools
 import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -23,13 +24,13 @@ PACKAGE_ROOT = Path(rollarc.__file__).parent
 # of its own layer or of lower layers; within a layer, the package graph must stay acyclic.
 LAYERS: list[tuple[str, set[str]]] = [
     ("foundation", {"rollarc", "configio", "cluster_config", "plugin_path", "placement"}),
-    ("core", {"algo", "sync", "engine", "envs", "models", "report"}),
+    ("core", {"algo", "sync", "engine", "envs", "models", "report", "serve"}),
     ("agent", {"agent"}),
     ("rewards", {"rewards"}),
     ("config", {"config"}),
     ("train-and-plan", {"cluster", "sim", "train"}),
     ("runtime", {"runtime"}),
-    ("entry", {"cli", "reward_cli", "bench"}),
+    ("entry", {"cli", "reward_cli", "config_docs", "bench"}),
 ]
 LAYER_OF = {unit: rank for rank, (_, units) in enumerate(LAYERS) for unit in units}
 
@@ -86,7 +87,7 @@ def _walk_runtime_nodes(node: ast.AST) -> Iterator[ast.AST]:
 
 def _is_rollarc_module(name: str) -> bool:
     path = PACKAGE_ROOT.parent.joinpath(*name.split("."))
-    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
+    return path.with_suffix(".py").is_file() or path.is_dir()  # runtime/ and train/ are namespace packages
 
 
 def parse_imports(source: str, module: str, is_package: bool = False) -> list[Import]:
@@ -113,6 +114,7 @@ def imports_of(path: Path) -> list[Import]:
     return parse_imports(path.read_text(), module_name(path), path.name == "__init__.py")
 
 
+@functools.cache
 def all_imports() -> list[Import]:
     return [imp for path in sorted(PACKAGE_ROOT.rglob("*.py")) for imp in imports_of(path)]
 
@@ -137,7 +139,7 @@ def test_imports_go_down_the_layers():
     broken = []
     for imp in internal(all_imports()):
         src, dst = unit_of(imp.module), unit_of(imp.target)
-        if LAYER_OF[dst] > LAYER_OF[src]:
+        if src in LAYER_OF and dst in LAYER_OF and LAYER_OF[dst] > LAYER_OF[src]:  # unknown units: test above
             broken.append(f"{imp.where()}: layer {LAYERS[LAYER_OF[src]][0]!r} may not import the higher layer "
                           f"{LAYERS[LAYER_OF[dst]][0]!r}")
     _fail_if(broken, "upward imports")
@@ -266,13 +268,14 @@ def test_no_import_cycles_between_units():
     _fail_if(broken, "package-level import cycle")
 
 
-def test_the_checker_sees_function_local_and_relative_imports(tmp_path):
-    """The checker itself can fail: a function-local import and a cycle are both caught."""
-    module = tmp_path / "probe.py"
-    module.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import rollarc.config\n"
-                      "def f():\n    import ray\n    from rollarc.runtime import entry\n")
-    targets = [imp.target for imp in parse_imports(module.read_text(), "rollarc.probe")]
-    assert targets == ["typing", "ray", "rollarc.runtime", "rollarc.runtime.entry"]
+def test_the_checker_itself_can_fail():
+    """Function-local, relative and ``from package import module`` imports are seen; type-only ones are not."""
+    source = ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import rollarc.config\n"
+              "def f():\n    import ray\n    from rollarc.runtime import entry\n"
+              "from . import loop\nfrom ..engine import types\n")
+    targets = [imp.target for imp in parse_imports(source, "rollarc.agent.probe")]
+    assert targets == ["typing", "ray", "rollarc.runtime", "rollarc.runtime.entry", "rollarc.agent",
+                       "rollarc.agent.loop", "rollarc.engine", "rollarc.engine.types"]
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b"}, "b": {"c"}}) is None
     source = "def f():\n    import ray  # deferred: Ray\n\n    import json\n    x = 1\n    import os\n"

@@ -29,8 +29,10 @@ def test_simulate_reports_a_bad_scenario(capsys):
     assert "mode" in capsys.readouterr().err
 
 
-def test_bench_sim_quick(capsys):
-    assert bench_main(["--quick", "--no-readme"]) == 0
+def test_bench_sim_quick(capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("ROLLARC_BENCH_DOCS", str(tmp_path / "benchmarks.md"))
+    assert bench_main(["--quick"]) == 0
+    assert list(tmp_path.iterdir()) == []  # a --quick run never writes into docs
     out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     for key in ("events_per_s", "wall_s", "speedup", "step_time_s", "baseline_step_time_s", "trajectories"):
         assert math.isfinite(out[key]) and out[key] > 0, key

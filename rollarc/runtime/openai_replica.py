@@ -1,0 +1,204 @@
+"""The ``openai`` rollout backend: one router replica per OpenAI-compatible completions server.
+
+An :class:`OpenAIReplica` actor has the RolloutWorker's interface (``generate``, ``update_weights``,
+``abort_key``, ``abort_all``, ``stats``, ``drain_spans``, ``ping``), so the router, the agent loop and the
+controller treat it like a built-in engine replica. ``generate`` posts one ``/v1/completions`` request
+(token ids in; token ids, log-probs and the server's version out, see :mod:`rollarc.serve.protocol`).
+
+Versions stay exact whatever the server: a weight update first holds new turns and either lets running
+turns finish (``async.in_flight_update: finish``) or aborts them (``abort``: the request is cancelled, the
+agent loop retries the turn), then calls the reload endpoint, and only then admits turns again. So every
+turn is generated under one version, the one the server reports (``rollarc_version``) or, for a server
+that reports none, the one the adapter last loaded.
+
+Failures never hang a run: every request has a timeout; an unreachable server, a timeout, an HTTP error or
+a reply without token ids/log-probs ends the turn with ``finish_reason="error"`` and a message naming the
+server, which fails that trajectory (counted, and the run stops when every group fails). A failed reload
+fails the weight sync, which stops the run with that message (at start-up: a ConfigError naming
+``rollout.openai.base_urls``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from typing import Any
+
+import aiohttp
+import ray
+from ray.exceptions import RayTaskError
+
+from rollarc.configio import ConfigError
+from rollarc.engine.types import Completion, SamplingParams
+from rollarc.report.metrics import process_rss_mb
+from rollarc.runtime.weight_handoff import CheckpointHandOff
+from rollarc.serve.config import OpenAIBackendConfig
+from rollarc.serve.protocol import completion_request, parse_completion
+
+
+class ReloadError(RuntimeError):
+    """A server did not load the new weights; serving on would mislabel versions."""
+
+
+@ray.remote
+class OpenAIReplica:
+    def __init__(self, name: str, base_url: str, cfg: OpenAIBackendConfig, in_flight_update: str, pool: str,
+                 version: int):
+        self.name = name
+        self.base_url = base_url
+        self.cfg = cfg
+        self.pool = pool
+        self.in_flight_update = in_flight_update
+        self.version = version
+        self._session: aiohttp.ClientSession | None = None
+        self._running: dict[str, tuple[asyncio.Future, str | None]] = {}
+        self._aborted: set[str] = set()
+        self._gate = asyncio.Event()
+        self._gate.set()
+        self._slots = asyncio.Semaphore(cfg.max_concurrent_requests)
+        self._spans: list[dict[str, Any]] = []
+        self._wall_offset = time.time() - time.perf_counter()
+        self.generated_tokens = 0
+        self.prompt_tokens = 0
+        self.errors = 0
+        self.reloads: list[dict[str, Any]] = []
+
+    def _client(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=self.cfg.max_concurrent_requests))
+        return self._session
+
+    async def _post(self, path: str, body: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+        url = self.base_url + path
+        async with self._client().post(url, json=body, timeout=aiohttp.ClientTimeout(total=timeout_s)) as response:
+            if response.status >= 400:
+                text = (await response.text())[:500]
+                raise aiohttp.ClientResponseError(response.request_info, (), status=response.status,
+                                                  message=f"HTTP {response.status} from {url}: {text}")
+            return await response.json(content_type=None)
+
+    async def generate(self, prompt_ids: list[int], params: SamplingParams, cache_key: str | None = None,
+                       task: str | None = None, step: int | None = None) -> Completion:
+        await self._gate.wait()
+        request_id = uuid.uuid4().hex
+        t0 = time.perf_counter()
+        body = completion_request(self.cfg.model, prompt_ids, params)
+        async with self._slots:
+            call = asyncio.ensure_future(self._post("/v1/completions", body, self.cfg.timeout_s))
+            self._running[request_id] = (call, cache_key)
+            try:
+                reply = await call
+                completion = parse_completion(reply, len(prompt_ids), request_id, self.version)
+            except asyncio.CancelledError:
+                if request_id not in self._aborted:
+                    raise  # the caller itself was cancelled
+                completion = self._failed(request_id, prompt_ids, "abort", None)
+            except TimeoutError:
+                completion = self._failed(request_id, prompt_ids, "error",
+                                          f"no reply from {self.base_url} within {self.cfg.timeout_s:g} s "
+                                          "(rollout.openai.timeout_s)")
+            except (aiohttp.ClientError, ValueError) as err:  # ValueError: ProtocolError, or a body that is not JSON
+                completion = self._failed(request_id, prompt_ids, "error", f"{self.base_url}: {err}")
+            finally:
+                self._running.pop(request_id, None)
+                self._aborted.discard(request_id)
+        t1 = time.perf_counter()
+        self.generated_tokens += completion.num_tokens
+        self.prompt_tokens += completion.prompt_len
+        self._spans.append({"worker": self.name, "role": "rollout", "kind": "generate",
+                            "t0": t0 + self._wall_offset, "t1": t1 + self._wall_offset, "traj": cache_key,
+                            "task": task, "step": step, "prompt_tokens": completion.prompt_len,
+                            "new_tokens": completion.num_tokens, "cached_tokens": 0, "pool": self.pool})
+        return completion
+
+    def _failed(self, request_id: str, prompt_ids: list[int], reason: str, error: str | None) -> Completion:
+        self.errors += int(reason == "error")
+        return Completion(request_id=request_id, prompt_len=len(prompt_ids), token_ids=[], logprobs=[],
+                          token_versions=[], version=self.version, finish_reason=reason,  # type: ignore[arg-type]
+                          error=error)
+
+    async def update_weights(self, handoff: dict[str, Any]) -> dict[str, float]:
+        """Hold new turns, finish or abort running ones, load the checkpoint ``handoff`` names, then resume."""
+        t0 = time.perf_counter()
+        version = int(handoff["version"])
+        if version <= self.version and self.reloads:
+            return {"fetch_s": 0.0, "apply_s": 0.0, "total_s": 0.0, "bytes": 0.0, "model_bytes": 0.0,
+                    "rss_mb": process_rss_mb()}
+        self._gate.clear()
+        try:
+            if self.in_flight_update == "abort":
+                self.abort_all()
+            while self._running:
+                await asyncio.sleep(0.001)
+            body = {"model_path": handoff["path"], "version": version}
+            try:
+                reply = await self._post(self.cfg.reload_path, body, self.cfg.reload_timeout_s)
+            except TimeoutError:
+                raise ReloadError(f"{self.base_url}{self.cfg.reload_path} did not answer within "
+                                  f"{self.cfg.reload_timeout_s:g} s (rollout.openai.reload_timeout_s)") from None
+            except (aiohttp.ClientError, ValueError) as err:
+                raise ReloadError(f"reloading version {version} on {self.base_url} failed: {err}") from None
+            if reply.get("success") is False or int(reply.get("rollarc_version", version)) != version:
+                raise ReloadError(f"{self.base_url} did not load version {version} from {handoff['path']}: {reply}")
+            self.version = version
+            self.reloads.append({"version": version, **{k: v for k, v in reply.items() if k.startswith("rollarc_")}})
+        finally:
+            self._gate.set()
+        t1 = time.perf_counter()
+        self._spans.append({"worker": self.name, "role": "rollout", "kind": "sync", "t0": t0 + self._wall_offset,
+                            "t1": t1 + self._wall_offset, "version": version, "pool": self.pool})
+        return {"fetch_s": float(handoff.get("write_s", 0.0)), "apply_s": t1 - t0, "total_s": t1 - t0,
+                "bytes": float(handoff.get("bytes", 0.0)), "model_bytes": 0.0, "rss_mb": process_rss_mb()}
+
+    def abort_key(self, cache_key: str) -> int:
+        return self._abort([rid for rid, (_, key) in self._running.items() if key == cache_key])
+
+    def abort_all(self) -> int:
+        return self._abort(list(self._running))
+
+    def _abort(self, request_ids: list[str]) -> int:
+        """Cancel the HTTP requests (the server aborts them when the connection closes); the turns end "abort"."""
+        for request_id in request_ids:
+            self._aborted.add(request_id)
+            self._running[request_id][0].cancel()
+        return len(request_ids)
+
+    def stats(self) -> dict[str, Any]:
+        return {"name": self.name, "pool": self.pool, "base_url": self.base_url, "running": len(self._running),
+                "version": self.version, "generated_tokens": self.generated_tokens,
+                "prompt_tokens": self.prompt_tokens, "errors": self.errors, "reloads": list(self.reloads)}
+
+    def drain_spans(self) -> list[dict[str, Any]]:
+        spans, self._spans = self._spans, []
+        return spans
+
+    def ping(self) -> str:
+        return self.name
+
+
+def start_openai_backend(workers: Any, version: int) -> Any:
+    """Register one replica per server with the router, hand the start weights over; returns the hand-off actor."""
+    cfg = workers.cfg
+    backend = cfg.rollout.openai
+    pool = cfg.cluster.roles.rollout[0].pool  # labels the servers' turns in routing stats
+    handoff = CheckpointHandOff.options(num_cpus=0).remote(  # type: ignore[attr-defined]  # @ray.remote class
+        workers.policy_dir, backend.checkpoint_dir.format(name=cfg.name), cfg.sync, workers.trainer, version)
+    for index, url in enumerate(backend.base_urls):
+        name = f"openai-{index}"
+        handle = OpenAIReplica.options(num_cpus=0, max_concurrency=10_000).remote(  # type: ignore[attr-defined]  # @ray.remote class
+            name, url, backend, cfg.async_.in_flight_update, pool, version)
+        workers.rollout[name] = handle
+        workers.rollout_pool[name] = pool
+        ray.get(workers.router.add_replica.remote(name, handle, pool, backend.max_concurrent_requests))
+    try:
+        ray.get(sync_openai(workers.rollout, handoff.initial.remote()))
+    except RayTaskError as err:
+        raise ConfigError(f"rollout.openai.base_urls: a server did not load the start weights: "
+                          f"{err.cause if isinstance(err.cause, ReloadError) else err}") from None
+    return handoff
+
+
+def sync_openai(replicas: dict[str, Any], written: Any) -> list[Any]:
+    """Each server reloads once the checkpoint is written (``written`` is the hand-off's reference)."""
+    return [handle.update_weights.remote(written) for handle in replicas.values()]
