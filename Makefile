@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP_RUN := $(VENV)/.installed-run
 STAMP_TEST := $(VENV)/.installed-test
 
-.PHONY: demo test test-fast install clean
+.PHONY: demo test test-fast lint install clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -24,7 +24,13 @@ install: $(STAMP_RUN)
 demo: $(STAMP_RUN)
 	$(BIN)/rollarc train configs/quickstart.yaml
 
-test: $(STAMP_TEST)
+# The lint gate (docs/layering.md): ruff's rules, ruff's formatting, mypy. `make test` runs it first.
+lint: $(STAMP_TEST)
+	$(BIN)/ruff check rollarc tests examples
+	$(BIN)/ruff format --check rollarc tests examples
+	$(BIN)/mypy rollarc
+
+test: lint
 	$(BIN)/python -m pytest -q
 
 test-fast: $(STAMP_TEST)

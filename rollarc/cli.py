@@ -2,7 +2,7 @@
 
 Subcommands import their implementation lazily, so ``rollarc config show`` does not pay for torch or
 Ray. ``bench NAME``, ``plan`` and ``simulate`` hand their remaining arguments to the module that owns
-them (``rollarc.bench.NAME``, ``rollarc.cluster.plan_cli``, ``rollarc.sim.cli``), each with its own
+them (``rollarc.bench.NAME``, ``rollarc.sim.plan_cli``, ``rollarc.sim.cli``), each with its own
 argparse, so that adding a benchmark never touches this file's logic.
 """
 
@@ -14,7 +14,8 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from rollarc.configio import ConfigError
+from rollarc.config_docs import render, stale_message
+from rollarc.configio import ConfigError, dump_yaml
 
 BENCHMARKS = {
     "engine": "built-in engine vs HF generate and generate_batch",
@@ -38,8 +39,7 @@ def _passthrough(module: str, func: str = "main") -> Callable[[list[str]], int]:
 
 
 def _cmd_config(args: argparse.Namespace) -> int:
-    from rollarc.config import load_train_config
-    from rollarc.configio import dump_yaml
+    from rollarc.config import load_train_config  # deferred: the training config imports torch
 
     cfg = load_train_config(args.config, args.overrides)
     print(dump_yaml(cfg), end="")
@@ -47,8 +47,6 @@ def _cmd_config(args: argparse.Namespace) -> int:
 
 
 def _cmd_config_docs(args: argparse.Namespace) -> int:
-    from rollarc.config_docs import render, stale_message
-
     out, expected = Path(args.out), render()
     if args.check:
         message = stale_message(out, out.read_text() if out.is_file() else None, expected)
@@ -65,25 +63,25 @@ def _cmd_config_docs(args: argparse.Namespace) -> int:
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
-    from rollarc.runtime.entry import train_main
+    from rollarc.runtime.entry import train_main  # deferred: Ray and torch are heavy
 
     return train_main(args.config, args.overrides, address=args.address)
 
 
 def _cmd_sft(args: argparse.Namespace) -> int:
-    from rollarc.train.sft_entry import sft_main
+    from rollarc.train.sft_entry import sft_main  # deferred: torch and transformers are heavy
 
     return sft_main(args.config, args.overrides)
 
 
 def _cmd_eval(args: argparse.Namespace) -> int:
-    from rollarc.runtime.entry import eval_main
+    from rollarc.runtime.entry import eval_main  # deferred: Ray and torch are heavy
 
     return eval_main(args.config, args.overrides, checkpoint=args.checkpoint, episodes=args.episodes)
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    from rollarc.report.build import ReportError, build_report
+    from rollarc.report.build import ReportError, build_report  # deferred: matplotlib is heavy
 
     try:
         paths = build_report(args.run_dir)
@@ -136,12 +134,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("plan", help="hardware-affinity placement plan", add_help=False)
     p.add_argument("rest", nargs=argparse.REMAINDER)
-    p.set_defaults(func=lambda a: _passthrough("rollarc.cluster.plan_cli")(a.rest))
+    p.set_defaults(func=lambda a: _passthrough("rollarc.sim.plan_cli")(a.rest))
 
     p = sub.add_parser("reward", help="model-based reward: train the judge (rollarc reward train CONFIG)",
                        add_help=False)
     p.add_argument("rest", nargs=argparse.REMAINDER)
-    p.set_defaults(func=lambda a: _passthrough("rollarc.rewards.cli")(a.rest))
+    p.set_defaults(func=lambda a: _passthrough("rollarc.reward_cli")(a.rest))
 
     p = sub.add_parser("serve", help="OpenAI-compatible completions server of a model (rollarc serve MODEL_DIR)",
                        add_help=False)
@@ -154,7 +152,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-PASSTHROUGH = {"plan": "rollarc.cluster.plan_cli", "simulate": "rollarc.sim.cli", "reward": "rollarc.rewards.cli",
+PASSTHROUGH = {"plan": "rollarc.sim.plan_cli", "simulate": "rollarc.sim.cli", "reward": "rollarc.reward_cli",
                "serve": "rollarc.serve.app"}
 
 

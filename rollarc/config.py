@@ -7,11 +7,15 @@ never starts with a setting that would be silently ignored or rewritten.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, model_validator
 
 from rollarc.algo.config import LossConfig
+from rollarc.cluster_config import ClusterConfig
+from rollarc.cluster_config import PoolConfig as PoolConfig  # re-exported: callers import them from here
+from rollarc.cluster_config import RoleConfig as RoleConfig
+from rollarc.cluster_config import RolesConfig as RolesConfig
 from rollarc.configio import FrozenModel, load_config
 from rollarc.engine.config import EngineConfig
 from rollarc.envs.latency import LatencyConfig
@@ -167,80 +171,6 @@ class AsyncConfig(FrozenModel):
     def _sync_has_no_staleness(self) -> AsyncConfig:
         if self.mode == "sync" and self.max_staleness != 0:
             raise ValueError("async.max_staleness must be 0 when async.mode is 'sync' (use mode: async)")
-        return self
-
-
-class PoolConfig(FrozenModel):
-    """A resource pool: a Ray custom resource with ``count`` units that roles reserve."""
-
-    count: int = Field(..., ge=0, description="units of the pool (the Ray resource's amount)")
-    kind: str = Field("cpu", description="hardware label from the cluster catalogue (cpu, h800, h20, ...); written by "
-                                         "`rollarc plan --emit-config`, placement uses only the resource")
-    resource: str | None = Field(None, description="Ray resource name; default pool_<name>")
-
-
-class RoleConfig(FrozenModel):
-    """Where one role's replicas run and what each reserves."""
-
-    pool: str = Field(..., description="the declared pool the replicas are placed on")
-    replicas: int = Field(1, ge=0, description="replicas of the role (train: exactly 1; env: at least 1; reward: "
-                                               "the fixed pool of `reward.kind: dedicated`)")
-    units: float = Field(1.0, ge=0.0, description="pool units each replica reserves")
-    threads: int = Field(1, ge=1, description="torch threads pinned in each replica")
-
-
-class RolesConfig(FrozenModel):
-    """Which pool each role runs on, and how many replicas."""
-
-    train: RoleConfig = Field(RoleConfig(pool="compute"), description="the TrainWorker; with replicas > 1, one "
-                                                                      "FSDP2 rank per replica (docs/fsdp.md)")
-    env: RoleConfig = Field(RoleConfig(pool="cpu"), description="EnvWorkers: environments and agent loops")
-    rollout: list[RoleConfig] = Field([RoleConfig(pool="compute")], description="RolloutWorkers (engine replicas), "
-                                                                               "one entry per rollout pool; a single "
-                                                                               "mapping is accepted too")
-    reward: RoleConfig = Field(RoleConfig(pool="cpu", replicas=0), description="model-based reward replicas: the "
-                                                                              "fixed pool (dedicated) or the pool a "
-                                                                              "serverless reward scales in")
-
-    @field_validator("rollout", mode="before")
-    @classmethod
-    def _one_or_many(cls, value: Any) -> Any:
-        return [value] if isinstance(value, dict) else value
-
-
-class ClusterConfig(FrozenModel):
-    """The Ray cluster to start or join, its resource pools, and where each role runs."""
-
-    address: str | None = Field(None, description="join this Ray cluster instead of starting a local one "
-                                                  "(`rollarc train --address` overrides it)")
-    num_cpus: int | None = Field(None, ge=1, description="CPUs of the local Ray cluster (null: every core)")
-    include_dashboard: bool = Field(False, description="start the Ray dashboard with the local cluster")
-    dashboard_host: str = Field("127.0.0.1", description="interface the local Ray dashboard listens on")
-    pools: dict[str, PoolConfig] = Field({"compute": PoolConfig(count=2, kind="cpu"), "cpu": PoolConfig(count=4)},
-                                         description="resource pools by name")
-    roles: RolesConfig = Field(RolesConfig(), description="the pool and replicas of each role")
-
-    @model_validator(mode="after")
-    def _roles_use_declared_pools(self) -> ClusterConfig:
-        roles = self.roles
-        named = [("train", roles.train), ("env", roles.env), ("reward", roles.reward)]
-        named += [(f"rollout[{i}]", r) for i, r in enumerate(roles.rollout)]
-        need: dict[str, float] = {}
-        for role, spec in named:
-            if spec.pool not in self.pools:
-                raise ValueError(f"cluster.roles.{role}.pool {spec.pool!r} is not a declared pool "
-                                 f"(declared: {', '.join(self.pools)})")
-            need[spec.pool] = need.get(spec.pool, 0.0) + spec.replicas * spec.units
-        for pool, units in need.items():
-            if units > self.pools[pool].count:
-                raise ValueError(f"cluster.pools.{pool}: roles need {units:g} units but count is "
-                                 f"{self.pools[pool].count}")
-        if sum(r.replicas for r in roles.rollout) < 1:
-            raise ValueError("cluster.roles.rollout needs at least one replica")
-        if roles.train.replicas < 1:
-            raise ValueError("cluster.roles.train.replicas must be at least 1 (each replica is one FSDP rank)")
-        if roles.env.replicas < 1:
-            raise ValueError("cluster.roles.env.replicas must be at least 1")
         return self
 
 

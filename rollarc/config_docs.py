@@ -49,7 +49,7 @@ class Section:
 def sections(root: type[BaseModel] | None = None) -> list[Section]:
     """Every section below ``root`` (default: the training ``Config``), depth first in declaration order."""
     if root is None:
-        from rollarc.config import Config
+        from rollarc.config import Config  # deferred: the training config imports torch
 
         root = Config
     out: list[Section] = []

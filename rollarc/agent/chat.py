@@ -43,7 +43,9 @@ class ChatRenderer:
 
     def reply_text(self, token_ids: list[int]) -> str:
         """The assistant's text without the end-of-turn token, as the environment should see it."""
-        return self.tokenizer.decode(token_ids, skip_special_tokens=True).strip()
+        text = self.tokenizer.decode(token_ids, skip_special_tokens=True)
+        assert isinstance(text, str)  # one sequence of ids decodes to one string
+        return text.strip()
 
     def encode_reply(self, text: str) -> list[int]:
         """Ids of a demonstration reply, ending with the end-of-turn token (used for SFT)."""

@@ -7,29 +7,32 @@ Ray runtime evaluates through its EnvWorkers with exactly the same ``EpisodeRunn
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from rollarc.agent.chat import ChatRenderer
 from rollarc.agent.runner import EpisodeRunner, EpisodeSpec
+from rollarc.agent.task_mix import TaskMix
 from rollarc.agent.trajectory import Trajectory
-from rollarc.engine.config import EngineConfig
 from rollarc.engine.async_engine import AsyncLLMEngine
+from rollarc.engine.config import EngineConfig
 from rollarc.engine.types import Completion, SamplingParams
-from rollarc.runtime.task_mix import TaskMix
+
+if TYPE_CHECKING:
+    from rollarc.config import SamplingConfig, TaskConfig  # type only: the training config is above agent/
 
 
-def heldout_specs(tasks: list[Any], episodes: int, seed_base: int, prefix: str = "eval") -> list[EpisodeSpec]:
+def heldout_specs(tasks: list[TaskConfig], episodes: int, seed_base: int, prefix: str = "eval") -> list[EpisodeSpec]:
     """Held-out episodes: tasks by weight (smooth round-robin), env seeds ``seed_base + i``, greedy."""
     mix = TaskMix({t.name: t.weight for t in tasks})
     return [EpisodeSpec(traj_id=f"{prefix}-{i}", task=mix.next(), seed=seed_base + i, greedy=True)
             for i in range(episodes)]
 
 
-async def run_local(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, tasks: list[Any],
-                    specs: list[EpisodeSpec], sampling: Any, engine_cfg: EngineConfig | None = None) -> list[Trajectory]:
+async def run_local(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, tasks: list[TaskConfig],
+                    specs: list[EpisodeSpec], sampling: SamplingConfig, engine_cfg: EngineConfig | None = None) -> list[Trajectory]:
     engine = AsyncLLMEngine(model, engine_cfg or EngineConfig())
     try:
         async def generate(prompt_ids: list[int], params: SamplingParams, cache_key: str) -> Completion:
@@ -54,7 +57,7 @@ def success_rate(trajectories: list[Trajectory]) -> dict[str, Any]:
             "per_task": {name: float(np.mean(v)) for name, v in per_task.items()}}
 
 
-def evaluate_local(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, tasks: list[Any], episodes: int,
-                   seed_base: int, sampling: Any, engine_cfg: EngineConfig | None = None) -> dict[str, Any]:
+def evaluate_local(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, tasks: list[TaskConfig], episodes: int,
+                   seed_base: int, sampling: SamplingConfig, engine_cfg: EngineConfig | None = None) -> dict[str, Any]:
     specs = heldout_specs(tasks, episodes, seed_base)
     return success_rate(asyncio.run(run_local(model, tokenizer, tasks, specs, sampling, engine_cfg)))

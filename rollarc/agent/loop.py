@@ -20,11 +20,14 @@ import hashlib
 import math
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from rollarc.agent.chat import ChatRenderer, Message
 from rollarc.agent.trajectory import Segment, Trajectory
 from rollarc.engine.types import Completion, SamplingParams
+
+if TYPE_CHECKING:
+    from rollarc.config import AgentConfig, SamplingConfig  # type only: the training config is above agent/
 
 
 class EnvFailure(RuntimeError):
@@ -65,8 +68,8 @@ async def run_trajectory(
     env: Any,
     renderer: ChatRenderer,
     generate: GenerateFn,
-    agent: Any,
-    sampling: Any,
+    agent: AgentConfig,
+    sampling: SamplingConfig,
     traj: Trajectory,
     env_call: EnvCall,
     instructions: str = "",
@@ -151,7 +154,7 @@ async def run_trajectory(
     return _finish(traj, start, clock)
 
 
-async def _generate_turn(generate: GenerateFn, prompt: list[int], agent: Any, sampling: Any, traj: Trajectory,
+async def _generate_turn(generate: GenerateFn, prompt: list[int], agent: AgentConfig, sampling: SamplingConfig, traj: Trajectory,
                          turn: int, sampling_seed: int | None) -> Completion:
     """Generate one turn; an aborted turn (weight update or lost replica) is retried from scratch."""
     for attempt in range(MAX_TURN_RETRIES + 1):

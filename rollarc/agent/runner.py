@@ -18,7 +18,7 @@ import functools
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -28,6 +28,9 @@ from rollarc.agent.trajectory import Trajectory
 from rollarc.envs.latency import LatencyModel
 from rollarc.envs.registry import instructions as env_instructions
 from rollarc.envs.registry import make_env
+
+if TYPE_CHECKING:
+    from rollarc.config import SamplingConfig, TaskConfig  # type only: the training config is above agent/
 
 
 @dataclass(frozen=True)
@@ -70,7 +73,7 @@ class EpisodeRunner:
     ``reward_weight`` (the shaped reward); a :class:`RewardFailure` fails that trajectory alone.
     """
 
-    def __init__(self, tasks: dict[str, Any], renderer: ChatRenderer, generate: GenerateFn, sampling: Any,
+    def __init__(self, tasks: dict[str, TaskConfig], renderer: ChatRenderer, generate: GenerateFn, sampling: SamplingConfig,
                  max_env_threads: int = 16, span_sink: Callable[[dict[str, Any]], None] | None = None,
                  worker_name: str = "env-0", latency_seed: int = 0, reward_fn: RewardFn | None = None,
                  reward_weight: float = 1.0):
@@ -130,6 +133,8 @@ class EpisodeRunner:
         return self._count(traj)
 
     async def _score(self, traj: Trajectory) -> Trajectory:
+        if self.reward_fn is None:
+            return traj
         t0 = time.perf_counter()
         try:
             score = float(await self.reward_fn(traj))

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from transformers import PreTrainedModel
 
 from rollarc.bench.report_file import add_docs_flag, emit_json, markdown_table, publish
+from rollarc.engine import EngineConfig, LLMEngine, SamplingParams
 
 FIRST_CHAR_ID = 6  # ids below are the tokenizer's special tokens
 
@@ -69,8 +70,6 @@ def make_workload(num_requests: int, prompt_range: tuple[int, int], short_range:
 
 def run_rollarc(model: PreTrainedModel, workload: Workload, max_num_seqs: int, prefill_budget: int,
                 threads: int) -> float:
-    from rollarc.engine import EngineConfig, LLMEngine, SamplingParams
-
     config = EngineConfig(max_num_seqs=max_num_seqs, prefill_token_budget=prefill_budget, num_threads=threads,
                           prefix_cache_tokens=0)
     engine = LLMEngine(model, config)
@@ -86,7 +85,7 @@ def run_rollarc(model: PreTrainedModel, workload: Workload, max_num_seqs: int, p
 
 
 def run_hf_generate(model: PreTrainedModel, workload: Workload, batch_size: int) -> float:
-    from transformers import GenerationConfig
+    from transformers import GenerationConfig  # deferred: transformers is heavy
 
     def batch_generate(prompts: list[list[int]], new_tokens: int) -> None:
         width = max(len(p) for p in prompts)
@@ -96,7 +95,7 @@ def run_hf_generate(model: PreTrainedModel, workload: Workload, batch_size: int)
             ids[row, width - len(prompt):] = torch.tensor(prompt)
             mask[row, width - len(prompt):] = 1
         config = GenerationConfig(do_sample=False, max_new_tokens=new_tokens, eos_token_id=None, pad_token_id=0)
-        out = model.generate(ids, attention_mask=mask, generation_config=config)
+        out = model.generate(ids, attention_mask=mask, generation_config=config)  # type: ignore[operator]  # a causal LM has generate
         if out.shape[1] != width + new_tokens:
             raise RuntimeError(f"HF generate stopped early: {out.shape[1] - width} of {new_tokens} tokens")
 
@@ -110,22 +109,22 @@ def run_hf_generate(model: PreTrainedModel, workload: Workload, batch_size: int)
 
 
 def run_hf_continuous(model: PreTrainedModel, workload: Workload, num_blocks: int) -> float:
-    from transformers import GenerationConfig
+    from transformers import GenerationConfig  # deferred: transformers is heavy
     from transformers.generation.configuration_utils import ContinuousBatchingConfig
     from transformers.generation.continuous_batching.utils import WorkloadHints
 
     prompts, max_tokens = workload.prompts, workload.max_tokens
     page = ContinuousBatchingConfig().page_size
-    longest = max(len(p) + m for p, m in zip(prompts, max_tokens))
+    longest = max(len(p) + m for p, m in zip(prompts, max_tokens, strict=True))
     num_blocks = max(num_blocks, -(-longest // page))  # at least room for the longest request
     config = GenerationConfig(do_sample=False, max_new_tokens=max(max_tokens), eos_token_id=-1, pad_token_id=0)
     hints = WorkloadHints(max_prompt_length=max(len(p) for p in prompts), max_generated_length=max(max_tokens),
                           num_requests=len(prompts))
-    with torch.inference_mode(), model.continuous_batching_context_manager(
+    with torch.inference_mode(), model.continuous_batching_context_manager(  # type: ignore[operator]  # a causal LM's
             generation_config=config, continuous_batching_config=ContinuousBatchingConfig(num_blocks=num_blocks),
             workload_hints=hints, block=True, timeout=60) as manager:  # entering it warms the manager up
         start = time.perf_counter()
-        for index, (prompt, tokens) in enumerate(zip(prompts, max_tokens)):
+        for index, (prompt, tokens) in enumerate(zip(prompts, max_tokens, strict=True)):
             manager.add_request(prompt, request_id=f"r{index}", max_new_tokens=tokens, eos_token_id=-1)
         produced, finished = 0, 0
         while finished < len(prompts):
@@ -163,7 +162,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--skip-hf-batch", action="store_true", help="skip transformers' continuous batching")
     args = parser.parse_args(argv)
 
-    from rollarc.models import count_parameters, new_policy
+    from rollarc.models import count_parameters, new_policy  # deferred: transformers is heavy
 
     torch.set_num_threads(args.threads)
     num_requests = args.requests or (32 if args.quick else 256)

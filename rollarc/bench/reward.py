@@ -41,16 +41,21 @@ import ray
 import torch
 from ray import serve
 
+from rollarc.agent.chat import ChatRenderer
 from rollarc.agent.runner import RewardFailure
 from rollarc.bench.report_file import add_docs_flag, emit_json, markdown_table, publish
-from rollarc.config import ClusterConfig, PoolConfig, RoleConfig, RolesConfig
+from rollarc.config import ClusterConfig, PoolConfig, RoleConfig, RolesConfig, load_train_config
 from rollarc.envs.latency import PRESETS
+from rollarc.models.tokenizer import build_tokenizer
 from rollarc.rewards.arrivals import mean_rate, peak_rate, replicas_for, timeline_arrivals, wave_arrivals
 from rollarc.rewards.client import RewardClient
-from rollarc.rewards.config import AutoscalingConfig, BatchingConfig, RewardConfig, ServiceCostConfig
+from rollarc.rewards.config import AutoscalingConfig, BatchingConfig, RewardConfig, RewardTrainConfig, ServiceCostConfig
+from rollarc.rewards.data import generate_examples
 from rollarc.rewards.deployment import DEPLOYMENT_NAME
+from rollarc.rewards.judge import read_meta
 from rollarc.rewards.meter import ReplicaMeter, replica_states
 from rollarc.rewards.service import RewardBackend, connect
+from rollarc.rewards.train import train_reward_model
 
 APP = "rollarc-bench-reward"
 POOL_UNITS = 64
@@ -118,9 +123,6 @@ def judge_dir(args: argparse.Namespace, log: Any) -> Path:
     if (SHIPPED_JUDGE / "judge.json").is_file():
         return SHIPPED_JUDGE
     if not (BENCH_JUDGE / "judge.json").is_file():
-        from rollarc.config import load_train_config
-        from rollarc.rewards.train import train_reward_model
-
         log(f"no judge at {SHIPPED_JUDGE}: training a small one at {BENCH_JUDGE}")
         cfg = load_train_config(Path(__file__).resolve().parents[2] / "configs" / "serverless_reward.yaml",
                                 [f"reward.model_path={BENCH_JUDGE}", "reward.train.episodes=400",
@@ -131,11 +133,6 @@ def judge_dir(args: argparse.Namespace, log: Any) -> Path:
 
 def payloads(count: int, context_tokens: int, seed: int) -> list[list[int]]:
     """Token tails of real noisy-expert FrozenLake trajectories (what the judge reads in training runs)."""
-    from rollarc.agent.chat import ChatRenderer
-    from rollarc.config import load_train_config
-    from rollarc.models.tokenizer import build_tokenizer
-    from rollarc.rewards.config import RewardTrainConfig
-    from rollarc.rewards.data import generate_examples
 
     cfg = load_train_config(Path(__file__).resolve().parents[2] / "configs" / "serverless_reward.yaml")
     train = RewardTrainConfig(episodes=count, seed_base=40_000_000, seed=seed)
@@ -295,7 +292,6 @@ def main(argv: list[str]) -> int:
                                  seed=args.seed)
         source = (f"generated: {args.waves} waves x {args.trajectories} trajectories x {args.turns} turns, "
                   f"every {args.period_s:g} s, long_tail env steps")
-    from rollarc.rewards.judge import read_meta
 
     tokens = payloads(64 if args.quick else 256, int(read_meta(model)["spec"]["context_tokens"]), args.seed)
     peak_r, mean_r = peak_rate(arrivals, args.window_s), mean_rate(arrivals)
@@ -303,13 +299,13 @@ def main(argv: list[str]) -> int:
         f"(over {args.window_s:g} s), mean {mean_r:.1f}/s")
 
     ray.init(num_cpus=2, resources={"pool_reward": POOL_UNITS, "pool_compute": 2, "pool_cpu": 4},
-             include_dashboard=False, logging_level="warning")
+             include_dashboard=False, logging_level=logging.WARNING)
     serve.start(proxy_location="Disabled", logging_config={"log_level": "WARNING"})
     try:
         cost = ServiceCostConfig(fixed_s=args.fixed_s, per_item_s=args.per_item_s)
         seconds = 2.0 if args.quick else 5.0
         real_capacity, real_latency = measure_capacity(args, model, tokens, ServiceCostConfig(), seconds)
-        capacity, capacity_latency = measure_capacity(args, model, tokens, cost, seconds)
+        capacity, _capacity_latency = measure_capacity(args, model, tokens, cost, seconds)
         peak, mean = replicas_for(peak_r, capacity), replicas_for(mean_r, capacity)
         log(f"one replica: {capacity:.1f} trajectories/s with the service cost "
             f"({args.fixed_s:g} s + {args.per_item_s:g} s x batch, batch {args.max_batch_size}); "
@@ -329,7 +325,7 @@ def main(argv: list[str]) -> int:
     result = {
         "bench": "reward",
         "quick": args.quick,
-        "arrivals": {"source": source, "count": int(len(arrivals)), "span_s": float(arrivals[-1]),
+        "arrivals": {"source": source, "count": len(arrivals), "span_s": float(arrivals[-1]),
                      "peak_rate_per_s": peak_r, "mean_rate_per_s": mean_r},
         "service_cost": cost.model_dump() | {"max_batch_size": args.max_batch_size},
         "capacity_per_replica": capacity,

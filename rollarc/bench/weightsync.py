@@ -24,6 +24,7 @@ The last line is the JSON result.
 from __future__ import annotations
 
 import argparse
+import logging
 import math
 import random
 import resource
@@ -107,7 +108,7 @@ def apply_op(a: int, op: str, b: int) -> int:
 
 
 def real_updates(lr: float, warmup: int, steps: int, seed: int = 0) -> RealResult:
-    from rollarc.models import new_policy
+    from rollarc.models import new_policy  # deferred: transformers is heavy
 
     model, tokenizer = new_policy("tiny", seed=seed)
     model.train()
@@ -215,13 +216,13 @@ def synthetic_updates(params: int, lr: float, chunk: int = CHUNK_ELEMENTS, progr
 
 
 def relay_bytes(versions: list[dict[str, torch.Tensor]], sites: int, per_site: int) -> RelayResult:
-    import ray
+    import ray  # deferred: Ray is heavy; only --relay needs it
 
     from rollarc.sync.relay import Member, WeightRelay
 
     started = not ray.is_initialized()
     if started:
-        ray.init(num_cpus=2, include_dashboard=False, logging_level="warning")
+        ray.init(num_cpus=2, include_dashboard=False, logging_level=logging.WARNING)
     members = [Member(f"site{s}-r{r}", f"site{s}") for s in range(sites) for r in range(per_site)]
     totals: dict[str, tuple[int, int]] = {}
     identical = True

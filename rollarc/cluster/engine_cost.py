@@ -19,9 +19,14 @@ from rollarc.cluster.workload import Efficiency, ModelSpec
 class EngineCost(Protocol):
     """An inference engine replica: its speed and its memory limits."""
 
-    devices: int
-    kv_capacity_tokens: float
-    max_batch: int
+    @property
+    def devices(self) -> int: ...
+
+    @property
+    def kv_capacity_tokens(self) -> float: ...
+
+    @property
+    def max_batch(self) -> int: ...
 
     def prefill_time(self, new_tokens: float) -> float: ...
 
@@ -35,7 +40,8 @@ class EngineCost(Protocol):
 
 
 class TrainCost(Protocol):
-    devices: int
+    @property
+    def devices(self) -> int: ...
 
     def time(self, tokens: float) -> float: ...
 

@@ -188,7 +188,7 @@ class Planner:
         shrinks once the batch per engine does), which single steps cannot cross."""
         moves = []
         for factor in (None, 2, 4, 16):
-            def grown(n: int, quantum: int = 1) -> int:
+            def grown(n: int, quantum: int = 1, factor: int | None = factor) -> int:
                 return n + quantum if factor is None else max(n * factor, n + quantum)
 
             moves.append(replace(p, train_devices=grown(p.train_devices, TRAIN_QUANTUM)))

@@ -42,7 +42,7 @@ def _quantile_grid(lo: float, p50: float, p90: float, p99: float, hi: float) -> 
     return np.interp(q, KNOTS, [lo, p50, p90, p99, hi])
 
 
-def distribution_from_summary(summary: dict[str, Any], where: str = "summary") -> Constant | Empirical:
+def distribution_from_summary(summary: dict[str, Any] | None, where: str = "summary") -> Constant | Empirical:
     """A distribution with the summary's mean, p50, p90 and p99 (see the module docstring)."""
     if not summary or not summary.get("n"):  # nothing measured (e.g. no reward time): costs nothing
         return Constant(value=0.0)

@@ -29,10 +29,11 @@ from typing import Any
 import yaml
 
 from rollarc.cluster.fragment import PlacementFragment
+from rollarc.cluster_config import RolesConfig
 from rollarc.configio import ConfigError, read_yaml, validate
 
 
-def _threads(base_roles: Any, role: str) -> int:
+def _threads(base_roles: RolesConfig, role: str) -> int:
     if role == "rollout":
         return base_roles.rollout[0].threads if base_roles.rollout else 1
     return getattr(base_roles, role).threads
@@ -40,7 +41,7 @@ def _threads(base_roles: Any, role: str) -> int:
 
 def planned_config(base: dict[str, Any], fragment: PlacementFragment, source: str = "base config") -> dict[str, Any]:
     """``base`` (a training config as read from YAML) with the placement of ``fragment``; validated."""
-    from rollarc.config import Config  # the training config pulls in torch-side modules: import on use
+    from rollarc.config import Config  # deferred: the training config imports torch
 
     base_cfg = validate(Config, base, source=source)
     planned = {t.name: t.rollout_pool for t in fragment.tasks}

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import itertools
 import logging
 import threading
@@ -149,7 +150,7 @@ class AsyncLLMEngine:
                     for completion in self.engine.step():
                         self._resolve(completion.request_id, completion, None)
                 self._stats = self.engine.stats()
-        except BaseException as err:  # noqa: BLE001 - logged here and raised to every caller as EngineDeadError
+        except BaseException as err:  # logged here and raised to every caller as EngineDeadError
             self._error = err
             logger.exception("rollarc engine loop failed; pending and later calls raise EngineDeadError")
         finally:
@@ -180,10 +181,8 @@ class AsyncLLMEngine:
         if waiter is None:
             return
         loop, future = waiter
-        try:
+        with contextlib.suppress(RuntimeError):  # the caller's event loop is closed: nobody is waiting any more
             loop.call_soon_threadsafe(_settle, future, completion, error)
-        except RuntimeError:  # the caller's event loop is closed: nobody is waiting any more
-            pass
 
     def _fail_all(self) -> None:
         """Fail every pending request and weight update: the loop is gone."""
@@ -197,10 +196,8 @@ class AsyncLLMEngine:
                                     + (f": {cause!r}" if cause is not None else " (shut down)"))
             error.__cause__ = cause
             loop, future = waiters[request_id]
-            try:
+            with contextlib.suppress(RuntimeError):
                 loop.call_soon_threadsafe(_settle, future, None, error)
-            except RuntimeError:
-                pass
         for command in commands:
             if command[0] == "update":
                 command[3].set_exception(EngineDeadError("engine loop ended before the weight update was applied"))

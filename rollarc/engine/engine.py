@@ -169,12 +169,12 @@ class LLMEngine:
         # One device-to-host copy per step (not one per tensor, nor per token): float64 holds token ids
         # exactly and widens the float32 log-probs exactly.
         host = torch.stack([sampled.token_ids.double(), sampled.logprobs.double(), sampled.ok.double()]).cpu()
-        token_ids = [int(t) for t in host[0].tolist()]
+        tokens = [int(t) for t in host[0].tolist()]
         logprobs, ok = host[1].tolist(), [bool(g) for g in host[2].tolist()]
         for request in batch:  # all of them first: finishing one may move another's KV, by num_computed
             request.num_computed = request.num_tokens
         generated = 0
-        for request, token, logprob, good in zip(batch, token_ids, logprobs, ok):
+        for request, token, logprob, good in zip(batch, tokens, logprobs, ok, strict=True):
             if not good:
                 finished.append(self._finish(request, "error", now=now, error=(
                     f"NaN/inf in logits at position {request.num_tokens} (output token {len(request.output_ids)}) "
@@ -206,7 +206,7 @@ class LLMEngine:
         if len(per_request) != len(prompts) or len(keys) != len(prompts):
             raise ValueError(f"generate: {len(prompts)} prompts but {len(per_request)} params and "
                              f"{len(keys)} cache_keys")
-        ids = [self.add_request(p, sp, cache_key=k) for p, sp, k in zip(prompts, per_request, keys)]
+        ids = [self.add_request(p, sp, cache_key=k) for p, sp, k in zip(prompts, per_request, keys, strict=True)]
         wanted = set(ids)
         results: dict[str, Completion] = {}
         others: list[Completion] = []
@@ -228,7 +228,7 @@ class LLMEngine:
         Cached prefixes are dropped: their KV was computed under the old weights.
         """
         items = list(named_tensors.items()) if isinstance(named_tensors, Mapping) else list(named_tensors)
-        targets = dict(self.model.named_parameters(remove_duplicate=False))
+        targets: dict[str, torch.Tensor] = dict(self.model.named_parameters(remove_duplicate=False))
         targets.update(self.model.named_buffers(remove_duplicate=False))
         unknown = [name for name, _ in items if name not in targets]
         if unknown:
@@ -275,7 +275,7 @@ class LLMEngine:
         """
         seqs = [self._prefill_seq(r) for r in requests]
         first: dict[tuple[int, tuple[int, ...]], int] = {}
-        twin = [first.setdefault((s.start, tuple(r.prompt_ids)), i) for i, (s, r) in enumerate(zip(seqs, requests))]
+        twin = [first.setdefault((s.start, tuple(r.prompt_ids)), i) for i, (s, r) in enumerate(zip(seqs, requests, strict=True))]
         unique = sorted(set(twin))
         logits = self.runner.prefill([seqs[i] for i in unique])
         row = {i: k for k, i in enumerate(unique)}
@@ -286,11 +286,12 @@ class LLMEngine:
         return logits[[row[j] for j in twin]]
 
     def _prefill_seq(self, request: Request) -> PrefillSeq:
-        start = request.cached_prompt_tokens
+        start, slot = request.cached_prompt_tokens, request.slot
+        assert slot is not None  # the scheduler gave it a slot
         if request.reused_prefix is not None:
-            self.kv.write(request.slot, request.reused_prefix.kv, start)
+            self.kv.write(slot, request.reused_prefix.kv, start)
             request.reused_prefix = None
-        return PrefillSeq(slot=request.slot, start=start, token_ids=request.prompt_ids[start:])
+        return PrefillSeq(slot=slot, start=start, token_ids=request.prompt_ids[start:])
 
     def _sample(self, batch: list[Request], logits: torch.Tensor) -> Sampled:
         params = [r.params for r in batch]
@@ -308,7 +309,7 @@ class LLMEngine:
         params = request.params
         if token in params.stop_token_ids or (not params.ignore_eos and token in self.eos_token_ids):
             return "stop", token
-        if params.stop:
+        if params.stop and self._decode is not None:  # add_request refused stop strings without a tokenizer
             text = self._decode(request.output_ids)
             for stop in params.stop:
                 if stop in text:

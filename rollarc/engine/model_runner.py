@@ -22,10 +22,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
-from torch import nn
 
 from rollarc.engine.kv_cache import SlotKVCache
 
@@ -56,7 +56,7 @@ class PrefillSeq:
     token_ids: Sequence[int]
 
 
-def model_geometry(model: nn.Module) -> ModelGeometry:
+def model_geometry(model: Any) -> ModelGeometry:  # an HF model: submodules are reached by name
     config = model.config
     model_type = getattr(config, "model_type", None)
     if model_type not in SUPPORTED_MODEL_TYPES:
@@ -73,7 +73,7 @@ def model_geometry(model: nn.Module) -> ModelGeometry:
     )
 
 
-def _norm_fn(module: nn.Module) -> Callable[[torch.Tensor], torch.Tensor]:
+def _norm_fn(module: Any) -> Callable[[torch.Tensor], torch.Tensor]:  # an HF norm module
     """The norm as one fused op when it is the plain RMSNorm of the supported families, else the module.
 
     ``F.rms_norm`` computes ``x · rsqrt(mean(x²) + eps) · weight`` like those modules in one op instead
@@ -94,7 +94,7 @@ def _rope(x: torch.Tensor, cos: torch.Tensor, sin_signed: torch.Tensor) -> torch
 class _Layer:
     """Handles on one decoder layer's submodules (no copies of weights)."""
 
-    def __init__(self, layer: nn.Module, config: object) -> None:
+    def __init__(self, layer: Any, config: object) -> None:  # an HF decoder layer
         attn = layer.self_attn
         self.input_norm = _norm_fn(layer.input_layernorm)
         self.post_norm = _norm_fn(layer.post_attention_layernorm)
@@ -109,7 +109,7 @@ class _Layer:
 
 
 class ModelRunner:
-    def __init__(self, model: nn.Module, kv: SlotKVCache) -> None:
+    def __init__(self, model: Any, kv: SlotKVCache) -> None:  # an HF causal LM
         self.geometry = model_geometry(model)
         self.model = model
         self.kv = kv

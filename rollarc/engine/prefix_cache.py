@@ -41,7 +41,7 @@ class CachedPrefix:
 
 def common_prefix_length(a: Sequence[int], b: Sequence[int]) -> int:
     n = 0
-    for x, y in zip(a, b):
+    for x, y in zip(a, b, strict=False):
         if x != y:
             break
         n += 1

@@ -70,6 +70,7 @@ class Scheduler:
         assert slot is not None and self.running[slot] is request
         last = self.running.pop()
         if last is not request:
+            assert last.slot is not None  # every running request holds a slot
             self.running[slot] = last
             self.kv.move(src=last.slot, dst=slot, length=last.num_computed)
             last.slot = slot

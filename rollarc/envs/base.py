@@ -67,7 +67,7 @@ class Outcome:
 class TextEnv(gymnasium.Env[str, str], Generic[Parsed], metaclass=ABCMeta):
     """Base class; see the module docstring for the contract."""
 
-    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"]}
+    metadata: dict[str, Any] = {"render_modes": ["ansi"]}  # gymnasium declares it an instance attribute
     Config: ClassVar[type[TextEnvConfig]] = TextEnvConfig
     instructions: str = ""
     invalid_hint: ClassVar[str] = "Invalid action."

@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from fractions import Fraction
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import numpy as np
 from pydantic import Field, model_validator
@@ -111,7 +111,7 @@ class CountdownEnv(TextEnv[tuple[Tag, str]]):
         match = _STRICT.fullmatch(action) if mode == "strict" else _LENIENT.search(action)
         if match is None:
             return None
-        return match.group(1).lower(), match.group(2)  # type: ignore[return-value]
+        return cast(Tag, match.group(1).lower()), match.group(2)  # the patterns match only the tags
 
     def _apply(self, parsed: tuple[Tag, str]) -> Outcome:
         tag, expression = parsed
@@ -163,7 +163,7 @@ def _checked_instance(options: dict[str, Any], cfg: CountdownConfig) -> tuple[tu
     if (
         not isinstance(numbers, list | tuple)
         or not 1 <= len(numbers) <= cfg.num_count
-        or not all(isinstance(n, int) and 1 <= n and len(str(n)) <= num_digits for n in numbers)
+        or not all(isinstance(n, int) and n >= 1 and len(str(n)) <= num_digits for n in numbers)
     ):
         raise ValueError(
             f"countdown options['nums'] must be 1..{cfg.num_count} positive ints of at most {num_digits} digits "

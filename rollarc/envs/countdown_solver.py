@@ -72,7 +72,7 @@ def reachable(numbers: tuple[int, ...]) -> dict[int, Solution]:
                     for item in _combine(state[i], state[j]):
                         if item.value not in found:
                             found[item.value] = Solution(item.value, item.expression, item.steps)
-                        new_state = tuple(sorted(rest + [item], key=lambda it: it.value))
+                        new_state = tuple(sorted([*rest, item], key=lambda it: it.value))
                         key = tuple(it.value for it in new_state)
                         if key not in seen:
                             seen.add(key)

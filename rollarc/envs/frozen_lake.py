@@ -149,13 +149,15 @@ def _distance_to_goal(lake_map: list[str]) -> list[int | None]:
     queue = deque([goal])
     while queue:
         cell = queue.popleft()
+        here = distance[cell]
+        assert here is not None  # only reached cells are queued
         row, col = divmod(cell, size)
         for move in Move:  # neighbours of `cell`; moves are symmetric, so a reverse step is a forward one
             r, c = row + move.dr, col + move.dc
             if 0 <= r < size and 0 <= c < size:
                 prev = r * size + c
                 if distance[prev] is None and tiles[prev] != "H":
-                    distance[prev] = distance[cell] + 1  # type: ignore[operator]
+                    distance[prev] = here + 1
                     queue.append(prev)
     return distance
 

@@ -25,13 +25,14 @@ from __future__ import annotations
 import math
 from pathlib import Path
 from statistics import NormalDist
-from typing import Literal
+from typing import Literal, TypeVar
 
 import numpy as np
 from pydantic import Field, model_validator
 
 from rollarc.configio import FrozenModel
 
+_T = TypeVar("_T")
 LatencyKind = Literal["none", "fixed", "lognormal", "pareto", "trace"]
 _REQUIRED: dict[str, tuple[str, ...]] = {
     "none": (),
@@ -72,6 +73,13 @@ class LatencyConfig(FrozenModel):
         return self
 
 
+def _given(value: _T | None) -> _T:
+    """A parameter of the configured kind: the validator has checked that it is set."""
+    if value is None:
+        raise AssertionError("a latency parameter of the configured kind is unset (the validator checks it)")
+    return value
+
+
 LONG_TAIL_SIGMA = math.log(25.0) / NormalDist().inv_cdf(0.99)
 PRESETS: dict[str, LatencyConfig] = {
     "long_tail": LatencyConfig(kind="lognormal", median_s=0.2, sigma=LONG_TAIL_SIGMA, failure_prob=0.02),
@@ -102,13 +110,13 @@ class LatencyModel:
         if cfg.kind == "none":
             value = 0.0
         elif cfg.kind == "fixed":
-            value = cfg.fixed_s  # type: ignore[assignment]
+            value = _given(cfg.fixed_s)
         elif cfg.kind == "lognormal":
-            value = cfg.median_s * math.exp(cfg.sigma * NormalDist().inv_cdf(q))  # type: ignore[operator]
+            value = _given(cfg.median_s) * math.exp(_given(cfg.sigma) * NormalDist().inv_cdf(q))
         elif cfg.kind == "pareto":
-            value = cfg.scale_s * (1.0 - q) ** (-1.0 / cfg.alpha)  # type: ignore[operator]
+            value = _given(cfg.scale_s) * (1.0 - q) ** (-1.0 / _given(cfg.alpha))
         else:
-            value = float(np.quantile(self._trace, q))  # type: ignore[arg-type]
+            value = float(np.quantile(_given(self._trace), q))
         return min(value, cfg.max_s) if cfg.max_s is not None else value
 
     def _delays(self, rng: np.random.Generator, n: int) -> np.ndarray:
@@ -118,11 +126,11 @@ class LatencyModel:
         elif cfg.kind == "fixed":
             delays = np.full(n, cfg.fixed_s)
         elif cfg.kind == "lognormal":
-            delays = cfg.median_s * np.exp(cfg.sigma * rng.standard_normal(n))  # type: ignore[operator]
+            delays = _given(cfg.median_s) * np.exp(_given(cfg.sigma) * rng.standard_normal(n))
         elif cfg.kind == "pareto":
-            delays = cfg.scale_s * (1.0 + rng.pareto(cfg.alpha, n))  # type: ignore[operator] # numpy's is Lomax
+            delays = _given(cfg.scale_s) * (1.0 + rng.pareto(_given(cfg.alpha), n))  # numpy's is Lomax
         else:
-            delays = rng.choice(self._trace, size=n)  # type: ignore[arg-type]
+            delays = rng.choice(_given(self._trace), size=n)
         return np.minimum(delays, cfg.max_s) if cfg.max_s is not None else delays
 
 

@@ -63,7 +63,10 @@ class EnvSpec(FrozenModel):
 
     @property
     def resolved_entry_point(self) -> str:
-        return _REGISTRY[self.id] if self.id is not None else self.entry_point  # type: ignore[return-value]
+        if self.id is not None:
+            return _REGISTRY[self.id]
+        assert self.entry_point is not None  # the validator requires id or entry_point
+        return self.entry_point
 
 
 def register(id: str, entry_point: str) -> None:

@@ -53,7 +53,7 @@ def evaluate(text: str, *, max_length: int = MAX_LENGTH, max_depth: int = MAX_DE
     bad = sorted(set(text) - _ALLOWED_CHARS)
     if bad:
         # ascii() keeps the message inside the policy's character set whatever the input was.
-        raise ArithError(f"character {ascii(bad[0])} not allowed; use numbers, + - * / and parentheses")
+        raise ArithError(f"character {bad[0]!a} not allowed; use numbers, + - * / and parentheses")
     source = text.strip()
     try:
         tree = ast.parse(source, mode="eval")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Literal
 
+import psutil
 import torch
 
 DeviceName = Literal["auto", "cpu", "cuda"]
@@ -48,6 +49,5 @@ def free_memory_bytes(device: torch.device) -> int:
     if device.type == "cuda":
         free, _total = torch.cuda.mem_get_info(device)
         return int(free)
-    import psutil
 
     return int(psutil.virtual_memory().available)

@@ -16,7 +16,7 @@ from typing import Any
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
 RUN_FILES = ("metrics.jsonl", "timeline.jsonl", "summary.json", "config.yaml")
 LEARNING_CURVE, TIMELINE, REPORT = "learning_curve.png", "timeline.png", "report.md"

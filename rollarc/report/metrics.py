@@ -7,10 +7,11 @@ import math
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 
 def process_rss_mb() -> float:
     """Resident memory of the calling process now (not its peak), so growth over a run shows."""
-    import psutil
 
     return psutil.Process().memory_info().rss / (1 << 20)
 
@@ -27,7 +28,7 @@ class MetricsWriter:
         self._file = self.path.open("a")
         self._tb = None
         if tensorboard:
-            from torch.utils.tensorboard import SummaryWriter
+            from torch.utils.tensorboard import SummaryWriter  # deferred: tensorboard imports torch
 
             self._tb = SummaryWriter(log_dir=str(run_dir / "tensorboard"))
 

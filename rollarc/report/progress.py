@@ -36,7 +36,8 @@ class RunProgress:
         self._progress.stop()
 
     def update(self, completed: int, **fields: Any) -> None:
-        self._progress.update(self._task, completed=completed, **{k: _fmt(v) for k, v in fields.items()})
+        formatted: dict[str, Any] = {k: _fmt(v) for k, v in fields.items()}  # rich's task fields, not its keywords
+        self._progress.update(self._task, completed=completed, **formatted)
 
     def print(self, message: str) -> None:
         self._progress.console.print(message)

@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
+from rollarc.cluster_config import ClusterConfig
 from rollarc.configio import FrozenModel
 
 RewardKind = Literal["rule", "serverless", "dedicated"]
@@ -149,8 +150,8 @@ class RewardConfig(FrozenModel):
         return self.model_path.format(name=run_name)
 
 
-def placement_problems(reward: RewardConfig, cluster: Any) -> list[str]:
-    """What is wrong with the reward's placement on ``cluster`` (a ClusterConfig); empty when it fits.
+def placement_problems(reward: RewardConfig, cluster: ClusterConfig) -> list[str]:
+    """What is wrong with the reward's placement on ``cluster``; empty when it fits.
 
     Reward replicas live on ``cluster.roles.reward.pool``, ``units`` each. A dedicated pool has
     ``cluster.roles.reward.replicas`` of them (already counted against the pool); a serverless
@@ -174,7 +175,7 @@ def placement_problems(reward: RewardConfig, cluster: Any) -> list[str]:
     return problems
 
 
-def _pool_units_of_other_roles(cluster: Any, pool: str) -> float:
+def _pool_units_of_other_roles(cluster: ClusterConfig, pool: str) -> float:
     roles = cluster.roles
     specs = [roles.train, roles.env, *roles.rollout]
     return sum(r.replicas * r.units for r in specs if r.pool == pool)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gymnasium
 import numpy as np
@@ -32,6 +32,9 @@ from rollarc.rewards.config import RewardTrainConfig
 from rollarc.rewards.inputs import reward_tokens
 from rollarc.rewards.labels import expert_distance, progress_label
 
+if TYPE_CHECKING:
+    from rollarc.config import SamplingConfig, TaskConfig  # type only: the training config is above rewards/
+
 
 @dataclass(frozen=True)
 class Example:
@@ -43,7 +46,7 @@ class Example:
     epsilon: float
 
 
-def _measuring_env(task: Any, horizon: int) -> tuple[gymnasium.Env, int | None]:
+def _measuring_env(task: TaskConfig, horizon: int) -> tuple[gymnasium.Env, int | None]:
     """The task's env, with a long ``max_steps`` when it is a TextEnv; also its own ``max_steps``."""
     env = make_env(task.env)
     if not isinstance(env.unwrapped, TextEnv):
@@ -54,8 +57,8 @@ def _measuring_env(task: Any, horizon: int) -> tuple[gymnasium.Env, int | None]:
     return make_env(spec), own_limit
 
 
-async def labelled_episode(task: Any, seed: int, epsilon: float, cut_at: int | None, renderer: ChatRenderer,
-                           sampling: Any, train: RewardTrainConfig, context_tokens: int,
+async def labelled_episode(task: TaskConfig, seed: int, epsilon: float, cut_at: int | None, renderer: ChatRenderer,
+                           sampling: SamplingConfig, train: RewardTrainConfig, context_tokens: int,
                            rng: np.random.Generator) -> Example | None:
     """One noisy-expert episode and its progress label (None when the episode itself failed)."""
     env, own_limit = _measuring_env(task, train.label_horizon)
@@ -94,7 +97,7 @@ async def labelled_episode(task: Any, seed: int, epsilon: float, cut_at: int | N
                    seed=seed, epsilon=epsilon)
 
 
-def generate_examples(tasks: list[Any], renderer: ChatRenderer, sampling: Any, train: RewardTrainConfig,
+def generate_examples(tasks: list[TaskConfig], renderer: ChatRenderer, sampling: SamplingConfig, train: RewardTrainConfig,
                       context_tokens: int) -> list[Example]:
     """``train.episodes`` labelled examples over ``tasks`` (by weight), env seeds from ``train.seed_base``."""
     rng = np.random.default_rng(train.seed)

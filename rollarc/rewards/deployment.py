@@ -24,7 +24,9 @@ import torch
 from ray import serve
 from ray.serve.deployment import Application
 
-from rollarc.rewards.config import ServiceCostConfig
+from rollarc.cluster_config import ClusterConfig
+from rollarc.placement import actor_options
+from rollarc.rewards.config import RewardConfig, ServiceCostConfig
 from rollarc.rewards.judge import load_judge
 
 DEPLOYMENT_NAME = "RewardJudge"
@@ -40,8 +42,8 @@ class RewardJudge:
         torch.set_num_threads(threads)
         self.judge = load_judge(model_path)
         self.cost = ServiceCostConfig(**service_cost)
-        self.score_batch.set_max_batch_size(max_batch_size)
-        self.score_batch.set_batch_wait_timeout_s(batch_wait_timeout_s)
+        self.score_batch.set_max_batch_size(max_batch_size)  # type: ignore[attr-defined]  # added by @serve.batch
+        self.score_batch.set_batch_wait_timeout_s(batch_wait_timeout_s)  # type: ignore[attr-defined]  # added by @serve.batch
         self.batch_sizes: Counter[int] = Counter()
         self.started_at = time.time()
         self.init_s = time.perf_counter() - start
@@ -64,10 +66,8 @@ class RewardJudge:
                 "started_at": self.started_at, "init_s": self.init_s, "batch_sizes": dict(self.batch_sizes)}
 
 
-def build_app(reward: Any, model_path: str, cluster: Any) -> Application:
-    """The Serve application for ``reward`` (a RewardConfig) placed on ``cluster`` (a ClusterConfig)."""
-    from rollarc.runtime.ray_cluster import actor_options
-
+def build_app(reward: RewardConfig, model_path: str, cluster: ClusterConfig) -> Application:
+    """The Serve application for ``reward`` placed on ``cluster``."""
     role = cluster.roles.reward
     options: dict[str, Any] = {
         "name": DEPLOYMENT_NAME,
@@ -83,6 +83,6 @@ def build_app(reward: Any, model_path: str, cluster: Any) -> Application:
         options["num_replicas"] = role.replicas
     else:
         raise ValueError(f"reward.kind {reward.kind!r} has no service (only serverless and dedicated do)")
-    deployment = serve.deployment(RewardJudge).options(**options)
+    deployment = serve.deployment(RewardJudge).options(**options)  # type: ignore[attr-defined]  # Serve stub
     return deployment.bind(model_path, role.threads, reward.batching.max_batch_size,
                            reward.batching.batch_wait_timeout_s, reward.service_cost.model_dump())

@@ -100,7 +100,7 @@ def tokenizer_fingerprint(vocab: dict[str, int]) -> str:
 
 def save_judge(model: ProgressJudge, path: str | Path, meta: dict[str, Any]) -> Path:
     """Write the weights and ``judge.json`` (spec + ``meta``) atomically: readers see all or nothing."""
-    from rollarc.models.checkpoint import atomic_directory  # imports transformers: kept off the replica path
+    from rollarc.models.checkpoint import atomic_directory  # deferred: transformers is heavy; kept off the replica path
 
     with atomic_directory(path) as tmp:
         save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(tmp / WEIGHTS))

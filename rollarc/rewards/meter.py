@@ -14,7 +14,7 @@ import time
 
 def replica_states(app_name: str, deployment: str) -> dict[str, int]:
     """Replicas of ``deployment`` by state, e.g. ``{"RUNNING": 2, "STARTING": 1}`` ({} when none or no app)."""
-    from ray import serve  # imported here: the pure integration below is used without Ray
+    from ray import serve  # deferred: Ray Serve is heavy; the pure integration below is used without Ray
 
     app = serve.status().applications.get(app_name)
     if app is None or deployment not in app.deployments:

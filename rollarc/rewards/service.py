@@ -12,21 +12,27 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ray import serve
 from ray.exceptions import RayActorError, RayTaskError
 from ray.serve.config import ProxyLocation
 from ray.serve.exceptions import RayServeException, ReplicaUnavailableError
 
+from rollarc.cluster_config import ClusterConfig
 from rollarc.configio import ConfigError
 from rollarc.rewards.client import RewardClient
 from rollarc.rewards.config import RewardConfig, placement_problems
 from rollarc.rewards.deployment import DEPLOYMENT_NAME, build_app
 from rollarc.rewards.judge import read_meta, tokenizer_fingerprint
 from rollarc.rewards.meter import replica_states
+from rollarc.rewards.train import policy_tokenizer, train_reward_model
+
+if TYPE_CHECKING:
+    from rollarc.config import Config  # type only: the training config is above rewards/
 
 LOST = (RayActorError, ReplicaUnavailableError)       # the replica went away: worth a retry
 ERRORS = (RayTaskError, RayServeException)            # the service answered with an error: fail the trajectory
@@ -47,7 +53,7 @@ class RewardClientSpec:
 class RewardBackend:
     """A deployed reward service: its handle spec, live stats, and shutdown."""
 
-    def __init__(self, reward: RewardConfig, model_path: str, cluster: Any):
+    def __init__(self, reward: RewardConfig, model_path: str, cluster: ClusterConfig):
         self.reward = reward
         self.model_path = model_path
         self.cluster = cluster
@@ -83,7 +89,7 @@ class RewardBackend:
             serve.shutdown()
 
 
-def start_reward_backend(reward: RewardConfig, cfg: Any, log: Any = None) -> RewardBackend:
+def start_reward_backend(reward: RewardConfig, cfg: Config, log: Callable[[str], None] | None = None) -> RewardBackend:
     """Check, (train if missing,) and deploy the model-based reward of ``cfg``; raises ConfigError on bad input."""
     log = log or (lambda message: print(message, file=sys.stderr))
     problems = placement_problems(reward, cfg.cluster)
@@ -91,17 +97,14 @@ def start_reward_backend(reward: RewardConfig, cfg: Any, log: Any = None) -> Rew
         raise ConfigError("invalid reward placement:\n  " + "\n  ".join(problems))
     model_path = reward.resolved_model_path(cfg.name)
     if not (Path(model_path) / "judge.json").is_file():
-        from rollarc.rewards.train import train_reward_model
-
         log(f"no reward judge at {model_path}: training it first (rollarc reward train)")
         train_reward_model(cfg, log=log)
     check_tokenizer(model_path, cfg)
     return RewardBackend(reward, model_path, cfg.cluster).start()
 
 
-def check_tokenizer(model_path: str, cfg: Any) -> None:
+def check_tokenizer(model_path: str, cfg: Config) -> None:
     """The judge must have been trained on the token ids this run's policy produces."""
-    from rollarc.rewards.train import policy_tokenizer
 
     expected = read_meta(model_path)["spec"].get("tokenizer_sha256", "")
     actual = tokenizer_fingerprint(policy_tokenizer(cfg).get_vocab())

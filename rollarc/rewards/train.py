@@ -9,26 +9,28 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
 from rollarc.agent.chat import ChatRenderer
+from rollarc.models.checkpoint import load_tokenizer
+from rollarc.models.tokenizer import build_tokenizer
 from rollarc.rewards.data import Example, generate_examples
 from rollarc.rewards.judge import JudgeSpec, ProgressJudge, save_judge, tokenizer_fingerprint
 
+if TYPE_CHECKING:
+    from rollarc.config import Config  # type only: the training config is above rewards/
 
-def policy_tokenizer(cfg: Any) -> Any:
+
+def policy_tokenizer(cfg: Config) -> Any:
     """The tokenizer RL trajectories will carry: the policy's (``model.path``) or rollarc's built-in one."""
     if cfg.model.path is not None:
-        from rollarc.models.checkpoint import load_tokenizer
-
         return load_tokenizer(cfg.model.path)
-    from rollarc.models.tokenizer import build_tokenizer
-
     return build_tokenizer()
 
 
@@ -64,7 +66,7 @@ def evaluate(model: ProgressJudge, examples: list[Example], batch_size: int = 25
 
 
 def fit(model: ProgressJudge, examples: list[Example], steps: int, batch_size: int, lr: float, seed: int,
-        log: Any = print) -> list[float]:
+        log: Callable[[str], None] = print) -> list[float]:
     """AdamW with a short warm-up and cosine decay; returns the loss of every step."""
     generator = torch.Generator().manual_seed(seed)
     optimiser = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
@@ -92,7 +94,7 @@ def fit(model: ProgressJudge, examples: list[Example], steps: int, batch_size: i
     return losses
 
 
-def train_reward_model(cfg: Any, log: Any = print) -> tuple[Path, dict[str, Any]]:
+def train_reward_model(cfg: Config, log: Callable[[str], None] = print) -> tuple[Path, dict[str, Any]]:
     """Generate data from ``cfg.tasks``, train the judge, save it at the configured path; returns (path, meta)."""
     reward = cfg.reward
     train = reward.train
@@ -103,7 +105,7 @@ def train_reward_model(cfg: Any, log: Any = print) -> tuple[Path, dict[str, Any]
     t0 = time.perf_counter()
     examples = generate_examples(list(cfg.tasks), renderer, cfg.sampling, train, arch.context_tokens)
     data_s = time.perf_counter() - t0
-    cut = int(round(len(examples) * (1 - train.heldout_fraction)))
+    cut = round(len(examples) * (1 - train.heldout_fraction))
     train_set, heldout = examples[:cut], examples[cut:]
     if not train_set or not heldout:
         raise ValueError(f"reward.train.episodes={train.episodes} gave {len(examples)} usable episodes; "

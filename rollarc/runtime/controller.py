@@ -27,6 +27,7 @@ import ray
 from ray.exceptions import RayActorError, RayTaskError
 
 from rollarc.agent.runner import EpisodeSpec
+from rollarc.agent.task_mix import TaskMix
 from rollarc.agent.trajectory import Trajectory
 from rollarc.config import Config
 from rollarc.report.metrics import MetricsWriter, TimelineWriter, process_rss_mb
@@ -34,8 +35,8 @@ from rollarc.report.progress import RunProgress
 from rollarc.runtime.env_worker import GroupResult, GroupSpec
 from rollarc.runtime.group_buffer import GroupBuffer
 from rollarc.runtime.staleness import StalenessLedger
-from rollarc.runtime.task_mix import TaskMix
 from rollarc.runtime.task_profile import TaskProfiler
+from rollarc.runtime.weight_sync import SyncPayload
 from rollarc.runtime.workers import Workers
 
 
@@ -80,7 +81,7 @@ class Controller:
         self.group_index = group_index
         self.counters = Counters()
         self.pending: dict[Any, tuple[GroupSpec, str]] = {}
-        self.buffer = GroupBuffer(self.B, cfg.async_.max_staleness)
+        self.buffer = GroupBuffer[GroupResult](self.B, cfg.async_.max_staleness)
         self.restart_queue: list[GroupSpec] = []
         self.run_start = run_start or time.time()
         self.metrics = metrics or MetricsWriter(run_dir, tensorboard=cfg.run.tensorboard)
@@ -100,7 +101,8 @@ class Controller:
         version = self.start_version
         if version == 0 or not self.evals:
             self.evals.append(self.evaluate(version, label="before_rl"))
-        train_ref = publish_ref = None
+        train_ref: ray.ObjectRef[dict[str, Any]] | None = None
+        publish_ref: ray.ObjectRef[SyncPayload] | None = None
         sync_refs: list[Any] = []
         train_stats: dict[str, Any] = {}
         step_started = time.time()
@@ -128,9 +130,9 @@ class Controller:
                         train_ref = None
                         train_stats = self._get_train(ref, version)
                         publish_ref = self.workers.trainer.publish.remote()
-                    elif ref is publish_ref:
+                    elif publish_ref is not None and ref is publish_ref:
+                        payload = ray.get(publish_ref)
                         publish_ref = None
-                        payload = ray.get(ref)
                         sync_refs = self.workers.sync_all(payload)
                         sync_started = time.time()
                     elif ref in sync_refs:
@@ -271,9 +273,9 @@ class Controller:
 
     def _check_health(self, result: GroupResult) -> None:
         reasons = [t.failure_reason or "" for t in result.failed]
-        if any("no rollout replica" in r or "NoReplicaError" in r for r in reasons):
-            if not self.workers.alive_rollouts():
-                raise RunError("every rollout worker died; no replica is left to generate")
+        if (any("no rollout replica" in r or "NoReplicaError" in r for r in reasons)
+                and not self.workers.alive_rollouts()):
+            raise RunError("every rollout worker died; no replica is left to generate")
         if self.counters.consecutive_dropped >= max(4 * self.B, 16):
             top = ", ".join(f"{k} ({v})" for k, v in self.counters.failure_reasons.most_common(3))
             raise RunError(f"the last {self.counters.consecutive_dropped} groups all failed; reasons: {top}")
@@ -366,7 +368,7 @@ class Controller:
         self.timeline.write(self.workers.drain_spans())
 
     def _cancel_pending(self) -> None:
-        for ref, (spec, worker) in list(self.pending.items()):
+        for spec, worker in list(self.pending.values()):
             handle = self.workers.env.get(worker)
             if handle is not None:
                 handle.cancel_group.remote(spec.group_id)

@@ -6,13 +6,17 @@ import datetime as dt
 import json
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import ray
 
+from rollarc.agent.local_eval import evaluate_local
 from rollarc.config import Config, load_train_config
 from rollarc.configio import ConfigError, dump_yaml
+from rollarc.models.checkpoint import load_policy
+from rollarc.models.device import resolve_device, resolve_dtype
 from rollarc.report.metrics import MetricsWriter
 from rollarc.runtime.controller import Controller, RunError
 from rollarc.runtime.ray_cluster import plugin_pythonpath, start_ray
@@ -36,7 +40,7 @@ def latest_checkpoint(run_dir: Path) -> Path | None:
     return candidates[-1] if candidates else None
 
 
-def initial_policy(cfg: Config, log: Any = print) -> tuple[str, dict[str, Any] | None]:
+def initial_policy(cfg: Config, log: Callable[[str], None] = print) -> tuple[str, dict[str, Any] | None]:
     """The directory RL starts from: ``model.path`` as given, or the SFT warm start (trained if missing)."""
     if cfg.model.path is not None:
         return cfg.model.path, None
@@ -104,7 +108,7 @@ def run_training(cfg: Config, address: str | None = None) -> int:
     summary["sft"] = sft_meta
     summary["total_wall_s"] = time.time() - start
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
-    from rollarc.report.build import build_report
+    from rollarc.report.build import build_report  # deferred: matplotlib is heavy
 
     build_report(run_dir)
     _print_result(run_dir, summary)
@@ -120,16 +124,11 @@ def _print_result(run_dir: Path, summary: dict[str, Any]) -> None:
 
 
 def eval_main(config_path: str, overrides: list[str], checkpoint: str | None = None, episodes: int | None = None) -> int:
-    from rollarc.agent.local_eval import evaluate_local
-    from rollarc.models.checkpoint import load_policy
-
     cfg = load_train_config(config_path, overrides)
     plugin_pythonpath(cfg.plugin_paths)
     path = checkpoint or cfg.model.path or str(cfg.sft_checkpoint())
     model, tokenizer = load_policy(path)
-    from rollarc.models.device import resolve_device, resolve_dtype
-
-    model = model.to(resolve_device(cfg.model.device), resolve_dtype(cfg.engine.dtype or cfg.model.dtype))
+    model = model.to(resolve_device(cfg.model.device), resolve_dtype(cfg.engine.dtype or cfg.model.dtype))  # type: ignore[arg-type]  # transformers' typed .to rejects a device
     n = episodes if episodes is not None else cfg.train.eval_episodes
     result = evaluate_local(model, tokenizer, list(cfg.tasks), n, cfg.train.eval_seed_base, cfg.sampling, cfg.engine)
     print(json.dumps({"checkpoint": path, **result}))

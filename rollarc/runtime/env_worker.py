@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import ray
 import torch
@@ -19,9 +19,13 @@ import torch
 from rollarc.agent.chat import ChatRenderer
 from rollarc.agent.runner import EpisodeRunner, EpisodeSpec
 from rollarc.agent.trajectory import Trajectory
+from rollarc.config import SamplingConfig, TaskConfig
 from rollarc.engine.types import Completion, SamplingParams
 from rollarc.models.checkpoint import load_tokenizer
 from rollarc.report.metrics import process_rss_mb
+
+if TYPE_CHECKING:
+    from rollarc.rewards.service import RewardClientSpec  # type only: importing it at run time loads Ray Serve
 
 
 @dataclass(frozen=True)
@@ -58,9 +62,9 @@ class GroupResult:
 
 @ray.remote
 class EnvWorker:
-    def __init__(self, name: str, tasks: dict[str, Any], tokenizer_dir: str, sampling: Any, router: Any,
+    def __init__(self, name: str, tasks: dict[str, TaskConfig], tokenizer_dir: str, sampling: SamplingConfig, router: Any,
                  threads: int, max_env_threads: int, trajectory_timeout_s: float, seed: int = 0,
-                 reward_spec: Any = None, reward_weight: float = 1.0):
+                 reward_spec: RewardClientSpec | None = None, reward_weight: float = 1.0):
         torch.set_num_threads(threads)
         self.name = name
         self.router = router
@@ -71,7 +75,7 @@ class EnvWorker:
         self._traj_task: dict[str, str] = {}
         self.reward_client = None
         if reward_spec is not None:
-            from rollarc.rewards.service import connect
+            from rollarc.rewards.service import connect  # deferred: Ray Serve is heavy
 
             self.reward_client = connect(reward_spec)
         self.runner = EpisodeRunner(tasks, self.renderer, self._generate, sampling, max_env_threads=max_env_threads,

@@ -9,7 +9,7 @@ overtaken until it turns stale. Groups are never split: a group is trained whole
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Generic, Protocol, TypeVar
 
 
 class FinishedGroup(Protocol):
@@ -20,25 +20,28 @@ class FinishedGroup(Protocol):
     def order(self) -> int: ...
 
 
+G = TypeVar("G", bound=FinishedGroup)
+
+
 @dataclass
-class BatchDecision:
-    batch: list
-    stale: list
+class BatchDecision(Generic[G]):
+    batch: list[G]
+    stale: list[G]
 
 
-class GroupBuffer:
+class GroupBuffer(Generic[G]):
     def __init__(self, groups_per_step: int, max_staleness: int):
         self.groups_per_step = groups_per_step
         self.max_staleness = max_staleness
-        self.ready: list = []
+        self.ready: list[G] = []
 
-    def add(self, group: FinishedGroup) -> None:
+    def add(self, group: G) -> None:
         self.ready.append(group)
 
     def __len__(self) -> int:
         return len(self.ready)
 
-    def take(self, train_version: int) -> BatchDecision:
+    def take(self, train_version: int) -> BatchDecision[G]:
         """Remove stale groups (returned in ``stale``), then a batch of B fresh ones if there are enough."""
         fresh = [g for g in self.ready if train_version - g.min_version <= self.max_staleness]
         stale = [g for g in self.ready if train_version - g.min_version > self.max_staleness]

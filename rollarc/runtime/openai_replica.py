@@ -182,11 +182,11 @@ def start_openai_backend(workers: Any, version: int) -> Any:
     cfg = workers.cfg
     backend = cfg.rollout.openai
     pool = cfg.cluster.roles.rollout[0].pool  # labels the servers' turns in routing stats
-    handoff = CheckpointHandOff.options(num_cpus=0).remote(
+    handoff = CheckpointHandOff.options(num_cpus=0).remote(  # type: ignore[attr-defined]  # @ray.remote class
         workers.policy_dir, backend.checkpoint_dir.format(name=cfg.name), cfg.sync, workers.trainer, version)
     for index, url in enumerate(backend.base_urls):
         name = f"openai-{index}"
-        handle = OpenAIReplica.options(num_cpus=0, max_concurrency=10_000).remote(
+        handle = OpenAIReplica.options(num_cpus=0, max_concurrency=10_000).remote(  # type: ignore[attr-defined]  # @ray.remote class
             name, url, backend, cfg.async_.in_flight_update, pool, version)
         workers.rollout[name] = handle
         workers.rollout_pool[name] = pool

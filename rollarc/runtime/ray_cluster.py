@@ -22,45 +22,22 @@ At start-up every pool is checked against what the cluster has; a missing one is
 
 from __future__ import annotations
 
-import functools
+import logging
 import os
-import sys
-from pathlib import Path
 from typing import Any
 
 import ray
 
-from rollarc.config import ClusterConfig, PoolConfig, RoleConfig
+from rollarc.cluster_config import ClusterConfig
 from rollarc.configio import ConfigError
-
-CATALOGUE = Path(__file__).resolve().parents[2] / "configs" / "cluster" / "hardware.yaml"
-# Ray's accelerator_type resources are a presence marker; asking a sliver of one restricts placement to such nodes.
-ACCELERATOR_MARKER = 0.001
+from rollarc.placement import accelerator_resource, pool_resource
+from rollarc.placement import actor_options as actor_options  # re-exported: the runtime's workers import it here
+from rollarc.placement import is_gpu_kind as is_gpu_kind
+from rollarc.plugin_path import plugin_pythonpath as plugin_pythonpath
 
 
 class ClusterResourceError(ConfigError):
     """The Ray cluster cannot hold what the config asks for (a pool no node has, a GPU that is not there)."""
-
-
-def pool_resource(name: str, pool: PoolConfig) -> str:
-    return pool.resource or f"pool_{name}"
-
-
-@functools.lru_cache(maxsize=1)
-def _gpu_kinds() -> frozenset[str]:
-    from rollarc.cluster.catalogue import load_catalogue
-
-    return frozenset(load_catalogue(CATALOGUE).gpus)
-
-
-def is_gpu_kind(kind: str) -> bool:
-    """A pool kind is a GPU when the hardware catalogue lists it under ``gpus:``; ``cpu`` never is."""
-    return kind != "cpu" and kind in _gpu_kinds()
-
-
-def accelerator_resource(kind: str) -> str:
-    """Ray's name for nodes with this GPU kind: ``accelerator_type:H800`` for ``h800``."""
-    return f"accelerator_type:{kind.upper()}"
 
 
 def uses_gpus(cluster: ClusterConfig, device: str) -> bool:
@@ -75,16 +52,6 @@ def check_device(device: str, resources: dict[str, float]) -> None:
     if device == "cuda" and resources.get("GPU", 0) <= 0:
         raise ClusterResourceError("model.device is 'cuda' but the Ray cluster has no GPU; use model.device=auto "
                                    "or cpu, or start Ray nodes with GPUs")
-
-
-def plugin_pythonpath(paths: list[str]) -> str:
-    """``PYTHONPATH`` with the plugin directories (absolute) in front; also put on this process's sys.path."""
-    absolute = [str(Path(p).resolve()) for p in paths]
-    for path in reversed(absolute):
-        if path not in sys.path:
-            sys.path.insert(0, path)
-    current = os.environ.get("PYTHONPATH", "")
-    return os.pathsep.join([*absolute, *([current] if current else [])])
 
 
 def start_ray(cluster: ClusterConfig, address: str | None = None, plugin_paths: list[str] | None = None,
@@ -105,12 +72,12 @@ def start_ray(cluster: ClusterConfig, address: str | None = None, plugin_paths: 
             resources={pool_resource(n, p): float(p.count) for n, p in cluster.pools.items()},
             include_dashboard=cluster.include_dashboard,
             dashboard_host=cluster.dashboard_host,
-            logging_level="warning",
+            logging_level=logging.WARNING,
             log_to_driver=True,
         )
     else:
         env = {"env_vars": {"PYTHONPATH": os.environ["PYTHONPATH"]}} if plugin_paths else None
-        ray.init(address=address, logging_level="warning", runtime_env=env)
+        ray.init(address=address, logging_level=logging.WARNING, runtime_env=env)
     available = ray.cluster_resources()
     have = pool_capacity(cluster, address is not None, available, ray.nodes())
     missing = [f"{what} (need {p.count}, have {have[n][1]:g})" for n, p in cluster.pools.items()
@@ -163,32 +130,3 @@ def pool_capacity(cluster: ClusterConfig, joined: bool, available: dict[str, flo
             result[name] = (resource, available.get(resource, 0.0))
     return result
 
-
-def actor_options(cluster: ClusterConfig, role: RoleConfig, name: str | None = None, *, gpus: bool = False
-                  ) -> dict[str, Any]:
-    """Ray actor options that place one replica of ``role`` on its pool with pinned torch threads.
-
-    ``gpus`` (from :func:`uses_gpus`): replicas on GPU-kind pools reserve ``num_gpus=units`` (then Ray sets
-    their ``CUDA_VISIBLE_DEVICES``, and the actor's ``cuda:0`` is its own GPU).
-    """
-    threads = str(role.threads)
-    pool = cluster.pools[role.pool]
-    resources = {pool_resource(role.pool, pool): role.units} if role.units else {}
-    num_gpus = 0.0
-    if gpus and role.units and is_gpu_kind(pool.kind):
-        num_gpus = role.units
-        if cluster.address is not None and pool.resource is None:
-            resources = {accelerator_resource(pool.kind): ACCELERATOR_MARKER}
-    options: dict[str, Any] = {
-        "num_cpus": 0,
-        "resources": resources,
-        "runtime_env": {"env_vars": {"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads,
-                                     "TOKENIZERS_PARALLELISM": "false",
-                                     **({"PYTHONPATH": os.environ["PYTHONPATH"]} if "PYTHONPATH" in os.environ
-                                        else {})}},
-    }
-    if num_gpus:
-        options["num_gpus"] = num_gpus
-    if name is not None:
-        options["name"] = name
-    return options

@@ -21,8 +21,8 @@ from typing import Any
 import ray
 import torch
 
-from rollarc.engine.config import EngineConfig
 from rollarc.engine.async_engine import AsyncLLMEngine
+from rollarc.engine.config import EngineConfig
 from rollarc.engine.types import Completion, SamplingParams
 from rollarc.models.checkpoint import load_policy
 from rollarc.models.device import resolve_device, resolve_dtype
@@ -48,7 +48,7 @@ class RolloutWorker:
         start = WeightPublisher(sync_cfg or SyncConfig())
         start.publish(model.state_dict(), version=version)
         self.receiver = WeightReceiver(WHOLE, state=dict(start.shard(WHOLE)), version=version)
-        model = model.to(resolve_device(device), resolve_dtype(dtype))
+        model = model.to(resolve_device(device), resolve_dtype(dtype))  # type: ignore[arg-type]  # transformers' typed .to rejects a device
         self.engine = AsyncLLMEngine(model, engine_cfg.model_copy(update={"num_threads": threads}))
         self.engine.engine.version = version  # resuming: the weights loaded are that version
         self.trainer = trainer
@@ -127,6 +127,7 @@ class RolloutWorker:
 
             report = await receive(self.receiver, updates, fetch)
             await self.engine.update_weights(engine_weights(self.receiver, self._engine_like), report.version)
+        assert self.receiver.version is not None  # the receiver starts at the checkpoint's version
         return int(self.receiver.version)
 
     def abort_key(self, cache_key: str) -> int:

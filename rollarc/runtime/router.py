@@ -117,7 +117,7 @@ class Router:
         name = self.policy.sticky.get(cache_key)
         self.policy.release(cache_key)
         state = self.replicas.get(name) if name is not None else None
-        if state is not None and state.alive:
+        if name is not None and state is not None and state.alive:
             await self.handles[name].abort_key.remote(cache_key)
 
     def _mark_dead(self, name: str) -> None:

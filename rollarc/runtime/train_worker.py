@@ -11,6 +11,7 @@ import ray
 import torch
 
 from rollarc.agent.trajectory import Trajectory
+from rollarc.config import Config
 from rollarc.models.checkpoint import atomic_directory, load_policy
 from rollarc.models.device import resolve_device, resolve_dtype
 from rollarc.report.metrics import process_rss_mb
@@ -21,7 +22,7 @@ from rollarc.train.policy_trainer import PolicyTrainer
 
 @ray.remote
 class TrainWorker:
-    def __init__(self, policy_dir: str, cfg: Any, threads: int):
+    def __init__(self, policy_dir: str, cfg: Config, threads: int):
         torch.set_num_threads(threads)
         torch.manual_seed(cfg.seed)
         self.cfg = cfg

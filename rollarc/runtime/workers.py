@@ -13,6 +13,7 @@ from typing import Any
 import ray
 from ray.exceptions import RayActorError
 
+from rollarc.cluster_config import RoleConfig
 from rollarc.config import Config
 from rollarc.runtime.env_worker import EnvWorker
 from rollarc.runtime.openai_replica import start_openai_backend, sync_openai
@@ -31,13 +32,13 @@ class Workers:
         roles = cfg.cluster.roles
         self.gpus = uses_gpus(cfg.cluster, cfg.model.device)
         self.tasks = {t.name: t for t in cfg.tasks}
-        self.router = Router.options(num_cpus=0, max_concurrency=10_000).remote(
+        self.router = Router.options(num_cpus=0, max_concurrency=10_000).remote(  # type: ignore[attr-defined]  # @ray.remote class
             {t.name: t.rollout_pool for t in cfg.tasks})
         if roles.train.replicas > 1 or cfg.train.fsdp.on_one_replica:
             self.trainer = start_train_group(cfg, policy_dir, gpus=self.gpus)  # FSDP rank 0, same interface
         else:
-            self.trainer = TrainWorker.options(**actor_options(cfg.cluster, roles.train, gpus=self.gpus)).remote(
-                policy_dir, cfg, roles.train.threads)
+            self.trainer = TrainWorker.options(  # type: ignore[attr-defined]  # @ray.remote class
+                **actor_options(cfg.cluster, roles.train, gpus=self.gpus)).remote(policy_dir, cfg, roles.train.threads)
         self.rollout: dict[str, Any] = {}
         self.rollout_pool: dict[str, str] = {}
         self.handoff = start_openai_backend(self, start_version) if cfg.rollout.backend == "openai" else None
@@ -49,7 +50,7 @@ class Workers:
                 self.add_rollout(name, group, start_version)
         self.reward_backend = None
         if cfg.reward.kind != "rule":
-            from rollarc.rewards.service import start_reward_backend
+            from rollarc.rewards.service import start_reward_backend  # deferred: Ray Serve is heavy
 
             self.reward_backend = start_reward_backend(cfg.reward, cfg)
         self.env: dict[str, Any] = {}
@@ -60,10 +61,10 @@ class Workers:
         self.dead_rollouts: list[str] = []
 
     # ---- rollout replicas ------------------------------------------------------------------------
-    def add_rollout(self, name: str, group: Any, version: int, catch_up: bool = False) -> Any:
+    def add_rollout(self, name: str, group: RoleConfig, version: int, catch_up: bool = False) -> Any:
         """Start a rollout replica on ``group``'s pool; mid-run (``catch_up``) it first fetches the current weights."""
         options = actor_options(self.cfg.cluster, group, gpus=self.gpus)
-        handle = RolloutWorker.options(**options, max_concurrency=10_000).remote(
+        handle = RolloutWorker.options(**options, max_concurrency=10_000).remote(  # type: ignore[attr-defined]  # @ray.remote class
             name, self.policy_dir, self.cfg.engine, self.cfg.async_.in_flight_update, group.threads, group.pool,
             version, self.cfg.sync, self.trainer, self.cfg.model.device, self.cfg.engine.dtype or self.cfg.model.dtype)
         if catch_up:
@@ -99,7 +100,7 @@ class Workers:
         name = f"env-{self._env_serial}"
         self._env_serial += 1
         role = self.cfg.cluster.roles.env
-        self.env[name] = EnvWorker.options(**actor_options(self.cfg.cluster, role, name=name, gpus=self.gpus),
+        self.env[name] = EnvWorker.options(**actor_options(self.cfg.cluster, role, name=name, gpus=self.gpus),  # type: ignore[attr-defined]  # @ray.remote class
                                            max_concurrency=10_000).remote(
             name, self.tasks, self.policy_dir, self.cfg.sampling, self.router, role.threads, 64,
             self.cfg.async_.trajectory_timeout_s, seed=self.cfg.seed * 1000 + self._env_serial,

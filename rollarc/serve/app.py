@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import ray
 import torch
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
@@ -115,7 +116,7 @@ class CompletionServer:
 
 def build_app(model_dir: str, served_model_name: str = "rollarc", version: int = 0,
               engine_cfg: EngineConfig | None = None) -> Any:
-    return CompletionServer.bind(str(Path(model_dir).resolve()), served_model_name, version,
+    return CompletionServer.bind(str(Path(model_dir).resolve()), served_model_name, version,  # type: ignore[attr-defined]  # @serve.deployment class
                                  engine_cfg or EngineConfig())
 
 
@@ -142,7 +143,6 @@ def main(argv: list[str]) -> int:
     if not (Path(args.model_dir) / "config.json").is_file():
         print(f"rollarc serve: {args.model_dir} is not an HF-format model directory (no config.json)", file=sys.stderr)
         return 2
-    import ray
 
     ray.init(address=args.address, logging_level=logging.WARNING, **({} if args.address else {"num_cpus": args.threads}))
     engine_cfg = EngineConfig(max_num_seqs=args.max_num_seqs, max_model_len=args.max_model_len,

@@ -208,7 +208,10 @@ def _fit_tasks(runs: list[RunRecord]) -> list[TaskSetup]:
         by_traj: dict[str, list[dict[str, Any]]] = defaultdict(list)
         for s in spans:
             by_traj[s["traj"]].append(s)
-        first, later, new, counts = [], [], [], []
+        first: list[float] = []
+        later: list[float] = []
+        new: list[float] = []
+        counts: list[int] = []
         for traj_spans in by_traj.values():
             traj_spans.sort(key=lambda s: s["t0"])
             counts.append(len(traj_spans))

@@ -9,16 +9,19 @@
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import sys
 from pathlib import Path
 from typing import Any
 
+from rollarc.cluster.workload import load_workload
 from rollarc.configio import ConfigError
 from rollarc.sim.calibrate import calibrate
+from rollarc.sim.from_run import DEFAULT_CLUSTER, DEFAULT_MODEL, compare_routing, compare_workload_routing
 from rollarc.sim.result import SimResult
 from rollarc.sim.run_dir import load_run, write_run
-from rollarc.sim.scenario import load_scenario
+from rollarc.sim.scenario import LoadedScenario, load_scenario
 from rollarc.sim.setup import build_setup
 from rollarc.sim.simulator import simulate
 
@@ -128,7 +131,7 @@ def format_routing_comparison(report: dict[str, Any]) -> str:
                      f"{row['uncached_share']:8.2f}  {row['new_tokens_per_turn']:8.1f}  {row['env_step_ms']:6.2f}  "
                      f"{row['class']:<14} {row['pool']}")
     roles = report["placement"]["cluster"]["roles"]
-    tasks_on = {}
+    tasks_on: dict[str, list[str]] = {}
     for row in report["tasks"]:
         tasks_on.setdefault(row["pool"], []).append(row["task"])
     rollouts = "; ".join(f"{r['pool']} {r['replicas']} x {r.get('units', 1)} [{', '.join(tasks_on.get(r['pool'], []))}]"
@@ -151,9 +154,6 @@ def format_routing_comparison(report: dict[str, Any]) -> str:
 
 
 def _from_run(args: argparse.Namespace) -> int:
-    from rollarc.cluster.workload import load_workload
-    from rollarc.sim.from_run import DEFAULT_CLUSTER, DEFAULT_MODEL, compare_routing, compare_workload_routing
-
     if args.scenario or args.calibrate or args.baseline or (args.from_run and args.from_workload):
         raise ConfigError("--from-run / --from-workload cannot be combined with each other, a scenario, --baseline or --calibrate")
     cluster = args.cluster or DEFAULT_CLUSTER
@@ -173,7 +173,7 @@ def _from_run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _write_timeline(path: str, loaded: Any, result: SimResult) -> None:
+def _write_timeline(path: str, loaded: LoadedScenario, result: SimResult) -> None:
     wl = loaded.workload
     k = loaded.max_staleness
     config = {
@@ -181,4 +181,4 @@ def _write_timeline(path: str, loaded: Any, result: SimResult) -> None:
         "async": {"mode": "sync" if k == 0 else "async", "max_staleness": k},
     }
     ends = [0.0, *result.step_ends]
-    write_run(path, config, result.timeline or [], [b - a for a, b in zip(ends, ends[1:])])
+    write_run(path, config, result.timeline or [], [b - a for a, b in itertools.pairwise(ends)])

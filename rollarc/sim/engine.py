@@ -44,7 +44,7 @@ class SimEngine:
         self.iters = 0.0
         self.ctx_base = 0.0
         self.kv_reserved = 0.0
-        self.running: list[tuple[float, int, simpy.Event, float, float, int]] = []
+        self.running: list[tuple[float, int, simpy.Event, float, float, tuple[int, int]]] = []
         self.waiting: deque[tuple[float, float, float, simpy.Event]] = deque()
         self._seq = 0
         self._wake_token = 0

@@ -12,7 +12,14 @@ from dataclasses import dataclass
 from rollarc.cluster import roofline
 from rollarc.cluster.catalogue import Catalogue
 from rollarc.cluster.distributions import Distribution
-from rollarc.cluster.engine_cost import EngineCost, RooflineEngine, RooflineReward, RooflineTrain, ServiceCost, TrainCost
+from rollarc.cluster.engine_cost import (
+    EngineCost,
+    RooflineEngine,
+    RooflineReward,
+    RooflineTrain,
+    ServiceCost,
+    TrainCost,
+)
 from rollarc.cluster.fragment import ClusterSpec
 from rollarc.configio import ConfigError
 from rollarc.sim.scenario import LoadedScenario
@@ -203,7 +210,7 @@ def _reward_setup(loaded: LoadedScenario) -> RewardSetup:
 
 def _check_kinds(cluster: ClusterSpec, cat: Catalogue, colocated: bool) -> None:
     roles = cluster.roles
-    for name, pool in cluster.pools.items():
+    for pool in cluster.pools.values():
         cat.is_gpu(pool.kind)  # raises for an unknown kind, naming the catalogue's
     if cat.is_gpu(cluster.pools[roles.env.pool].kind):
         raise ConfigError(f"cluster.roles.env.pool {roles.env.pool!r} is a GPU pool; environments run on a CPU pool")

@@ -261,7 +261,10 @@ class Simulation:
                 yield env.timeout(s.sync_s)
                 self._deliver(version)
             else:
-                env.timeout(s.sync_s).callbacks.append(lambda _e, v=version: self._deliver(v))
+                def deliver(_event: simpy.Event, v: int = version) -> None:
+                    self._deliver(v)
+
+                env.timeout(s.sync_s).callbacks.append(deliver)
             c.step_ends.append(env.now)
 
     def _deliver(self, version: int) -> None:
@@ -296,6 +299,7 @@ class Simulation:
                 f"nothing left to happen (outstanding groups {self.outstanding}, ready {({k: len(v) for k, v in self.ready.items()})})"
             ) from None
         if not trainer.ok:
+            assert isinstance(trainer.value, BaseException)  # a failed simpy process holds its exception
             raise trainer.value
         return self._result(events, time.perf_counter() - start)
 

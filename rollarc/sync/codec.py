@@ -282,20 +282,21 @@ def _encode_range(name: str, tensor: torch.Tensor, start: int, stop: int, o: np.
     length = stop - start
     if count > dense_threshold * length:
         return _dense_patch(name, tensor, start, stop, n, count, base)
-    gaps = np.empty(count, np.uint32 if length <= 1 << 32 else np.uint64)
+    gaps: np.ndarray = np.empty(count, np.uint32 if length <= 1 << 32 else np.uint64)
     if count:
         gaps[0] = positions[0]
         np.subtract(positions[1:], positions[:-1], out=gaps[1:], casting="unsafe")
         gaps[1:] -= 1
     values = n[positions]
     planes = values.view(np.uint8).reshape(count, n.itemsize)
+    gap_stream = Stream.of(pack(gaps), compress)
     patch = TensorPatch(
         name=name, dtype=_dtype_name(tensor.dtype), shape=tuple(tensor.shape), start=start, stop=stop, count=count,
-        gaps=Stream.of(pack(gaps), compress),
+        gaps=gap_stream,
         values=tuple(Stream.of(planes[:, j], compress) for j in reversed(range(n.itemsize))),
         base_checksum=base, result_checksum=result,
     )
-    dense_nbytes = patch.nbytes - sum(s.nbytes for s in (patch.gaps, *patch.values)) + STREAM_HEADER_BYTES + n.nbytes
+    dense_nbytes = patch.nbytes - sum(s.nbytes for s in (gap_stream, *patch.values)) + STREAM_HEADER_BYTES + n.nbytes
     if patch.nbytes >= dense_nbytes:
         return _dense_patch(name, tensor, start, stop, n, count, base)
     return patch
@@ -340,7 +341,7 @@ def changed_positions(old: np.ndarray, new: np.ndarray) -> np.ndarray:
     diff ^= new_words[words]
     hits = np.flatnonzero(diff.view(old.dtype) != 0)  # lane index into the (words, lanes) grid
     shift = lanes.bit_length() - 1
-    head = (words[hits >> shift] << shift) | (hits & (lanes - 1))
+    head: np.ndarray = (words[hits >> shift] << shift) | (hits & (lanes - 1))
     if whole == old.size:
         return head
     return np.concatenate([head, whole + np.flatnonzero(old[whole:] != new[whole:])])

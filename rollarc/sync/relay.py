@@ -37,7 +37,7 @@ class Member:
 
     name: str
     site: str
-    layout: ShardSpec = ShardSpec()
+    layout: ShardSpec = field(default_factory=ShardSpec)
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,8 +209,8 @@ class WeightRelay:
             raise ValueError(f"relay member names must be unique, got {sorted(names)}")
         self.config = config or SyncConfig(method="delta")
         self.members = {m.name: m for m in members}
-        self.origin = RelayOrigin.remote(self.config, origin_site, torch_threads)
-        self.handles = {m.name: RelayNode.remote(m, torch_threads) for m in members}
+        self.origin = RelayOrigin.remote(self.config, origin_site, torch_threads)  # type: ignore[attr-defined]  # @ray.remote class
+        self.handles = {m.name: RelayNode.remote(m, torch_threads) for m in members}  # type: ignore[attr-defined]  # @ray.remote class
         self.attached = set(names)
         ray.get(self.origin.register.remote({m.layout for m in members}))
 
@@ -223,7 +223,8 @@ class WeightRelay:
             sites.setdefault(m.site, []).append(m.name)
         routes = plan_routes(sites, topology or self.config.topology, self.config.fanout)
         directory = Directory(members, {name: self.handles[name] for name in members})
-        return ray.get(self.origin.publish.remote(dict(state), routes, directory, version))
+        report: PushReport = ray.get(self.origin.publish.remote(dict(state), routes, directory, version))
+        return report
 
     def detach(self, name: str) -> None:
         """Stop sending to ``name`` (unreachable, or a borrowed worker handed back); it keeps its weights."""
@@ -241,7 +242,7 @@ class WeightRelay:
     def verify(self) -> dict[str, bool]:
         """Per member: whether its weights are bitwise those the origin holds for its layout (by checksum)."""
         layouts = {m.layout for m in self.members.values()}
-        expected = dict(zip(layouts, ray.get([self.origin.expected_checksums.remote(l) for l in layouts]), strict=True))
+        expected = dict(zip(layouts, ray.get([self.origin.expected_checksums.remote(layout) for layout in layouts]), strict=True))
         got = ray.get([self.handles[name].checksums.remote() for name in self.members])
         return {name: checksums == expected[self.members[name].layout]
                 for name, checksums in zip(self.members, got, strict=True)}

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 
 from rollarc.agent.trajectory import NO_VERSION, Trajectory
-from rollarc.algo.advantages import group_advantages
+from rollarc.algo.advantages import AdvantageKind, group_advantages
 
 
 @dataclass
@@ -48,7 +48,7 @@ class TrainBatch:
         )
 
 
-def trajectory_advantages(groups: list[list[Trajectory]], kind: str, eps: float) -> dict[str, float]:
+def trajectory_advantages(groups: list[list[Trajectory]], kind: AdvantageKind, eps: float) -> dict[str, float]:
     """GRPO-family advantages computed within each group (groups may differ in size after failures)."""
     result: dict[str, float] = {}
     for group in groups:
@@ -59,7 +59,7 @@ def trajectory_advantages(groups: list[list[Trajectory]], kind: str, eps: float)
     return result
 
 
-def build_batch(groups: list[list[Trajectory]], advantage_kind: str, eps: float, pad_id: int) -> TrainBatch:
+def build_batch(groups: list[list[Trajectory]], advantage_kind: AdvantageKind, eps: float, pad_id: int) -> TrainBatch:
     advantages = trajectory_advantages(groups, advantage_kind, eps)
     rows = [(traj.traj_id, seg) for group in groups for traj in group for seg in traj.segments
             if any(seg.assistant_mask)]

@@ -14,6 +14,7 @@ from typing import Any
 from rollarc.agent.chat import ChatRenderer
 from rollarc.agent.loop import EnvFailure, run_trajectory
 from rollarc.agent.trajectory import Trajectory
+from rollarc.config import SamplingConfig, TaskConfig
 from rollarc.engine.types import Completion, SamplingParams
 from rollarc.envs.registry import expert_action, instructions, make_env
 
@@ -22,7 +23,7 @@ class NoExpert(RuntimeError):
     """The environment offers no solver (``expert_action`` returned None at the first turn)."""
 
 
-def demonstration(task: Any, seed: int, renderer: ChatRenderer, sampling: Any) -> Trajectory:
+def demonstration(task: TaskConfig, seed: int, renderer: ChatRenderer, sampling: SamplingConfig) -> Trajectory:
     """One expert episode of ``task`` on env ``seed`` as a trajectory (behaviour log-probs are 0)."""
     env = make_env(task.env)
 
@@ -46,8 +47,8 @@ def demonstration(task: Any, seed: int, renderer: ChatRenderer, sampling: Any) -
                                       instructions=instructions(env) if task.agent.instructions else ""))
 
 
-def demonstrations(tasks: list[Any], episodes: int, seed_base: int, renderer: ChatRenderer,
-                   sampling: Any) -> list[Trajectory]:
+def demonstrations(tasks: list[TaskConfig], episodes: int, seed_base: int, renderer: ChatRenderer,
+                   sampling: SamplingConfig) -> list[Trajectory]:
     """``episodes`` successful expert trajectories, spread over the tasks by their weights."""
     total_weight = sum(t.weight for t in tasks)
     result: list[Trajectory] = []

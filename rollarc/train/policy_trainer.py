@@ -130,7 +130,7 @@ class PolicyTrainer:
                 steps += 1
         self.version += 1
         result = {key: value / steps for key, value in totals.items()}
-        result["lr"] = self.scheduler.get_last_lr()[0]
+        result["lr"] = float(self.scheduler.get_last_lr()[0])
         self.scheduler.step()
         stale = batch.versions[batch.loss_mask.bool()]
         result.update({

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -13,14 +14,14 @@ from rollarc.agent.chat import ChatRenderer
 from rollarc.agent.local_eval import evaluate_local
 from rollarc.config import Config, load_train_config
 from rollarc.models.checkpoint import load_policy, new_policy, save_policy
-from rollarc.runtime.ray_cluster import plugin_pythonpath
+from rollarc.plugin_path import plugin_pythonpath
 from rollarc.train.demos import demonstrations
 from rollarc.train.sft import train_sft
 
 SFT_META = "sft_meta.json"
 
 
-def run_sft(cfg: Config, log: Any = print) -> Path:
+def run_sft(cfg: Config, log: Callable[[str], None] = print) -> Path:
     """Train the warm start and save it at ``cfg.sft.checkpoint``; returns that directory."""
     torch.manual_seed(cfg.seed)
     plugin_pythonpath(cfg.plugin_paths)

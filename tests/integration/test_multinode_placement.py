@@ -77,6 +77,6 @@ def test_a_pool_that_no_node_has_fails_at_start_up_with_its_name(two_nodes) -> N
 
 def test_cuda_on_a_cluster_without_gpus_fails_at_start_up(two_nodes) -> None:
     cluster, _, _ = two_nodes
-    with pytest.raises(ClusterResourceError, match="model.device is 'cuda' but the Ray cluster has no GPU"):
+    with pytest.raises(ClusterResourceError, match=r"model\.device is 'cuda' but the Ray cluster has no GPU"):
         start_ray(_cluster_config(cluster.address), cluster.address, device="cuda")
     assert not ray.is_initialized()

@@ -108,7 +108,7 @@ def test_unreachable_server_and_failed_reload_give_clear_errors(server, tmp_path
     completion = ray.get(dead.generate.remote([1, 2], SamplingParams(max_tokens=2)))
     assert completion.finish_reason == "error" and dead_url in completion.error and completion.token_ids == []
     live = OpenAIReplica.options(num_cpus=0).remote("live", server["url"], cfg, "finish", "compute", 0)
-    with pytest.raises(ray.exceptions.RayTaskError, match="reloading version 1 on .* not an HF-format model"):
+    with pytest.raises(ray.exceptions.RayTaskError, match=r"reloading version 1 on .* not an HF-format model"):
         ray.get(live.update_weights.remote({"path": str(tmp_path / "missing"), "version": 1}))
     assert requests.get(server["url"] + "/v1/models", timeout=30).json()["data"][0]["rollarc_version"] == 0
     ray.kill(dead)

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from rollarc.cluster.plan_cli import main as plan_main
 from rollarc.config import load_train_config
 from rollarc.runtime.entry import run_training
+from rollarc.sim.plan_cli import main as plan_main
 
 pytestmark = pytest.mark.slow
 

@@ -8,7 +8,7 @@ import math
 import pytest
 
 from rollarc.agent.chat import ChatRenderer
-from rollarc.agent.loop import run_trajectory, turn_seed, window
+from rollarc.agent.loop import turn_seed, window
 from rollarc.agent.runner import EpisodeRunner, EpisodeSpec
 from rollarc.agent.trajectory import NO_VERSION, Trajectory
 from rollarc.config import AgentConfig, SamplingConfig, TaskConfig

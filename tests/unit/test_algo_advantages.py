@@ -7,8 +7,13 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rollarc.algo.advantages import (broadcast_to_tokens, dr_grpo_advantages, group_advantages, grpo_advantages,
-                                     rloo_advantages)
+from rollarc.algo.advantages import (
+    broadcast_to_tokens,
+    dr_grpo_advantages,
+    group_advantages,
+    grpo_advantages,
+    rloo_advantages,
+)
 
 EPS = 1e-6
 

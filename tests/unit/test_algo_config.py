@@ -38,7 +38,7 @@ def test_setting_used_by_the_chosen_option_is_accepted():
     cfg = load_config(LossConfig, overrides=["correction=decoupled_ppo", "decoupled_cap=5"])
     assert cfg.decoupled_cap == 5.0
     assert load_config(LossConfig, overrides=["advantage=rloo"]).advantage == "rloo"
-    with pytest.raises(ConfigError, match="eps=0.01 has no effect .* only applies with advantage='grpo'"):
+    with pytest.raises(ConfigError, match=r"eps=0\.01 has no effect .* only applies with advantage='grpo'"):
         load_config(LossConfig, overrides=["advantage=rloo", "eps=0.01"])
 
 

@@ -7,10 +7,10 @@ import yaml
 from rollarc.cluster.catalogue import load_catalogue
 from rollarc.cluster.fragment import PlacementFragment
 from rollarc.cluster.inventory import load_inventory
-from rollarc.cluster.plan_cli import main as plan_main
 from rollarc.cluster.planner import Planner
 from rollarc.cluster.step_estimate import Placement, estimate
 from rollarc.cluster.workload import load_workload
+from rollarc.sim.plan_cli import main as plan_main
 
 REPO = Path(__file__).resolve().parents[2]
 CLUSTER = REPO / "configs/cluster/mid_128.yaml"

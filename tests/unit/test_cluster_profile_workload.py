@@ -41,7 +41,7 @@ def test_a_heavy_tail_raises_the_high_end():
 
 
 def test_bad_summaries_are_named():
-    with pytest.raises(ConfigError, match="tasks.a.turns"):
+    with pytest.raises(ConfigError, match=r"tasks\.a\.turns"):
         distribution_from_summary(summary(3, 5, 4, 6), "tasks.a.turns")
     with pytest.raises(ConfigError, match="numeric"):
         distribution_from_summary({"mean": 1, "n": 3}, "x")
@@ -73,5 +73,5 @@ def test_unprofiled_tasks_are_errors():
     with pytest.raises(ConfigError, match="b have a weight but no profile"):
         workload_from_profiles(profiles, MODEL, Efficiency())
     empty = {**profile(), "turns": {"mean": float("nan"), "n": 0}}
-    with pytest.raises(ConfigError, match="tasks.a has no completed trajectory"):
+    with pytest.raises(ConfigError, match=r"tasks\.a has no completed trajectory"):
         workload_from_profiles({**profiles, "tasks": {"a": empty}, "weights": {"a": 1.0}}, MODEL, Efficiency())

@@ -7,12 +7,12 @@ import yaml
 
 from rollarc.cluster.fragment import PlacementFragment
 from rollarc.cluster.inventory import load_inventory
-from rollarc.cluster.plan_cli import main as plan_main
 from rollarc.cluster.planner import Planner
 from rollarc.cluster.train_config import planned_config
 from rollarc.cluster.workload import load_workload
 from rollarc.config import load_train_config
 from rollarc.configio import ConfigError, read_yaml
+from rollarc.sim.plan_cli import main as plan_main
 
 REPO = Path(__file__).resolve().parents[2]
 LAPTOP = REPO / "configs/cluster/laptop_hetero.yaml"
@@ -63,7 +63,7 @@ def test_tasks_must_match_by_name():
 def test_a_plan_the_runtime_cannot_run_is_refused():
     base = read_yaml(BASE)
     base["cluster"]["roles"]["train"]["threads"] = 0
-    with pytest.raises(ConfigError, match="cluster.roles.train.threads"):
+    with pytest.raises(ConfigError, match=r"cluster\.roles\.train\.threads"):
         planned_config(base, fragment())
 
 

@@ -40,7 +40,7 @@ def test_bf16_engine_on_cpu_gives_fp32_logprobs_and_mostly_the_fp32_greedy_token
     logprobs = torch.tensor([lp for c in out for lp in c.logprobs], dtype=torch.float64)
     assert logprobs.numel() == 32 * 24 and bool(torch.isfinite(logprobs).all()) and bool((logprobs <= 0).all())
     total = sum(len(c.token_ids) for c in reference)
-    agree = sum(a == b for r, c in zip(reference, out) for a, b in zip(r.token_ids, c.token_ids))
+    agree = sum(a == b for r, c in zip(reference, out, strict=True) for a, b in zip(r.token_ids, c.token_ids, strict=False))
     assert agree / total >= BF16_GREEDY_AGREEMENT_MIN
 
 
@@ -55,7 +55,7 @@ def test_sampler_computes_logprobs_in_fp32_from_bf16_logits() -> None:
 
 def test_engine_dtype_must_match_the_model_it_is_given() -> None:
     model, _ = new_policy("nano", max_position_embeddings=64)
-    with pytest.raises(ValueError, match="EngineConfig.dtype is bfloat16 but the model's weights are torch.float32"):
+    with pytest.raises(ValueError, match=r"EngineConfig\.dtype is bfloat16 but the model's weights are torch\.float32"):
         LLMEngine(model, EngineConfig(dtype="bfloat16", kv_cache_gb=0.01))
 
 
@@ -69,7 +69,7 @@ def test_kv_bytes_per_token_and_plan_against_hand_computed_numbers() -> None:
     assert plan.nbytes == 31 * 32768 * 57344
     # A budget that holds everything keeps max_num_seqs slots.
     assert plan_kv_cache(per_token, 10**12, 64, 4096).num_slots == 64
-    with pytest.raises(KVBudgetError, match="holds 17438 tokens.*max_model_len=32768"):
+    with pytest.raises(KVBudgetError, match=r"holds 17438 tokens.*max_model_len=32768"):
         plan_kv_cache(per_token, budget_bytes=10**9, max_num_seqs=64, max_model_len=32768)
 
 
@@ -114,9 +114,9 @@ def test_device_and_dtype_keys_are_validated(tmp_path) -> None:
                                                                                              None, 2.0)
     defaults = load_train_config(path, [])
     assert (defaults.model.device, defaults.model.dtype) == ("auto", "float32")
-    with pytest.raises(ConfigError, match="model.device"):
+    with pytest.raises(ConfigError, match=r"model\.device"):
         load_train_config(path, ["model.device=gpu"])
-    with pytest.raises(ConfigError, match="engine.dtype"):
+    with pytest.raises(ConfigError, match=r"engine\.dtype"):
         load_train_config(path, ["engine.dtype=float16"])
-    with pytest.raises(ConfigError, match="engine.kv_cache_memory_fraction"):
+    with pytest.raises(ConfigError, match=r"engine\.kv_cache_memory_fraction"):
         load_train_config(path, ["engine.kv_cache_memory_fraction=1.5"])

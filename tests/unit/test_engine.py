@@ -25,7 +25,7 @@ def test_nano_policy_greedy_matches_hf_generate_when_batched() -> None:
     engine = LLMEngine(model, EngineConfig(max_num_seqs=8))
     params = [SamplingParams(temperature=0.0, max_tokens=n, ignore_eos=True) for n in (5, 12, 9, 12, 3)]
     completions = engine.generate(prompts, params)
-    for prompt, sp, completion in zip(prompts, params, completions):
+    for prompt, sp, completion in zip(prompts, params, completions, strict=True):
         assert completion.token_ids == hf_greedy(model, prompt, sp.max_tokens)[:len(completion.token_ids)]
         assert completion.prompt_len == len(prompt)
     assert engine.stats()["running"] == 0
@@ -38,7 +38,7 @@ def test_logprobs_equal_teacher_forced_forward(temperature: float) -> None:
     engine = LLMEngine(model, EngineConfig(max_num_seqs=4))
     completions = engine.generate(prompts, [SamplingParams(temperature=temperature, max_tokens=15, seed=s)
                                             for s in range(3)])
-    for prompt, completion in zip(prompts, completions):
+    for prompt, completion in zip(prompts, completions, strict=True):
         expected = _teacher_forced_logprobs(model, prompt, completion.token_ids, temperature)
         assert completion.logprobs == pytest.approx(expected, abs=1e-4)
 
@@ -58,7 +58,7 @@ def test_seeded_sampling_does_not_depend_on_the_batch() -> None:
     alone = LLMEngine(model).generate([prompt], seeded)[0]
     others = random_prompts([5, 30, 2], seed=9)
     engine = LLMEngine(model, EngineConfig(seed=3))
-    crowd = engine.generate(others[:2] + [prompt] + others[2:],
+    crowd = engine.generate([*others[:2], prompt, *others[2:]],
                             [SamplingParams(temperature=1.0, max_tokens=20)] * 2 + [seeded] +
                             [SamplingParams(temperature=0.5, max_tokens=4, seed=1)])[2]
     assert crowd.token_ids == alone.token_ids
@@ -122,7 +122,7 @@ def test_bad_weight_update_changes_nothing() -> None:
     engine = LLMEngine(model)
     snapshot = {n: p.detach().clone() for n, p in model.named_parameters()}
     good_name = "model.layers.0.mlp.up_proj.weight"
-    with pytest.raises(KeyError, match="no.such.weight"):
+    with pytest.raises(KeyError, match=r"no\.such\.weight"):
         engine.update_weights({good_name: torch.zeros_like(snapshot[good_name]), "no.such.weight": torch.zeros(1)}, 1)
     with pytest.raises(ValueError, match="shape mismatch"):
         engine.update_weights({good_name: torch.zeros(3, 3)}, 1)
@@ -272,7 +272,7 @@ def test_more_requests_than_slots_all_finish_correctly() -> None:
     engine = LLMEngine(model, EngineConfig(max_num_seqs=3, prefill_token_budget=8))
     params = [SamplingParams(temperature=0.0, max_tokens=n) for n in (3, 9, 1, 6, 12, 2, 7)]
     completions = engine.generate(prompts, params)
-    for prompt, sp, completion in zip(prompts, params, completions):
+    for prompt, sp, completion in zip(prompts, params, completions, strict=True):
         assert completion.token_ids == hf_greedy(model, prompt, sp.max_tokens)
     stats = engine.stats()
     assert stats["generated_tokens"] == sum(sp.max_tokens for sp in params)
@@ -298,7 +298,7 @@ def test_completion_timing_fields_are_ordered() -> None:
 def test_scramble_is_deterministic() -> None:
     a = scramble(tiny_hf_model(seed=3), seed=3)
     b = scramble(tiny_hf_model(seed=3), seed=3)
-    assert all(torch.equal(x, y) for x, y in zip(a.parameters(), b.parameters()))
+    assert all(torch.equal(x, y) for x, y in zip(a.parameters(), b.parameters(), strict=True))
 
 
 def test_identical_prompts_in_one_step_are_prefilled_once_with_identical_results() -> None:
@@ -313,7 +313,7 @@ def test_identical_prompts_in_one_step_are_prefilled_once_with_identical_results
     assert engine.counters["prefill_tokens"] == len(shared) + len(other)
     # the twin that was not computed decodes exactly as if it had been prefilled itself
     assert completions[0].token_ids == hf_greedy(model, shared, 8)
-    for prompt, sp, completion in zip(prompts[2:], params[2:], completions[2:]):
+    for prompt, sp, completion in zip(prompts[2:], params[2:], completions[2:], strict=True):
         alone = LLMEngine(model).generate([prompt], sp)[0]
         assert completion.token_ids == alone.token_ids
         assert completion.logprobs == pytest.approx(alone.logprobs, abs=1e-4)

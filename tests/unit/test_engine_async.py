@@ -33,7 +33,7 @@ def test_many_concurrent_generates_complete_correctly(model) -> None:
         completions = _run(main())
     finally:
         engine.shutdown()
-    for prompt, completion in zip(prompts, completions):
+    for prompt, completion in zip(prompts, completions, strict=True):
         assert completion.finish_reason == "length"
         assert completion.token_ids == hf_greedy(model, prompt, 8)
     assert len({c.request_id for c in completions}) == 24

@@ -88,7 +88,7 @@ def test_greedy_matches_hf_generate_for_each_family(variant: str) -> None:
     # 2 slots and a 16-token prefill budget: requests join and leave mid-run, slots get compacted.
     engine = LLMEngine(model, EngineConfig(max_num_seqs=2, prefill_token_budget=16))
     completions = engine.generate(prompts, SamplingParams(temperature=0.0, max_tokens=20))
-    for prompt, completion in zip(prompts, completions):
+    for prompt, completion in zip(prompts, completions, strict=True):
         assert completion.token_ids == hf_greedy(model, prompt, 20)
         assert completion.finish_reason == "length"
 
@@ -117,7 +117,7 @@ def test_kv_budget_reduces_slots_not_request_length() -> None:
 
 
 def test_kv_budget_below_one_request_is_refused_with_the_keys_to_change() -> None:
-    with pytest.raises(ValueError, match="holds 127 tokens.*max_model_len=128.*engine.kv_cache_gb"):
+    with pytest.raises(ValueError, match=r"holds 127 tokens.*max_model_len=128.*engine\.kv_cache_gb"):
         LLMEngine(tiny_hf_model(), EngineConfig(kv_cache_gb=127 * 256 / 1e9))
 
 

@@ -132,7 +132,7 @@ def test_draw_uniforms_uses_each_rows_own_generator() -> None:
     alone = draw_uniforms([torch.Generator().manual_seed(7)], default)
     in_batch = draw_uniforms([None, torch.Generator().manual_seed(7), None], torch.Generator().manual_seed(5))
     assert in_batch[1].item() == alone[0].item()
-    assert 0.0 <= in_batch.min().item() and in_batch.max().item() < 1.0
+    assert in_batch.min().item() >= 0.0 and in_batch.max().item() < 1.0
 
 
 @pytest.mark.parametrize(("field", "value"), [("temperature", -1.0), ("temperature", float("nan")), ("top_p", 0.0),

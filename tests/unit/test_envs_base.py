@@ -28,9 +28,9 @@ def test_info_keys_and_spaces(cls: type) -> None:
     obs, info = env.reset(seed=0)
     assert info == {"turn": 0} and env.observation_space.contains(obs)
     assert env.action_space.contains(env.expert_action())
-    _, _, terminated, truncated, info = env.step("???")
+    _, _, _, _, info = env.step("???")
     assert info == {"turn": 1, "invalid_action": True}
-    _, _, terminated, truncated, info = env.step("???")
+    _, _, _, truncated, info = env.step("???")
     assert truncated and info == {"turn": 2, "invalid_action": True, "success": False}
     assert env.expert_action() is None  # nothing to do once the episode is over
 

@@ -29,7 +29,7 @@ def brute_force(numbers: tuple[int, ...]) -> dict[int, int]:
                 ops = ops_a + ops_b + 1
                 results = [a + b, a * b] + ([a - b] if a > b else []) + ([a // b] if a % b == 0 else [])
                 for result in results:
-                    search(rest + [(result, ops)])
+                    search([*rest, (result, ops)])
 
     search([(n, 0) for n in numbers])
     return best
@@ -173,7 +173,7 @@ def test_three_numbers_and_bad_settings() -> None:
 def test_random_action_strings_never_raise(actions: list[str], mode: str) -> None:
     env, _ = env_on([3, 7, 25, 50], 79, parse_mode=mode)
     for action in actions:
-        obs, reward, terminated, truncated, info = env.step(action)
+        obs, reward, terminated, truncated, _info = env.step(action)
         assert env.observation_space.contains(obs)
         assert reward in (-0.1, 0.0, 1.0)
         if terminated or truncated:

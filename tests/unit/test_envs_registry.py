@@ -49,7 +49,7 @@ def test_spec_needs_exactly_one_of_id_and_entry_point() -> None:
         EnvSpec(id="sokoban", entry_point="a.b:C")
     with pytest.raises(ValueError, match="unknown env id 'sokobahn'; registered ids: countdown"):
         EnvSpec(id="sokobahn")
-    with pytest.raises(ValueError, match="must look like 'package.module:Class'"):
+    with pytest.raises(ValueError, match=r"must look like 'package\.module:Class'"):
         EnvSpec(entry_point="just_a_module")
     with pytest.raises(ValueError, match="kwarg\n  Extra inputs are not permitted"):
         EnvSpec(id="sokoban", kwarg={})  # a typo of a spec key: unknown keys are rejected

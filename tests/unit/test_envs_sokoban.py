@@ -11,6 +11,7 @@ from rollarc.envs.grid_moves import Move
 from rollarc.envs.sokoban_room import Room
 from rollarc.envs.sokoban_solver import SolverBudgetExceeded, live_cells, plan_text, solve
 
+
 def room(text: str) -> Room:
     return Room.parse(text)
 

@@ -70,9 +70,8 @@ def test_atomic_directory_keeps_the_old_copy_when_writing_fails(tmp_path):
     target = tmp_path / "ckpt"
     with atomic_directory(target) as tmp:
         (tmp / "a.txt").write_text("old")
-    with pytest.raises(RuntimeError):
-        with atomic_directory(target) as tmp:
-            (tmp / "a.txt").write_text("half-written")
-            raise RuntimeError("crash while writing")
+    with pytest.raises(RuntimeError), atomic_directory(target) as tmp:
+        (tmp / "a.txt").write_text("half-written")
+        raise RuntimeError("crash while writing")
     assert (target / "a.txt").read_text() == "old"
     assert [p.name for p in tmp_path.iterdir()] == ["ckpt"]  # no temporary left behind

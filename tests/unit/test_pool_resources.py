@@ -86,5 +86,5 @@ def test_local_gpu_demand_must_fit_the_machine() -> None:
     cfg = _cfg()  # train 1 x 2 units + rollout 1 x 0.5 units on the h800 pool; env on the cpu pool
     assert gpu_demand(cfg) == 2.5
     check_local_gpus(cfg, 4.0)
-    with pytest.raises(ClusterResourceError, match="reserve 2.5 GPUs but this machine has 1"):
+    with pytest.raises(ClusterResourceError, match=r"reserve 2\.5 GPUs but this machine has 1"):
         check_local_gpus(cfg, 1.0)

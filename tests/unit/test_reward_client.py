@@ -7,8 +7,8 @@ import math
 
 import pytest
 
-from rollarc.agent.runner import EpisodeRunner, EpisodeSpec, RewardFailure
 from rollarc.agent.chat import ChatRenderer
+from rollarc.agent.runner import EpisodeRunner, EpisodeSpec, RewardFailure
 from rollarc.config import AgentConfig, SamplingConfig, TaskConfig
 from rollarc.engine.types import Completion, SamplingParams
 from rollarc.models.tokenizer import build_tokenizer

@@ -1,7 +1,9 @@
 """Calibration round trip: a run directory produced with known costs is fitted and predicted."""
 
+import itertools
 import json
 
+import numpy as np
 import pytest
 
 from rollarc.cluster.distributions import LogNormal, Uniform
@@ -10,8 +12,6 @@ from rollarc.sim.calibrate import calibrate, fit_costs, nonnegative_lstsq
 from rollarc.sim.run_dir import load_run, write_run
 from rollarc.sim.simulator import simulate
 from rollarc.sim.toy import toy_setup
-
-import numpy as np
 
 
 def _make_run(tmp_path, k):
@@ -25,7 +25,7 @@ def _make_run(tmp_path, k):
     ends = [0.0, *result.step_ends]
     config = {"train": {"groups_per_step": 4, "group_size": 4, "steps": 6},
               "async": {"mode": "sync" if k == 0 else "async", "max_staleness": k}}
-    return write_run(tmp_path / f"run{k}", config, result.timeline, [b - a for a, b in zip(ends, ends[1:])])
+    return write_run(tmp_path / f"run{k}", config, result.timeline, [b - a for a, b in itertools.pairwise(ends)])
 
 
 def test_nonnegative_lstsq_drops_negative_terms():
@@ -58,7 +58,7 @@ def test_bad_run_directory_is_named(tmp_path):
         load_run(tmp_path)
     run = _make_run(tmp_path, 0)
     (run / "timeline.jsonl").write_text('{"kind": "generate", "t0": 0, "t1": 1}\nnot json\n')
-    with pytest.raises(ConfigError, match="timeline.jsonl:2"):
+    with pytest.raises(ConfigError, match=r"timeline\.jsonl:2"):
         load_run(run)
 
 

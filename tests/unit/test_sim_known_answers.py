@@ -29,7 +29,7 @@ def test_mm1_queue_mean_sojourn_matches_theory():
         sojourn.append(env.now - start)
 
     def source():
-        for at, service in zip(arrivals, services):
+        for at, service in zip(arrivals, services, strict=True):
             yield env.timeout(at - env.now)
             env.process(customer(at, service))
 

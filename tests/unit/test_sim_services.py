@@ -67,7 +67,7 @@ def test_scenario_errors_name_the_bad_key(tmp_path):
         build_setup(load_scenario(path, ["cluster.roles.train.replicas=24"]))
     with pytest.raises(ConfigError, match="unknown device kind 'b200'"):
         build_setup(load_scenario(path, ["cluster.pools.h20.kind=b200"]))
-    with pytest.raises(ConfigError, match="task swe can reach .* cap its distributions"):
+    with pytest.raises(ConfigError, match=r"task swe can reach .* cap its distributions"):
         build_setup(load_scenario(path, ["cluster.roles.rollout=[{pool: h800, replicas: 16, units: 1}, {pool: h20, replicas: 96}]",
                                          "tasks=[{name: swe, rollout_pool: h800}, {name: webqa, rollout_pool: h800}, {name: math, rollout_pool: h20}]"]))
 

@@ -6,8 +6,8 @@ from collections import Counter
 
 import pytest
 
+from rollarc.agent.task_mix import TaskMix
 from rollarc.runtime.routing import NoReplicaError, ReplicaState, RoutingPolicy
-from rollarc.runtime.task_mix import TaskMix
 
 
 def test_task_mix_follows_weights_exactly_and_deterministically():

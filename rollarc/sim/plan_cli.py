@@ -18,7 +18,7 @@ from typing import Any
 
 from rollarc.cluster.catalogue import Catalogue
 from rollarc.cluster.inventory import Inventory, load_inventory
-from rollarc.cluster.planner import Plan, Planner
+from rollarc.cluster.planner import Objective, Plan, Planner
 from rollarc.cluster.train_config import write_planned_config
 from rollarc.cluster.workload import Workload, load_workload
 from rollarc.configio import ConfigError
@@ -51,7 +51,7 @@ def format_plan(title: str, summary: dict[str, Any]) -> str:
 def _simulate(plan: Plan, inventory: Inventory, catalogue: Catalogue, cluster_path: Path, workload: Workload,
               workload_path: Path, steps: int) -> dict[str, Any]:
     """Check a plan with the discrete-event simulator (same costs, queues and tails modelled)."""
-    from rollarc.sim.plan_scenario import plan_scenario
+    from rollarc.sim.plan_scenario import plan_scenario  # deferred: simpy is heavy; only --simulate needs it
     from rollarc.sim.setup import build_setup
     from rollarc.sim.simulator import simulate
 
@@ -83,7 +83,7 @@ def main(argv: list[str]) -> int:
         cluster_path, workload_path = Path(args.cluster), Path(args.workload)
         inventory, catalogue = load_inventory(cluster_path)
         workload = load_workload(workload_path)
-        objective = args.objective or ("cost" if args.budget is not None else "time")
+        objective: Objective = args.objective or ("cost" if args.budget is not None else "time")
         planner = Planner(inventory, catalogue, workload, args.budget, objective)
         best, homogeneous = planner.plan(), planner.plan(homogeneous_only=True)
         out: dict[str, Any] = {"objective": objective, "budget_per_hour": args.budget,

@@ -12,6 +12,8 @@ import json
 
 import torch
 
+from rollarc.config import load_train_config
+
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="rollarc reward", description="model-based reward commands")
@@ -21,8 +23,7 @@ def main(argv: list[str]) -> int:
     train.add_argument("overrides", nargs="*", help="dotted key=value overrides, e.g. reward.train.steps=100")
     args = parser.parse_args(argv)
 
-    from rollarc.config import load_train_config
-    from rollarc.rewards.train import train_reward_model
+    from rollarc.rewards.train import train_reward_model  # deferred: transformers is heavy (args checked first)
 
     cfg = load_train_config(args.config, args.overrides)
     torch.set_num_threads(cfg.cluster.roles.reward.threads)
