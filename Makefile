@@ -26,8 +26,8 @@ demo: $(STAMP_RUN)
 
 # The lint gate (docs/layering.md): ruff's rules, ruff's formatting, mypy. `make test` runs it first.
 lint: $(STAMP_TEST)
-	$(BIN)/ruff check rollarc tests examples
-	$(BIN)/ruff format --check rollarc tests examples
+	$(BIN)/ruff check rollarc tests examples scripts
+	$(BIN)/ruff format --check rollarc tests examples scripts
 	$(BIN)/mypy rollarc
 
 test: lint

@@ -53,8 +53,9 @@ def _cmd_config_docs(args: argparse.Namespace) -> int:
         print(f"rollarc: {message}" if message else f"{out} is up to date", file=sys.stderr if message else sys.stdout)
         return 1 if message else 0
     if not out.parent.is_dir():
-        raise ConfigError(f"--out {out}: directory {out.parent} does not exist (run from the repository root, "
-                          "or pass --out PATH)")
+        raise ConfigError(
+            f"--out {out}: directory {out.parent} does not exist (run from the repository root, or pass --out PATH)"
+        )
     tmp = out.with_name(out.name + ".tmp")
     tmp.write_text(expected)
     tmp.replace(out)
@@ -136,13 +137,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("rest", nargs=argparse.REMAINDER)
     p.set_defaults(func=lambda a: _passthrough("rollarc.sim.plan_cli")(a.rest))
 
-    p = sub.add_parser("reward", help="model-based reward: train the judge (rollarc reward train CONFIG)",
-                       add_help=False)
+    p = sub.add_parser(
+        "reward", help="model-based reward: train the judge (rollarc reward train CONFIG)", add_help=False
+    )
     p.add_argument("rest", nargs=argparse.REMAINDER)
     p.set_defaults(func=lambda a: _passthrough("rollarc.reward_cli")(a.rest))
 
-    p = sub.add_parser("serve", help="OpenAI-compatible completions server of a model (rollarc serve MODEL_DIR)",
-                       add_help=False)
+    p = sub.add_parser(
+        "serve", help="OpenAI-compatible completions server of a model (rollarc serve MODEL_DIR)", add_help=False
+    )
     p.add_argument("rest", nargs=argparse.REMAINDER)
     p.set_defaults(func=lambda a: _passthrough("rollarc.serve.app")(a.rest))
 
@@ -152,8 +155,12 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-PASSTHROUGH = {"plan": "rollarc.sim.plan_cli", "simulate": "rollarc.sim.cli", "reward": "rollarc.reward_cli",
-               "serve": "rollarc.serve.app"}
+PASSTHROUGH = {
+    "plan": "rollarc.sim.plan_cli",
+    "simulate": "rollarc.sim.cli",
+    "reward": "rollarc.reward_cli",
+    "serve": "rollarc.serve.app",
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

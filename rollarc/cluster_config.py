@@ -17,8 +17,11 @@ class PoolConfig(FrozenModel):
     """A resource pool: a Ray custom resource with ``count`` units that roles reserve."""
 
     count: int = Field(..., ge=0, description="units of the pool (the Ray resource's amount)")
-    kind: str = Field("cpu", description="hardware label from the cluster catalogue (cpu, h800, h20, ...); written by "
-                                         "`rollarc plan --emit-config`, placement uses only the resource")
+    kind: str = Field(
+        "cpu",
+        description="hardware label from the cluster catalogue (cpu, h800, h20, ...); written by "
+        "`rollarc plan --emit-config`, placement uses only the resource",
+    )
     resource: str | None = Field(None, description="Ray resource name; default pool_<name>")
 
 
@@ -26,8 +29,12 @@ class RoleConfig(FrozenModel):
     """Where one role's replicas run and what each reserves."""
 
     pool: str = Field(..., description="the declared pool the replicas are placed on")
-    replicas: int = Field(1, ge=0, description="replicas of the role (train: one FSDP2 rank each; env: at least 1; reward: "
-                                               "the fixed pool of `reward.kind: dedicated`)")
+    replicas: int = Field(
+        1,
+        ge=0,
+        description="replicas of the role (train: one FSDP2 rank each; env: at least 1; reward: "
+        "the fixed pool of `reward.kind: dedicated`)",
+    )
     units: float = Field(1.0, ge=0.0, description="pool units each replica reserves")
     threads: int = Field(1, ge=1, description="torch threads pinned in each replica")
 
@@ -35,14 +42,19 @@ class RoleConfig(FrozenModel):
 class RolesConfig(FrozenModel):
     """Which pool each role runs on, and how many replicas."""
 
-    train: RoleConfig = Field(RoleConfig(pool="compute"), description="the TrainWorker; with replicas > 1, one FSDP2 rank per replica (docs/fsdp.md)")
+    train: RoleConfig = Field(
+        RoleConfig(pool="compute"),
+        description="the TrainWorker; with replicas > 1, one FSDP2 rank per replica (docs/fsdp.md)",
+    )
     env: RoleConfig = Field(RoleConfig(pool="cpu"), description="EnvWorkers: environments and agent loops")
-    rollout: list[RoleConfig] = Field([RoleConfig(pool="compute")], description="RolloutWorkers (engine replicas), "
-                                                                               "one entry per rollout pool; a single "
-                                                                               "mapping is accepted too")
-    reward: RoleConfig = Field(RoleConfig(pool="cpu", replicas=0), description="model-based reward replicas: the "
-                                                                              "fixed pool (dedicated) or the pool a "
-                                                                              "serverless reward scales in")
+    rollout: list[RoleConfig] = Field(
+        [RoleConfig(pool="compute")],
+        description="RolloutWorkers (engine replicas), one entry per rollout pool; a single mapping is accepted too",
+    )
+    reward: RoleConfig = Field(
+        RoleConfig(pool="cpu", replicas=0),
+        description="model-based reward replicas: the fixed pool (dedicated) or the pool a serverless reward scales in",
+    )
 
     @field_validator("rollout", mode="before")
     @classmethod
@@ -53,13 +65,16 @@ class RolesConfig(FrozenModel):
 class ClusterConfig(FrozenModel):
     """The Ray cluster to start or join, its resource pools, and where each role runs."""
 
-    address: str | None = Field(None, description="join this Ray cluster instead of starting a local one "
-                                                  "(`rollarc train --address` overrides it)")
+    address: str | None = Field(
+        None,
+        description="join this Ray cluster instead of starting a local one (`rollarc train --address` overrides it)",
+    )
     num_cpus: int | None = Field(None, ge=1, description="CPUs of the local Ray cluster (null: every core)")
     include_dashboard: bool = Field(False, description="start the Ray dashboard with the local cluster")
     dashboard_host: str = Field("127.0.0.1", description="interface the local Ray dashboard listens on")
-    pools: dict[str, PoolConfig] = Field({"compute": PoolConfig(count=2, kind="cpu"), "cpu": PoolConfig(count=4)},
-                                         description="resource pools by name")
+    pools: dict[str, PoolConfig] = Field(
+        {"compute": PoolConfig(count=2, kind="cpu"), "cpu": PoolConfig(count=4)}, description="resource pools by name"
+    )
     roles: RolesConfig = Field(RolesConfig(), description="the pool and replicas of each role")
 
     @model_validator(mode="after")
@@ -70,13 +85,16 @@ class ClusterConfig(FrozenModel):
         need: dict[str, float] = {}
         for role, spec in named:
             if spec.pool not in self.pools:
-                raise ValueError(f"cluster.roles.{role}.pool {spec.pool!r} is not a declared pool "
-                                 f"(declared: {', '.join(self.pools)})")
+                raise ValueError(
+                    f"cluster.roles.{role}.pool {spec.pool!r} is not a declared pool "
+                    f"(declared: {', '.join(self.pools)})"
+                )
             need[spec.pool] = need.get(spec.pool, 0.0) + spec.replicas * spec.units
         for pool, units in need.items():
             if units > self.pools[pool].count:
-                raise ValueError(f"cluster.pools.{pool}: roles need {units:g} units but count is "
-                                 f"{self.pools[pool].count}")
+                raise ValueError(
+                    f"cluster.pools.{pool}: roles need {units:g} units but count is {self.pools[pool].count}"
+                )
         if sum(r.replicas for r in roles.rollout) < 1:
             raise ValueError("cluster.roles.rollout needs at least one replica")
         if roles.train.replicas < 1:

@@ -34,28 +34,44 @@ class ModelConfig(FrozenModel):
     while its forward passes run under bf16 autocast (see ``rollarc.train.policy_trainer``).
     """
 
-    path: str | None = Field(None, description="HF-format directory of the starting policy (weights, tokenizer, "
-                                               "chat template); null: build `preset` and warm-start it by SFT")
-    preset: Literal["nano", "tiny", "small"] = Field("tiny", description="size of the fresh Llama-architecture "
-                                                                        "policy built when `path` is null")
-    max_position_embeddings: int = Field(1024, ge=64, le=1 << 20, description="context length of a fresh preset "
-                                                                              "(a `path` checkpoint keeps its own)")
+    path: str | None = Field(
+        None,
+        description="HF-format directory of the starting policy (weights, tokenizer, "
+        "chat template); null: build `preset` and warm-start it by SFT",
+    )
+    preset: Literal["nano", "tiny", "small"] = Field(
+        "tiny", description="size of the fresh Llama-architecture policy built when `path` is null"
+    )
+    max_position_embeddings: int = Field(
+        1024, ge=64, le=1 << 20, description="context length of a fresh preset (a `path` checkpoint keeps its own)"
+    )
     init_seed: int = Field(0, description="seed of a fresh preset's random initial weights")
-    device: Literal["auto", "cpu", "cuda"] = Field("auto", description="where the train and rollout roles compute: "
-                                                                       "auto = cuda when the actor sees a GPU, else "
-                                                                       "cpu (docs/gpu.md)")
-    dtype: Literal["float32", "bfloat16"] = Field("float32", description="compute dtype of the train and rollout "
-                                                                         "roles: bf16 engine, fp32 master weights "
-                                                                         "with bf16 autocast for training")
+    device: Literal["auto", "cpu", "cuda"] = Field(
+        "auto",
+        description="where the train and rollout roles compute: "
+        "auto = cuda when the actor sees a GPU, else "
+        "cpu (docs/gpu.md)",
+    )
+    dtype: Literal["float32", "bfloat16"] = Field(
+        "float32",
+        description="compute dtype of the train and rollout "
+        "roles: bf16 engine, fp32 master weights "
+        "with bf16 autocast for training",
+    )
 
 
 class SamplingConfig(FrozenModel):
     """How rollout turns sample tokens; the trainer recomputes log-probs at the same temperature."""
 
-    temperature: float = Field(1.0, ge=0.0, le=10.0, description="sampling temperature (0: greedy); the trainer "
-                                                                "divides logits by it too")
-    top_p: float = Field(1.0, gt=0.0, le=1.0, description="nucleus sampling: keep the most likely tokens whose "
-                                                          "probabilities sum to top_p (1: off)")
+    temperature: float = Field(
+        1.0, ge=0.0, le=10.0, description="sampling temperature (0: greedy); the trainer divides logits by it too"
+    )
+    top_p: float = Field(
+        1.0,
+        gt=0.0,
+        le=1.0,
+        description="nucleus sampling: keep the most likely tokens whose probabilities sum to top_p (1: off)",
+    )
     top_k: int = Field(0, ge=0, description="sample among the k most likely tokens only (0: off)")
 
 
@@ -64,57 +80,90 @@ class AgentConfig(FrozenModel):
 
     max_turns: int = Field(10, ge=1, le=1000, description="turns at most per episode (the env may end it sooner)")
     max_tokens_per_turn: int = Field(16, ge=1, description="tokens the model may generate in one reply")
-    history: Literal["full", "last_k"] = Field("full", description="`full`: the prompt is the whole conversation; "
-                                                                   "`last_k`: the system message, the last "
-                                                                   "`history_k` exchanges and the current observation")
+    history: Literal["full", "last_k"] = Field(
+        "full",
+        description="`full`: the prompt is the whole conversation; "
+        "`last_k`: the system message, the last "
+        "`history_k` exchanges and the current observation",
+    )
     history_k: int = Field(0, ge=0, description="(reply, observation) exchanges kept with `history: last_k`")
-    context_limit: int = Field(1024, ge=8, description="prompt + max_tokens_per_turn at most, in tokens; a turn "
-                                                       "that would exceed it ends the episode (finish "
-                                                       "`context_limit`) instead of being cut")
+    context_limit: int = Field(
+        1024,
+        ge=8,
+        description="prompt + max_tokens_per_turn at most, in tokens; a turn "
+        "that would exceed it ends the episode (finish "
+        "`context_limit`) instead of being cut",
+    )
     instructions: bool = Field(True, description="send the env's instructions as a system message")
 
 
 class TaskConfig(FrozenModel):
     """One environment of the task mix. Groups never mix tasks."""
 
-    name: str = Field(..., pattern=r"^[A-Za-z0-9_.-]+$", description="the task's name in metrics, summaries and "
-                                                                    "routing; unique among `tasks`")
+    name: str = Field(
+        ...,
+        pattern=r"^[A-Za-z0-9_.-]+$",
+        description="the task's name in metrics, summaries and routing; unique among `tasks`",
+    )
     env: EnvSpec = Field(..., description="the environment to build and its kwargs")
-    weight: float = Field(1.0, gt=0.0, description="share of admitted groups, relative to the other tasks' "
-                                                   "weights (smooth weighted round-robin)")
+    weight: float = Field(
+        1.0,
+        gt=0.0,
+        description="share of admitted groups, relative to the other tasks' weights (smooth weighted round-robin)",
+    )
     agent: AgentConfig = Field(AgentConfig(), description="the agent loop of this task")
-    rollout_pool: str | None = Field(None, description="pool whose rollout replicas this task's turns prefer "
-                                                       "(hardware affinity; others take over when it is full); "
-                                                       "null: any rollout replica")
-    step_timeout_s: float = Field(30.0, gt=0.0, description="seconds an env reset or step may take; past it the "
-                                                            "trajectory fails and the stuck thread is counted")
-    latency: LatencyConfig = Field(LatencyConfig(), description="injected env-step delay and failures, a model of "
-                                                                "slow, flaky tools")
+    rollout_pool: str | None = Field(
+        None,
+        description="pool whose rollout replicas this task's turns prefer "
+        "(hardware affinity; others take over when it is full); "
+        "null: any rollout replica",
+    )
+    step_timeout_s: float = Field(
+        30.0,
+        gt=0.0,
+        description="seconds an env reset or step may take; past it the "
+        "trajectory fails and the stuck thread is counted",
+    )
+    latency: LatencyConfig = Field(
+        LatencyConfig(), description="injected env-step delay and failures, a model of slow, flaky tools"
+    )
 
 
 class SFTConfig(FrozenModel):
     """Warm start by behaviour cloning of the environments' solvers."""
 
-    checkpoint: str = Field("artifacts/sft/{name}", description="directory of the warm start (`{name}`: the run "
-                                                               "name); trained when missing, reused when present")
+    checkpoint: str = Field(
+        "artifacts/sft/{name}",
+        description="directory of the warm start (`{name}`: the run name); trained when missing, reused when present",
+    )
     episodes: int = Field(2000, ge=1, description="solver demonstration episodes to clone")
     steps: int = Field(200, ge=0, description="AdamW steps of SFT")
     batch_size: int = Field(64, ge=1, description="demonstration rows per SFT step")
     lr: float = Field(1e-3, gt=0.0, description="peak learning rate (linear warmup, then cosine decay to 10%)")
     weight_decay: float = Field(0.0, ge=0.0, description="AdamW weight decay of SFT")
     warmup_steps: int = Field(10, ge=0, description="linear learning-rate warmup steps of SFT")
-    seed_base: int = Field(10_000_000, ge=0, description="env seed of the first demonstration (episode i: "
-                                                         "seed_base + i); must not overlap the held-out seeds")
+    seed_base: int = Field(
+        10_000_000,
+        ge=0,
+        description="env seed of the first demonstration (episode i: "
+        "seed_base + i); must not overlap the held-out seeds",
+    )
     eval_episodes: int = Field(200, ge=0, description="held-out greedy episodes scored after SFT (0: none)")
 
 
 class FSDPConfig(FrozenModel):
     """FSDP2 training over ``cluster.roles.train.replicas`` ranks (see docs/fsdp.md)."""
 
-    reshard_after_forward: bool = Field(True, description="free each decoder layer's gathered weights after its "
-                                        "forward pass (less memory, one more all-gather in the backward pass)")
-    on_one_replica: bool = Field(False, description="run the FSDP rank actor even with one train replica (a "
-                                 "one-rank process group); by default one replica is the plain TrainWorker")
+    reshard_after_forward: bool = Field(
+        True,
+        description="free each decoder layer's gathered weights after its "
+        "forward pass (less memory, one more all-gather in the backward pass)",
+    )
+    on_one_replica: bool = Field(
+        False,
+        description="run the FSDP rank actor even with one train replica (a "
+        "one-rank process group); by default one replica is the plain TrainWorker",
+    )
 
 
 class TrainConfig(FrozenModel):
@@ -128,44 +177,68 @@ class TrainConfig(FrozenModel):
     weight_decay: float = Field(0.0, ge=0.0, description="AdamW weight decay")
     betas: tuple[float, float] = Field((0.9, 0.999), description="AdamW (beta1, beta2)")
     grad_clip: float = Field(1.0, gt=0.0, description="gradients are clipped to this global L2 norm")
-    minibatches: int = Field(1, ge=1, description="optimiser updates per epoch: the step's batch is split into "
-                                                  "this many minibatches")
-    epochs: int = Field(1, ge=1, description="passes over the step's batch; only the step's end is published "
-                                             "as a new version")
-    micro_batch_tokens: int = Field(16384, ge=64, description="padded tokens per forward/backward micro-batch "
-                                                              "(gradients accumulate across them; bounds memory)")
+    minibatches: int = Field(
+        1, ge=1, description="optimiser updates per epoch: the step's batch is split into this many minibatches"
+    )
+    epochs: int = Field(
+        1, ge=1, description="passes over the step's batch; only the step's end is published as a new version"
+    )
+    micro_batch_tokens: int = Field(
+        16384,
+        ge=64,
+        description="padded tokens per forward/backward micro-batch (gradients accumulate across them; bounds memory)",
+    )
     dedup_rows: bool = Field(True, description="one forward pass per distinct token sequence (exact)")
-    eval_every: int = Field(10, ge=0, description="held-out evaluation every this many steps, besides before and "
-                                                  "after training (0: only before and after)")
+    eval_every: int = Field(
+        10,
+        ge=0,
+        description="held-out evaluation every this many steps, besides before and "
+        "after training (0: only before and after)",
+    )
     eval_episodes: int = Field(200, ge=0, description="greedy held-out episodes per evaluation (0: none)")
     eval_temperature: float = Field(0.0, ge=0.0, description="not read yet: held-out evaluation is always greedy")
-    checkpoint_every: int = Field(10, ge=0, description="checkpoint every this many steps; the last step is always "
-                                                        "checkpointed (0: only the last)")
+    checkpoint_every: int = Field(
+        10,
+        ge=0,
+        description="checkpoint every this many steps; the last step is always checkpointed (0: only the last)",
+    )
     seed_base: int = Field(0, ge=0, description="env seed of the first training group (group i: seed_base + i)")
-    eval_seed_base: int = Field(20_000_000, ge=0, description="env seed of the first held-out episode; must not "
-                                                              "overlap the training or SFT seeds")
+    eval_seed_base: int = Field(
+        20_000_000,
+        ge=0,
+        description="env seed of the first held-out episode; must not overlap the training or SFT seeds",
+    )
     fsdp: FSDPConfig = Field(FSDPConfig(), description="sharded training when cluster.roles.train.replicas > 1")
 
 
 class AsyncConfig(FrozenModel):
     """Trajectory-level asynchrony. ``mode: sync`` is max_staleness 0 plus a barrier."""
 
-    mode: Literal["sync", "async"] = Field("sync", description="`sync`: generate, train and sync in lockstep; "
-                                                               "`async`: rollout never waits for training")
-    max_staleness: int = Field(0, ge=0, description="k: no trained token is more than k policy versions old "
-                                                    "(must be 0 in sync mode)")
-    on_stale: Literal["drop", "restart"] = Field("drop", description="a finished group that would break the "
-                                                                     "staleness bound is dropped, or restarted from "
-                                                                     "scratch; both are counted")
+    mode: Literal["sync", "async"] = Field(
+        "sync", description="`sync`: generate, train and sync in lockstep; `async`: rollout never waits for training"
+    )
+    max_staleness: int = Field(
+        0, ge=0, description="k: no trained token is more than k policy versions old (must be 0 in sync mode)"
+    )
+    on_stale: Literal["drop", "restart"] = Field(
+        "drop",
+        description="a finished group that would break the "
+        "staleness bound is dropped, or restarted from "
+        "scratch; both are counted",
+    )
     in_flight_update: Literal["finish", "abort", "continue"] = Field(
-        "finish", description="when new weights reach a replica with running turns: `finish` them on the old "
-                              "weights first, `abort` and retry them on the new ones, or `continue` them on the new "
-                              "weights from the next decode step (a turn may then mix versions)")
+        "finish",
+        description="when new weights reach a replica with running turns: `finish` them on the old "
+        "weights first, `abort` and retry them on the new ones, or `continue` them on the new "
+        "weights from the next decode step (a turn may then mix versions)",
+    )
     redundancy: int = Field(0, ge=0, description="r: start G+r rollouts per group, keep the first G")
-    trajectory_timeout_s: float = Field(600.0, gt=0.0, description="a trajectory running longer fails (its "
-                                                                   "in-flight turn is aborted)")
-    max_failed_fraction: float = Field(0.5, ge=0.0, le=1.0, description="not read yet: a group is kept when 2 or "
-                                                                        "more of its rollouts finish well")
+    trajectory_timeout_s: float = Field(
+        600.0, gt=0.0, description="a trajectory running longer fails (its in-flight turn is aborted)"
+    )
+    max_failed_fraction: float = Field(
+        0.5, ge=0.0, le=1.0, description="not read yet: a group is kept when 2 or more of its rollouts finish well"
+    )
 
     @model_validator(mode="after")
     def _sync_has_no_staleness(self) -> AsyncConfig:
@@ -185,14 +258,18 @@ class RunConfig(FrozenModel):
 class Config(FrozenModel):
     """A training run: the starting policy, the tasks, and the settings of every stage."""
 
-    name: str = Field("run", pattern=r"^[A-Za-z0-9_.-]+$", description="run name: prefixes the run directory and "
-                                                                       "fills `{name}` in artifact paths")
+    name: str = Field(
+        "run",
+        pattern=r"^[A-Za-z0-9_.-]+$",
+        description="run name: prefixes the run directory and fills `{name}` in artifact paths",
+    )
     seed: int = Field(0, description="seeds torch (SFT and trainer) and every group's sampling seeds")
     model: ModelConfig = Field(ModelConfig(), description="the starting policy")
     tasks: list[TaskConfig] = Field(..., description="the environments trained on (at least one; unique names)")
     sampling: SamplingConfig = Field(SamplingConfig(), description="token sampling of rollout turns")
-    engine: EngineConfig = Field(EngineConfig(), description="the inference engine of every rollout replica and of "
-                                                             "`rollarc eval`")
+    engine: EngineConfig = Field(
+        EngineConfig(), description="the inference engine of every rollout replica and of `rollarc eval`"
+    )
     sft: SFTConfig = Field(SFTConfig(), description="the SFT warm start, used when `model.path` is null")
     train: TrainConfig = Field(TrainConfig(), description="the RL loop")
     algo: LossConfig = Field(LossConfig(), description="the policy loss: advantages, clipping, off-policy correction")
@@ -200,11 +277,14 @@ class Config(FrozenModel):
     cluster: ClusterConfig = Field(ClusterConfig(), description="Ray cluster, pools and role placement")
     sync: SyncConfig = Field(SyncConfig(), description="how new weights reach the rollout replicas")
     reward: RewardConfig = Field(RewardConfig(), description="where the trajectory reward comes from")
-    rollout: RolloutConfig = Field(default_factory=RolloutConfig,
-                                   description="rollout backend: the built-in engine or OpenAI-compatible servers")
+    rollout: RolloutConfig = Field(
+        default_factory=RolloutConfig, description="rollout backend: the built-in engine or OpenAI-compatible servers"
+    )
     run: RunConfig = Field(RunConfig(), description="the run directory and logging")
-    plugin_paths: list[str] = Field([], description="directories put on PYTHONPATH (driver and every Ray "
-                                                    "worker) so plugin envs import by entry point")
+    plugin_paths: list[str] = Field(
+        [],
+        description="directories put on PYTHONPATH (driver and every Ray worker) so plugin envs import by entry point",
+    )
     resume: str | None = Field(None, description="a run directory to resume from its last checkpoint")
 
     model_config = FrozenModel.model_config | {"populate_by_name": True}
@@ -219,8 +299,10 @@ class Config(FrozenModel):
         rollout_pools = {r.pool for r in self.cluster.roles.rollout}
         for i, task in enumerate(self.tasks):
             if task.rollout_pool is not None and task.rollout_pool not in rollout_pools:
-                raise ValueError(f"tasks[{i}].rollout_pool {task.rollout_pool!r} has no rollout replicas "
-                                 f"(rollout pools: {', '.join(sorted(rollout_pools))})")
+                raise ValueError(
+                    f"tasks[{i}].rollout_pool {task.rollout_pool!r} has no rollout replicas "
+                    f"(rollout pools: {', '.join(sorted(rollout_pools))})"
+                )
         train_end = self.train.seed_base + (self.train.steps + 1) * self.train.groups_per_step * 4
         if self.train.seed_base <= self.train.eval_seed_base < train_end:
             raise ValueError("train.eval_seed_base overlaps the training seeds; held-out seeds must be disjoint")
@@ -228,8 +310,10 @@ class Config(FrozenModel):
             raise ValueError("sft.seed_base overlaps the held-out seeds")
         sharded = self.cluster.roles.train.replicas > 1 or self.train.fsdp.on_one_replica
         if not sharded and self.train.fsdp.reshard_after_forward != FSDPConfig().reshard_after_forward:
-            raise ValueError("train.fsdp.reshard_after_forward has no effect with one train replica; set "
-                             "cluster.roles.train.replicas > 1 or train.fsdp.on_one_replica: true")
+            raise ValueError(
+                "train.fsdp.reshard_after_forward has no effect with one train replica; set "
+                "cluster.roles.train.replicas > 1 or train.fsdp.on_one_replica: true"
+            )
         problems = placement_problems(self.reward, self.cluster)
         problems += backend_problems(self.rollout, self.async_.in_flight_update)
         if problems:

@@ -88,8 +88,10 @@ def render(root: type[BaseModel] | None = None) -> str:
         if summary:
             lines += [summary, ""]
         lines += ["| key | type | default | constraints | description |", "|---|---|---|---|---|"]
-        lines += [f"| `{r.key}` | {_cell(r.type)} | {_cell(r.default)} | {_cell(r.constraints)} | {_cell(r.description)} |"
-                  for r in section.rows]
+        lines += [
+            f"| `{r.key}` | {_cell(r.type)} | {_cell(r.default)} | {_cell(r.constraints)} | {_cell(r.description)} |"
+            for r in section.rows
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -119,13 +121,15 @@ def _walk(model: type[BaseModel], path: str, instance: BaseModel | None, out: li
             child_default = default if where == "one" and isinstance(default, BaseModel) else None
             children.append((child, child_path, child_default))
             description = f"{description} (section `{child_path}`)".strip()
-        rows.append(Row(
-            key=dotted,
-            type=_type_name(field.annotation),
-            default=_default_text(default, section=child is not None and where == "one"),
-            constraints=_constraints(field),
-            description=description,
-        ))
+        rows.append(
+            Row(
+                key=dotted,
+                type=_type_name(field.annotation),
+                default=_default_text(default, section=child is not None and where == "one"),
+                constraints=_constraints(field),
+                description=description,
+            )
+        )
     out.append(Section(path=path, model=model, rows=tuple(rows)))
     for child, child_path, child_default in children:
         _walk(child, child_path, child_default, out)

@@ -63,8 +63,9 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
                     node = node[int(part)]
                 continue
             if not isinstance(node, dict):
-                raise ConfigError(f"override {text!r}: {'.'.join(path[:depth])} is a {type(node).__name__}, "
-                                  "not a section")
+                raise ConfigError(
+                    f"override {text!r}: {'.'.join(path[:depth])} is a {type(node).__name__}, not a section"
+                )
             if last:
                 node[part] = value
             else:

@@ -43,8 +43,9 @@ def accelerator_resource(kind: str) -> str:
     return f"accelerator_type:{kind.upper()}"
 
 
-def actor_options(cluster: ClusterConfig, role: RoleConfig, name: str | None = None, *, gpus: bool = False
-                  ) -> dict[str, Any]:
+def actor_options(
+    cluster: ClusterConfig, role: RoleConfig, name: str | None = None, *, gpus: bool = False
+) -> dict[str, Any]:
     """Ray actor options that place one replica of ``role`` on its pool with pinned torch threads.
 
     ``gpus`` (from ``rollarc.runtime.ray_cluster.uses_gpus``): replicas on GPU-kind pools reserve
@@ -61,10 +62,14 @@ def actor_options(cluster: ClusterConfig, role: RoleConfig, name: str | None = N
     options: dict[str, Any] = {
         "num_cpus": 0,
         "resources": resources,
-        "runtime_env": {"env_vars": {"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads,
-                                     "TOKENIZERS_PARALLELISM": "false",
-                                     **({"PYTHONPATH": os.environ["PYTHONPATH"]} if "PYTHONPATH" in os.environ
-                                        else {})}},
+        "runtime_env": {
+            "env_vars": {
+                "OMP_NUM_THREADS": threads,
+                "MKL_NUM_THREADS": threads,
+                "TOKENIZERS_PARALLELISM": "false",
+                **({"PYTHONPATH": os.environ["PYTHONPATH"]} if "PYTHONPATH" in os.environ else {}),
+            }
+        },
     }
     if num_gpus:
         options["num_gpus"] = num_gpus

@@ -72,8 +72,17 @@ class SectionTimeout(Exception):
 
 
 # What a section may fail with and still let the others run; anything else is a bug in this script.
-EXPECTED_ERRORS = (RuntimeError, ValueError, TypeError, KeyError, AssertionError, ImportError, OSError,
-                   FloatingPointError, SectionTimeout)
+EXPECTED_ERRORS = (
+    RuntimeError,
+    ValueError,
+    TypeError,
+    KeyError,
+    AssertionError,
+    ImportError,
+    OSError,
+    FloatingPointError,
+    SectionTimeout,
+)
 
 
 @dataclass(frozen=True)
@@ -101,14 +110,48 @@ class Sizes:
     budgets_s: dict[str, int]
 
 
-GPU = Sizes(agreement_preset="small", agreement_prompts=32, agreement_tokens=32, hidden=1024, layers=16, heads=16,
-            kv_heads=4, intermediate=2816, vocab=32000, requests=256, prompt_len=(32, 256), out_median=128.0,
-            out_sigma=1.0, out_max=1024, grpo_groups=8, grpo_group_size=8, grpo_prompt=128, grpo_reply=256,
-            budgets_s={"agreement": 45, "throughput": 200, "grpo_step": 60, "fsdp2": 60, "codec": 60})
-TINY = Sizes(agreement_preset="nano", agreement_prompts=8, agreement_tokens=12, hidden=128, layers=2, heads=4,
-             kv_heads=2, intermediate=256, vocab=512, requests=16, prompt_len=(8, 32), out_median=12.0,
-             out_sigma=1.0, out_max=48, grpo_groups=2, grpo_group_size=4, grpo_prompt=16, grpo_reply=16,
-             budgets_s={"agreement": 60, "throughput": 90, "grpo_step": 60, "fsdp2": 60, "codec": 60})
+GPU = Sizes(
+    agreement_preset="small",
+    agreement_prompts=32,
+    agreement_tokens=32,
+    hidden=1024,
+    layers=16,
+    heads=16,
+    kv_heads=4,
+    intermediate=2816,
+    vocab=32000,
+    requests=256,
+    prompt_len=(32, 256),
+    out_median=128.0,
+    out_sigma=1.0,
+    out_max=1024,
+    grpo_groups=8,
+    grpo_group_size=8,
+    grpo_prompt=128,
+    grpo_reply=256,
+    budgets_s={"agreement": 45, "throughput": 200, "grpo_step": 60, "fsdp2": 60, "codec": 60},
+)
+TINY = Sizes(
+    agreement_preset="nano",
+    agreement_prompts=8,
+    agreement_tokens=12,
+    hidden=128,
+    layers=2,
+    heads=4,
+    kv_heads=2,
+    intermediate=256,
+    vocab=512,
+    requests=16,
+    prompt_len=(8, 32),
+    out_median=12.0,
+    out_sigma=1.0,
+    out_max=48,
+    grpo_groups=2,
+    grpo_group_size=4,
+    grpo_prompt=16,
+    grpo_reply=16,
+    budgets_s={"agreement": 60, "throughput": 90, "grpo_step": 60, "fsdp2": 60, "codec": 60},
+)
 
 
 @contextlib.contextmanager
@@ -137,10 +180,19 @@ def sync(device: torch.device) -> None:
 
 def throughput_model(sizes: Sizes, device: torch.device, dtype: torch.dtype, seed: int = 0) -> LlamaForCausalLM:
     """A randomly initialised Llama of the given sizes (no EOS: every request runs to its own length)."""
-    config = LlamaConfig(vocab_size=sizes.vocab, hidden_size=sizes.hidden, intermediate_size=sizes.intermediate,
-                         num_hidden_layers=sizes.layers, num_attention_heads=sizes.heads,
-                         num_key_value_heads=sizes.kv_heads, max_position_embeddings=2048, tie_word_embeddings=True,
-                         eos_token_id=None, bos_token_id=None, pad_token_id=0)
+    config = LlamaConfig(
+        vocab_size=sizes.vocab,
+        hidden_size=sizes.hidden,
+        intermediate_size=sizes.intermediate,
+        num_hidden_layers=sizes.layers,
+        num_attention_heads=sizes.heads,
+        num_key_value_heads=sizes.kv_heads,
+        max_position_embeddings=2048,
+        tie_word_embeddings=True,
+        eos_token_id=None,
+        bos_token_id=None,
+        pad_token_id=0,
+    )
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = LlamaForCausalLM(config)
@@ -151,9 +203,15 @@ def throughput_model(sizes: Sizes, device: torch.device, dtype: torch.dtype, see
 
 def hf_greedy(model: torch.nn.Module, prompt: list[int], new_tokens: int) -> list[int]:
     ids = torch.tensor([prompt], device=next(model.parameters()).device)
-    out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=new_tokens,
-                         min_new_tokens=new_tokens, do_sample=False, pad_token_id=0)
-    return out[0, len(prompt):].tolist()
+    out = model.generate(
+        input_ids=ids,
+        attention_mask=torch.ones_like(ids),
+        max_new_tokens=new_tokens,
+        min_new_tokens=new_tokens,
+        do_sample=False,
+        pad_token_id=0,
+    )
+    return out[0, len(prompt) :].tolist()
 
 
 # ---- sections ----------------------------------------------------------------------------------------------
@@ -164,20 +222,29 @@ def section_agreement(sizes: Sizes, device: torch.device) -> dict[str, Any]:
     generator = torch.Generator().manual_seed(1)
     lengths = torch.randint(4, 40, (sizes.agreement_prompts,), generator=generator).tolist()
     prompts = [torch.randint(3, len(tokenizer), (n,), generator=generator).tolist() for n in lengths]
-    engine = LLMEngine(model, EngineConfig(max_num_seqs=sizes.agreement_prompts, max_model_len=512,
-                                           dtype="bfloat16", kv_cache_gb=1.0, num_threads=None))
+    engine = LLMEngine(
+        model,
+        EngineConfig(
+            max_num_seqs=sizes.agreement_prompts, max_model_len=512, dtype="bfloat16", kv_cache_gb=1.0, num_threads=None
+        ),
+    )
     params = SamplingParams(temperature=0.0, max_tokens=sizes.agreement_tokens, ignore_eos=True)
     ours = [c.token_ids for c in engine.generate(prompts, params)]
     with torch.inference_mode():
         theirs = [hf_greedy(model, p, sizes.agreement_tokens) for p in prompts]
     total = sum(len(t) for t in theirs)
-    agree = sum(a == b for o, t in zip(ours, theirs) for a, b in zip(o, t))
-    first = sum(o[:1] == t[:1] for o, t in zip(ours, theirs))
-    return {"model": f"preset {sizes.agreement_preset}, random init, bf16", "params": count_parameters(model),
-            "prompts": len(prompts), "tokens_per_prompt": sizes.agreement_tokens,
-            "token_agreement": agree / total, "first_token_agreement": first / len(prompts),
-            "identical_rows": sum(o == t for o, t in zip(ours, theirs)),
-            "distinct_outputs": len({tuple(o) for o in ours})}
+    agree = sum(a == b for o, t in zip(ours, theirs, strict=True) for a, b in zip(o, t, strict=False))
+    first = sum(o[:1] == t[:1] for o, t in zip(ours, theirs, strict=True))
+    return {
+        "model": f"preset {sizes.agreement_preset}, random init, bf16",
+        "params": count_parameters(model),
+        "prompts": len(prompts),
+        "tokens_per_prompt": sizes.agreement_tokens,
+        "token_agreement": agree / total,
+        "first_token_agreement": first / len(prompts),
+        "identical_rows": sum(o == t for o, t in zip(ours, theirs, strict=True)),
+        "distinct_outputs": len({tuple(o) for o in ours}),
+    }
 
 
 def longtail_workload(sizes: Sizes, seed: int = 0) -> tuple[list[list[int]], list[int]]:
@@ -186,8 +253,7 @@ def longtail_workload(sizes: Sizes, seed: int = 0) -> tuple[list[list[int]], lis
     prompt_lens = torch.randint(low, high + 1, (sizes.requests,), generator=generator).tolist()
     prompts = [torch.randint(1, sizes.vocab, (n,), generator=generator).tolist() for n in prompt_lens]
     normal = torch.randn(sizes.requests, generator=generator)
-    outputs = [max(1, min(sizes.out_max, int(sizes.out_median * math.exp(sizes.out_sigma * float(z)))))
-               for z in normal]
+    outputs = [max(1, min(sizes.out_max, int(sizes.out_median * math.exp(sizes.out_sigma * float(z))))) for z in normal]
     return prompts, outputs
 
 
@@ -196,8 +262,17 @@ def section_throughput(sizes: Sizes, device: torch.device) -> dict[str, Any]:
     prompts, outputs = longtail_workload(sizes)
     useful = sum(outputs)
     max_len = max(len(p) for p in prompts) + max(outputs)
-    engine = LLMEngine(model, EngineConfig(max_num_seqs=sizes.requests, max_model_len=max_len, dtype="bfloat16",
-                                           prefill_token_budget=8192, prefix_cache_tokens=0, num_threads=None))
+    engine = LLMEngine(
+        model,
+        EngineConfig(
+            max_num_seqs=sizes.requests,
+            max_model_len=max_len,
+            dtype="bfloat16",
+            prefill_token_budget=8192,
+            prefix_cache_tokens=0,
+            num_threads=None,
+        ),
+    )
     engine.generate(prompts[:4], SamplingParams(temperature=0.0, max_tokens=4, ignore_eos=True))  # warm-up
     sync(device)
     t0 = time.perf_counter()
@@ -210,26 +285,42 @@ def section_throughput(sizes: Sizes, device: torch.device) -> dict[str, Any]:
     ids = torch.zeros((len(prompts), width), dtype=torch.long)
     mask = torch.zeros_like(ids)
     for row, prompt in enumerate(prompts):  # left padding, as HF generate wants for decoder-only models
-        ids[row, width - len(prompt):] = torch.tensor(prompt)
-        mask[row, width - len(prompt):] = 1
+        ids[row, width - len(prompt) :] = torch.tensor(prompt)
+        mask[row, width - len(prompt) :] = 1
     ids, mask = ids.to(device), mask.to(device)
     with torch.inference_mode():
-        model.generate(input_ids=ids[:4], attention_mask=mask[:4], max_new_tokens=4, do_sample=False,
-                       pad_token_id=0)  # warm-up
+        model.generate(
+            input_ids=ids[:4], attention_mask=mask[:4], max_new_tokens=4, do_sample=False, pad_token_id=0
+        )  # warm-up
         sync(device)
         t0 = time.perf_counter()
-        model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=max(outputs),
-                       min_new_tokens=max(outputs), do_sample=False, pad_token_id=0)
+        model.generate(
+            input_ids=ids,
+            attention_mask=mask,
+            max_new_tokens=max(outputs),
+            min_new_tokens=max(outputs),
+            do_sample=False,
+            pad_token_id=0,
+        )
         sync(device)
     hf_s = time.perf_counter() - t0
-    return {"model": f"Llama {sizes.layers}x{sizes.hidden}, {sizes.heads} heads / {sizes.kv_heads} KV heads, "
-                     f"vocab {sizes.vocab}, bf16, random init", "params": count_parameters(model),
-            "requests": len(prompts), "useful_tokens": useful, "output_len_median": sorted(outputs)[len(outputs) // 2],
-            "output_len_max": max(outputs), "engine_s": engine_s, "hf_generate_s": hf_s,
-            "engine_tokens_per_s": useful / engine_s, "hf_generate_tokens_per_s": useful / hf_s,
-            "engine_over_hf": hf_s / engine_s, "engine_steps": engine.counters["steps"],
-            "hf_generate_note": "one static batch padded to the longest prompt, decoding max(output_len) steps "
-                                "for every row; tokens/s counts only the tokens each request asked for"}
+    return {
+        "model": f"Llama {sizes.layers}x{sizes.hidden}, {sizes.heads} heads / {sizes.kv_heads} KV heads, "
+        f"vocab {sizes.vocab}, bf16, random init",
+        "params": count_parameters(model),
+        "requests": len(prompts),
+        "useful_tokens": useful,
+        "output_len_median": sorted(outputs)[len(outputs) // 2],
+        "output_len_max": max(outputs),
+        "engine_s": engine_s,
+        "hf_generate_s": hf_s,
+        "engine_tokens_per_s": useful / engine_s,
+        "hf_generate_tokens_per_s": useful / hf_s,
+        "engine_over_hf": hf_s / engine_s,
+        "engine_steps": engine.counters["steps"],
+        "hf_generate_note": "one static batch padded to the longest prompt, decoding max(output_len) steps "
+        "for every row; tokens/s counts only the tokens each request asked for",
+    }
 
 
 def grpo_groups(sizes: Sizes, generator: torch.Generator) -> list[list[Trajectory]]:
@@ -242,8 +333,15 @@ def grpo_groups(sizes: Sizes, generator: torch.Generator) -> list[list[Trajector
             segment = Segment()
             segment.extend_context(prompt)
             segment.extend_generated(reply, [-math.log(sizes.vocab)] * len(reply), [0] * len(reply))
-            group.append(Trajectory(traj_id=f"g{g}-{i}", task="synthetic", seed=g, segments=[segment],
-                                    reward=float(torch.rand((), generator=generator))))
+            group.append(
+                Trajectory(
+                    traj_id=f"g{g}-{i}",
+                    task="synthetic",
+                    seed=g,
+                    segments=[segment],
+                    reward=float(torch.rand((), generator=generator)),
+                )
+            )
         groups.append(group)
     return groups
 
@@ -259,14 +357,26 @@ def section_grpo_step(sizes: Sizes, device: torch.device) -> dict[str, Any]:
         t0 = time.perf_counter()
         stats = trainer.train_step(groups)
         sync(device)
-        steps.append({"seconds": time.perf_counter() - t0, "loss": stats["loss"], "grad_norm": stats["grad_norm"],
-                      "tokens": stats["tokens"]})
+        steps.append(
+            {
+                "seconds": time.perf_counter() - t0,
+                "loss": stats["loss"],
+                "grad_norm": stats["grad_norm"],
+                "tokens": stats["tokens"],
+            }
+        )
     finite = all(math.isfinite(s["loss"]) and math.isfinite(s["grad_norm"]) for s in steps)
     master = {str(p.dtype) for p in model.parameters()}
-    return {"params": count_parameters(model), "rows": sizes.grpo_groups * sizes.grpo_group_size,
-            "tokens_per_row": sizes.grpo_prompt + sizes.grpo_reply, "precision": "fp32 master weights, bf16 autocast",
-            "master_dtypes": sorted(master), "loss_finite": finite, "steps": steps,
-            "peak_memory_gb": torch.cuda.max_memory_allocated(device) / 1e9 if device.type == "cuda" else None}
+    return {
+        "params": count_parameters(model),
+        "rows": sizes.grpo_groups * sizes.grpo_group_size,
+        "tokens_per_row": sizes.grpo_prompt + sizes.grpo_reply,
+        "precision": "fp32 master weights, bf16 autocast",
+        "master_dtypes": sorted(master),
+        "loss_finite": finite,
+        "steps": steps,
+        "peak_memory_gb": torch.cuda.max_memory_allocated(device) / 1e9 if device.type == "cuda" else None,
+    }
 
 
 def section_fsdp2(sizes: Sizes, device: torch.device) -> dict[str, Any] | str:
@@ -307,28 +417,50 @@ def section_codec(sizes: Sizes, device: torch.device) -> dict[str, Any]:
     sync(device)
     t5 = time.perf_counter()
     exact = state_checksums(state) == state_checksums(new_cpu) and all(
-        torch.equal(on_device[k], new_gpu[k]) for k in new_gpu)
+        torch.equal(on_device[k], new_gpu[k]) for k in new_gpu
+    )
     changed = sum(b.changed for b in buckets)
     gb = model_bytes / 1e9
-    return {"tensors_on": str(device), "codec_runs_on": "cpu (numpy over CPU tensor storage)",
-            "model_gb": gb, "changed_fraction": changed / sum(b.elements for b in buckets),
-            "bitwise_exact": exact, "delta_gb": sum(b.nbytes for b in buckets) / 1e9,
-            "encode": {"gpu_to_cpu_s": t1 - t0, "encode_s": t2 - t1, "gb_per_s_total": gb / (t2 - t0),
-                       "gb_per_s_encode_only": gb / (t2 - t1)},
-            "decode": {"apply_s": t4 - t3, "cpu_to_gpu_s": t5 - t4, "gb_per_s_total": gb / (t5 - t3),
-                       "gb_per_s_apply_only": gb / (t4 - t3)}}
+    return {
+        "tensors_on": str(device),
+        "codec_runs_on": "cpu (numpy over CPU tensor storage)",
+        "model_gb": gb,
+        "changed_fraction": changed / sum(b.elements for b in buckets),
+        "bitwise_exact": exact,
+        "delta_gb": sum(b.nbytes for b in buckets) / 1e9,
+        "encode": {
+            "gpu_to_cpu_s": t1 - t0,
+            "encode_s": t2 - t1,
+            "gb_per_s_total": gb / (t2 - t0),
+            "gb_per_s_encode_only": gb / (t2 - t1),
+        },
+        "decode": {
+            "apply_s": t4 - t3,
+            "cpu_to_gpu_s": t5 - t4,
+            "gb_per_s_total": gb / (t5 - t3),
+            "gb_per_s_apply_only": gb / (t4 - t3),
+        },
+    }
 
 
 SECTIONS: dict[str, Callable[[Sizes, torch.device], Any]] = {
-    "agreement": section_agreement, "throughput": section_throughput, "grpo_step": section_grpo_step,
-    "fsdp2": section_fsdp2, "codec": section_codec}
+    "agreement": section_agreement,
+    "throughput": section_throughput,
+    "grpo_step": section_grpo_step,
+    "fsdp2": section_fsdp2,
+    "codec": section_codec,
+}
 
 
 def run(sizes: Sizes, device: torch.device, only: list[str] | None = None) -> dict[str, Any]:
     report: dict[str, Any] = {
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu (dry run)",
-        "torch": torch.__version__, "cuda": torch.version.cuda, "python": platform.python_version(),
-        "sizes": "tiny" if sizes is TINY else "full", "sections_failed": []}
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "python": platform.python_version(),
+        "sizes": "tiny" if sizes is TINY else "full",
+        "sections_failed": [],
+    }
     for name, section in SECTIONS.items():
         if only and name not in only:
             continue
@@ -355,16 +487,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--allow-cpu", action="store_true", help="dry run on the CPU when no GPU is present")
     parser.add_argument("--tiny", action="store_true", help="tiny sizes (for the CPU dry run)")
     parser.add_argument("--only", nargs="*", choices=list(SECTIONS), help="run only these sections")
-    parser.add_argument("--out", default=os.environ.get("OUT", "."), help="directory for device_check.json "
-                                                                           "(default: $OUT, else .)")
+    parser.add_argument(
+        "--out", default=os.environ.get("OUT", "."), help="directory for device_check.json (default: $OUT, else .)"
+    )
     args = parser.parse_args(argv)
     if torch.cuda.is_available():
         device = torch.device("cuda:0")
     elif args.allow_cpu:
         device = torch.device("cpu")
     else:
-        print("device_check: no CUDA device (torch.cuda.is_available() is False); run on a GPU machine, "
-              "or pass --allow-cpu for a dry run", file=sys.stderr)
+        print(
+            "device_check: no CUDA device (torch.cuda.is_available() is False); run on a GPU machine, "
+            "or pass --allow-cpu for a dry run",
+            file=sys.stderr,
+        )
         return 2
     report = run(TINY if args.tiny else GPU, device, args.only)
     text = json.dumps(report, indent=1, default=str)

@@ -47,8 +47,7 @@ def synthetic_groups(vocab: int, groups: int = 4, size: int = 4, seed: int = 0) 
             seg.extend_context(prompt)
             reply = [rng.randrange(3, vocab) for _ in range(rng.randint(4, 16))]
             seg.extend_generated(reply, [-rng.uniform(0.5, 3.0) for _ in reply], [0] * len(reply))
-            group.append(Trajectory(traj_id=f"g{g}t{i}", task="synthetic", seed=g, segments=[seg],
-                                   reward=rng.random()))
+            group.append(Trajectory(traj_id=f"g{g}t{i}", task="synthetic", seed=g, segments=[seg], reward=rng.random()))
         result.append(group)
     return result
 
@@ -98,9 +97,14 @@ def main(device: str | None = None, preset: str = "small") -> dict[str, Any]:
     finally:
         dist.destroy_process_group()
     diff = max(float((weights[k].float() - v.float()).abs().max()) for k, v in expected.items())
-    moved = sum(int(not torch.equal(v, model_before)) for v, model_before in
-                zip(expected.values(), new_policy(preset, max_position_embeddings=128, seed=0)[0]
-                    .state_dict().values(), strict=True))
+    moved = sum(
+        int(not torch.equal(v, model_before))
+        for v, model_before in zip(
+            expected.values(),
+            new_policy(preset, max_position_embeddings=128, seed=0)[0].state_dict().values(),
+            strict=True,
+        )
+    )
     tolerance = TOLERANCE.get(dev.type, TOLERANCE["cuda"])
     loss = float(stats["loss"])
     return {

@@ -22,6 +22,7 @@ def nano_policy_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     save_policy(model, tokenizer, path)
     return path
 
+
 # The runtime tests load scripted envs by entry point ("runtime_plugins:ScriptedEnv"). Putting the folder on
 # PYTHONPATH before Ray starts makes it importable in every Ray worker too.
 PLUGINS = str(Path(__file__).parent / "plugins")

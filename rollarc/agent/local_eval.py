@@ -27,14 +27,22 @@ if TYPE_CHECKING:
 def heldout_specs(tasks: list[TaskConfig], episodes: int, seed_base: int, prefix: str = "eval") -> list[EpisodeSpec]:
     """Held-out episodes: tasks by weight (smooth round-robin), env seeds ``seed_base + i``, greedy."""
     mix = TaskMix({t.name: t.weight for t in tasks})
-    return [EpisodeSpec(traj_id=f"{prefix}-{i}", task=mix.next(), seed=seed_base + i, greedy=True)
-            for i in range(episodes)]
+    return [
+        EpisodeSpec(traj_id=f"{prefix}-{i}", task=mix.next(), seed=seed_base + i, greedy=True) for i in range(episodes)
+    ]
 
 
-async def run_local(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, tasks: list[TaskConfig],
-                    specs: list[EpisodeSpec], sampling: SamplingConfig, engine_cfg: EngineConfig | None = None) -> list[Trajectory]:
+async def run_local(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    tasks: list[TaskConfig],
+    specs: list[EpisodeSpec],
+    sampling: SamplingConfig,
+    engine_cfg: EngineConfig | None = None,
+) -> list[Trajectory]:
     engine = AsyncLLMEngine(model, engine_cfg or EngineConfig())
     try:
+
         async def generate(prompt_ids: list[int], params: SamplingParams, cache_key: str) -> Completion:
             return await engine.generate(prompt_ids, params, cache_key=cache_key)
 
@@ -51,13 +59,22 @@ def success_rate(trajectories: list[Trajectory]) -> dict[str, Any]:
     per_task: dict[str, list[bool]] = {}
     for traj in trajectories:
         per_task.setdefault(traj.task, []).append(traj.success)
-    return {"success": float(np.mean([t.success for t in trajectories])) if trajectories else float("nan"),
-            "episodes": len(trajectories),
-            "failed": sum(t.status != "ok" for t in trajectories),
-            "per_task": {name: float(np.mean(v)) for name, v in per_task.items()}}
+    return {
+        "success": float(np.mean([t.success for t in trajectories])) if trajectories else float("nan"),
+        "episodes": len(trajectories),
+        "failed": sum(t.status != "ok" for t in trajectories),
+        "per_task": {name: float(np.mean(v)) for name, v in per_task.items()},
+    }
 
 
-def evaluate_local(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, tasks: list[TaskConfig], episodes: int,
-                   seed_base: int, sampling: SamplingConfig, engine_cfg: EngineConfig | None = None) -> dict[str, Any]:
+def evaluate_local(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    tasks: list[TaskConfig],
+    episodes: int,
+    seed_base: int,
+    sampling: SamplingConfig,
+    engine_cfg: EngineConfig | None = None,
+) -> dict[str, Any]:
     specs = heldout_specs(tasks, episodes, seed_base)
     return success_rate(asyncio.run(run_local(model, tokenizer, tasks, specs, sampling, engine_cfg)))

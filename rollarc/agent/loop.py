@@ -6,7 +6,7 @@ router / engine), and environment calls go through ``env_call``, which the EnvWo
 pool with a timeout. Anything that goes wrong with one trajectory fails that trajectory alone, with its
 reason recorded.
 
-History policy and context limit (documented in the README):
+History policy and context limit (documented in docs/architecture.md):
 - ``history="full"``: the prompt is the whole conversation; ``history="last_k"``: the initial
   observation's system message plus the last ``history_k`` (assistant, observation) exchanges and the
   current observation.
@@ -59,7 +59,7 @@ def window(messages: list[Message], history: str, history_k: int) -> list[Messag
     if history == "full":
         return messages
     head = [m for m in messages[:1] if m.role == "system"]
-    body = messages[len(head):]
+    body = messages[len(head) :]
     keep = 1 + 2 * history_k  # the current observation plus k (assistant, observation) exchanges
     return head + body[-keep:]
 
@@ -105,7 +105,7 @@ async def run_trajectory(
             traj.finish = "context_limit"
             break
         if segment is not None and prompt[: len(segment)] == segment.token_ids:
-            segment.extend_context(prompt[len(segment):])
+            segment.extend_context(prompt[len(segment) :])
         else:
             segment = Segment()
             segment.extend_context(prompt)
@@ -117,8 +117,7 @@ async def run_trajectory(
         except GenerationFailure as err:
             return _finish(traj.fail(str(err)), start, clock)
         traj.timings["generate_s"] += clock() - t0
-        segment.extend_generated(list(completion.token_ids), list(completion.logprobs),
-                                 list(completion.token_versions))
+        segment.extend_generated(list(completion.token_ids), list(completion.logprobs), list(completion.token_versions))
         traj.prompt_tokens += len(prompt)
         traj.generated_tokens += len(completion.token_ids)
         traj.turn_prompt_tokens.append(len(prompt))
@@ -154,8 +153,15 @@ async def run_trajectory(
     return _finish(traj, start, clock)
 
 
-async def _generate_turn(generate: GenerateFn, prompt: list[int], agent: AgentConfig, sampling: SamplingConfig, traj: Trajectory,
-                         turn: int, sampling_seed: int | None) -> Completion:
+async def _generate_turn(
+    generate: GenerateFn,
+    prompt: list[int],
+    agent: AgentConfig,
+    sampling: SamplingConfig,
+    traj: Trajectory,
+    turn: int,
+    sampling_seed: int | None,
+) -> Completion:
     """Generate one turn; an aborted turn (weight update or lost replica) is retried from scratch."""
     for attempt in range(MAX_TURN_RETRIES + 1):
         params = SamplingParams(

@@ -73,10 +73,19 @@ class EpisodeRunner:
     ``reward_weight`` (the shaped reward); a :class:`RewardFailure` fails that trajectory alone.
     """
 
-    def __init__(self, tasks: dict[str, TaskConfig], renderer: ChatRenderer, generate: GenerateFn, sampling: SamplingConfig,
-                 max_env_threads: int = 16, span_sink: Callable[[dict[str, Any]], None] | None = None,
-                 worker_name: str = "env-0", latency_seed: int = 0, reward_fn: RewardFn | None = None,
-                 reward_weight: float = 1.0):
+    def __init__(
+        self,
+        tasks: dict[str, TaskConfig],
+        renderer: ChatRenderer,
+        generate: GenerateFn,
+        sampling: SamplingConfig,
+        max_env_threads: int = 16,
+        span_sink: Callable[[dict[str, Any]], None] | None = None,
+        worker_name: str = "env-0",
+        latency_seed: int = 0,
+        reward_fn: RewardFn | None = None,
+        reward_weight: float = 1.0,
+    ):
         self.tasks = tasks
         self.renderer = renderer
         self.generate = generate
@@ -98,8 +107,9 @@ class EpisodeRunner:
 
     async def run(self, spec: EpisodeSpec) -> Trajectory:
         task = self.tasks[spec.task]
-        traj = Trajectory(traj_id=spec.traj_id, task=spec.task, seed=spec.seed, group_id=spec.group_id,
-                          worker=self.worker_name)
+        traj = Trajectory(
+            traj_id=spec.traj_id, task=spec.task, seed=spec.seed, group_id=spec.group_id, worker=self.worker_name
+        )
         self.stats.started += 1
         try:
             env = await self._acquire_env(spec.task)
@@ -123,9 +133,18 @@ class EpisodeRunner:
                 raise
 
         sampling = self.greedy_sampling if spec.greedy else self.sampling
-        traj = await run_trajectory(env, self.renderer, self.generate, task.agent, sampling, traj, env_call,
-                                    instructions=self._instructions.get(spec.task, "") if task.agent.instructions else "", on_span=self._span,
-                                    sampling_seed=spec.sampling_seed)
+        traj = await run_trajectory(
+            env,
+            self.renderer,
+            self.generate,
+            task.agent,
+            sampling,
+            traj,
+            env_call,
+            instructions=self._instructions.get(spec.task, "") if task.agent.instructions else "",
+            on_span=self._span,
+            sampling_seed=spec.sampling_seed,
+        )
         if not broken:
             self._free_envs[spec.task].append(env)
         if self.reward_fn is not None and traj.status == "ok" and not spec.greedy:
@@ -191,8 +210,16 @@ class EpisodeRunner:
 
     def _span(self, kind: str, t0: float, t1: float, **fields: Any) -> None:
         if self.span_sink is not None:
-            self.span_sink({"worker": self.worker_name, "role": "env", "kind": kind,
-                            "t0": t0 + self._wall_offset, "t1": t1 + self._wall_offset, **fields})
+            self.span_sink(
+                {
+                    "worker": self.worker_name,
+                    "role": "env",
+                    "kind": kind,
+                    "t0": t0 + self._wall_offset,
+                    "t1": t1 + self._wall_offset,
+                    **fields,
+                }
+            )
 
     def close(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)

@@ -24,8 +24,23 @@ from rollarc.algo.off_policy import (
 from rollarc.algo.policy_loss import policy_loss
 
 __all__ = [
-    "LossConfig", "aggregate", "broadcast_to_tokens", "correction_terms", "decoupled_weights", "dr_grpo_advantages",
-    "entropy_bonus", "entropy_from_logits", "group_advantages", "grpo_advantages", "kl_k3", "masked_mean",
-    "needs_proximal_logprobs", "off_policy_stats", "policy_loss", "ppo_clip_loss", "rloo_advantages",
-    "tis_weights", "token_logprobs",
+    "LossConfig",
+    "aggregate",
+    "broadcast_to_tokens",
+    "correction_terms",
+    "decoupled_weights",
+    "dr_grpo_advantages",
+    "entropy_bonus",
+    "entropy_from_logits",
+    "group_advantages",
+    "grpo_advantages",
+    "kl_k3",
+    "masked_mean",
+    "needs_proximal_logprobs",
+    "off_policy_stats",
+    "policy_loss",
+    "ppo_clip_loss",
+    "rloo_advantages",
+    "tis_weights",
+    "token_logprobs",
 ]

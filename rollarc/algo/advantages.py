@@ -61,8 +61,9 @@ def rloo_advantages(rewards: Tensor) -> Tensor:
     return _zero_constant_groups(rewards, rewards - baseline)
 
 
-def group_advantages(rewards: Tensor, kind: AdvantageKind = "grpo", eps: float = 1e-6,
-                     std: StdKind = "sample") -> Tensor:
+def group_advantages(
+    rewards: Tensor, kind: AdvantageKind = "grpo", eps: float = 1e-6, std: StdKind = "sample"
+) -> Tensor:
     """Advantages ``[num_groups, group_size]`` of the estimator named ``kind``.
 
     ``eps`` and ``std`` only affect ``grpo``; the other estimators do not divide by a spread.
@@ -82,8 +83,9 @@ def broadcast_to_tokens(adv_per_seq: Tensor, mask: Tensor) -> Tensor:
     Every token where ``mask`` is set gets its sequence's advantage; every other token gets 0.
     """
     if adv_per_seq.ndim != 1 or mask.ndim != 2 or mask.shape[0] != adv_per_seq.shape[0]:
-        raise ValueError(f"need advantages [batch] and mask [batch, tokens]; got {tuple(adv_per_seq.shape)} "
-                         f"and {tuple(mask.shape)}")
+        raise ValueError(
+            f"need advantages [batch] and mask [batch, tokens]; got {tuple(adv_per_seq.shape)} and {tuple(mask.shape)}"
+        )
     selected = mask if mask.dtype == torch.bool else mask != 0
     return torch.where(selected, adv_per_seq[:, None], 0.0)
 

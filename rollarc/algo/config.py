@@ -20,29 +20,48 @@ FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
 
 
 class LossConfig(FrozenModel):
-    """How the policy loss is computed; see the README section "Algorithms" for every formula."""
+    """How the policy loss is computed; see docs/algorithms.md for every formula."""
 
-    advantage: AdvantageKind = Field("grpo", description="advantage estimator within each group: `grpo` (reward "
-                                                         "minus group mean, over group std + eps), `dr_grpo` (minus "
-                                                         "the mean only), `rloo` (minus the mean of the others)")
+    advantage: AdvantageKind = Field(
+        "grpo",
+        description="advantage estimator within each group: `grpo` (reward "
+        "minus group mean, over group std + eps), `dr_grpo` (minus "
+        "the mean only), `rloo` (minus the mean of the others)",
+    )
     clip_low: FiniteFloat = Field(0.2, gt=0, lt=1, description="PPO clip range lower side: ratio >= 1 - clip_low")
     clip_high: FiniteFloat = Field(0.28, gt=0, lt=1, description="PPO clip range upper side: ratio <= 1 + clip_high")
-    agg: Aggregation = Field("token_mean", description="loss aggregation: mean over all tokens of the batch "
-                                                       "(`token_mean`) or over each sequence, then sequences "
-                                                       "(`seq_mean`)")
-    kl_coef: FiniteFloat = Field(0.0, ge=0, description="weight of the k3 KL to the frozen reference policy "
-                                                        "(0: no reference is kept)")
+    agg: Aggregation = Field(
+        "token_mean",
+        description="loss aggregation: mean over all tokens of the batch "
+        "(`token_mean`) or over each sequence, then sequences "
+        "(`seq_mean`)",
+    )
+    kl_coef: FiniteFloat = Field(
+        0.0, ge=0, description="weight of the k3 KL to the frozen reference policy (0: no reference is kept)"
+    )
     entropy_coef: FiniteFloat = Field(0.0, ge=0, description="weight of the entropy bonus")
-    correction: Correction = Field("none", description="off-policy correction for tokens sampled by older "
-                                                       "versions: `none` (recorded log-probs are the PPO anchor), "
-                                                       "`tis` (truncated importance weight) or `decoupled_ppo`")
-    tis_cap: FiniteFloat = Field(2.0, ge=1, description="`tis` only: truncation C of the weight min(pi_prox/pi_behav, "
-                                                        "C); below 1 it would down-weight on-policy tokens")
-    decoupled_cap: FiniteFloat | None = Field(None, gt=1, description="`decoupled_ppo` only: tokens whose weight "
-                                                                      "pi_prox/pi_behav exceeds it are dropped "
-                                                                      "(null: keep all)")
-    eps: FiniteFloat = Field(1e-6, gt=0, lt=1, description="`grpo` only: added to the group's sample std before "
-                                                           "dividing")
+    correction: Correction = Field(
+        "none",
+        description="off-policy correction for tokens sampled by older "
+        "versions: `none` (recorded log-probs are the PPO anchor), "
+        "`tis` (truncated importance weight) or `decoupled_ppo`",
+    )
+    tis_cap: FiniteFloat = Field(
+        2.0,
+        ge=1,
+        description="`tis` only: truncation C of the weight min(pi_prox/pi_behav, "
+        "C); below 1 it would down-weight on-policy tokens",
+    )
+    decoupled_cap: FiniteFloat | None = Field(
+        None,
+        gt=1,
+        description="`decoupled_ppo` only: tokens whose weight "
+        "pi_prox/pi_behav exceeds it are dropped "
+        "(null: keep all)",
+    )
+    eps: FiniteFloat = Field(
+        1e-6, gt=0, lt=1, description="`grpo` only: added to the group's sample std before dividing"
+    )
 
     @model_validator(mode="after")
     def _no_setting_without_effect(self) -> LossConfig:
@@ -54,6 +73,8 @@ class LossConfig(FrozenModel):
         for name, (used, where) in applies.items():
             value = getattr(self, name)
             if not used and value != type(self).model_fields[name].default:
-                raise ValueError(f"{name}={value!r} has no effect with advantage={self.advantage!r} and "
-                                 f"correction={self.correction!r}; it only applies with {where}")
+                raise ValueError(
+                    f"{name}={value!r} has no effect with advantage={self.advantage!r} and "
+                    f"correction={self.correction!r}; it only applies with {where}"
+                )
         return self

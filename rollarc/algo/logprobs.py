@@ -36,15 +36,19 @@ def token_logprobs(logits: Tensor, target_ids: Tensor, temperature: float = 1.0)
     """
     _check(logits, temperature)
     if target_ids.shape != logits.shape[:-1]:
-        raise ValueError(f"target_ids has shape {tuple(target_ids.shape)} but logits are {tuple(logits.shape)}; "
-                         "need target_ids [..., tokens] for logits [..., tokens, vocab] "
-                         "(logits[:, :-1] with ids[:, 1:])")
+        raise ValueError(
+            f"target_ids has shape {tuple(target_ids.shape)} but logits are {tuple(logits.shape)}; "
+            "need target_ids [..., tokens] for logits [..., tokens, vocab] "
+            "(logits[:, :-1] with ids[:, 1:])"
+        )
     if target_ids.dtype not in (torch.int64, torch.int32):
         raise ValueError(f"target_ids must be an integer tensor, got {target_ids.dtype}")
     vocab = logits.shape[-1]
     if target_ids.numel() and (target_ids.min() < 0 or target_ids.max() >= vocab):
-        raise ValueError(f"target_ids must lie in [0, {vocab}) (the vocabulary of the logits); "
-                         f"got min {target_ids.min().item()} and max {target_ids.max().item()}")
+        raise ValueError(
+            f"target_ids must lie in [0, {vocab}) (the vocabulary of the logits); "
+            f"got min {target_ids.min().item()} and max {target_ids.max().item()}"
+        )
     scores = _scaled(logits, temperature)
     picked = scores.gather(-1, target_ids.long().unsqueeze(-1)).squeeze(-1)
     return picked - torch.logsumexp(scores, dim=-1)

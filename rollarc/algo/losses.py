@@ -23,9 +23,16 @@ def kl_k3(logp: Tensor, ref_logp: Tensor) -> Tensor:
     return torch.expm1(diff) - diff
 
 
-def ppo_clip_loss(logp: Tensor, logp_old: Tensor, advantages: Tensor, mask: Tensor, clip_low: float = 0.2,
-                  clip_high: float = 0.28, agg: Aggregation = "token_mean",
-                  token_weights: Tensor | None = None) -> tuple[Tensor, dict[str, Tensor]]:
+def ppo_clip_loss(
+    logp: Tensor,
+    logp_old: Tensor,
+    advantages: Tensor,
+    mask: Tensor,
+    clip_low: float = 0.2,
+    clip_high: float = 0.28,
+    agg: Aggregation = "token_mean",
+    token_weights: Tensor | None = None,
+) -> tuple[Tensor, dict[str, Tensor]]:
     """Clipped policy-gradient loss ``-min(rho*A, clip(rho, 1-clip_low, 1+clip_high)*A)`` aggregated by ``agg``.
 
     ``rho = exp(logp - logp_old)``; ``logp_old`` is the clip anchor and gets no gradient.

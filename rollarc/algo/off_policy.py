@@ -62,14 +62,21 @@ def decoupled_weights(logp_prox: Tensor, logp_behav: Tensor, cap: float | None =
     return ratio if cap is None else torch.where(ratio <= cap, ratio, 0.0)
 
 
-def correction_terms(correction: Correction, logp_behav: Tensor, logp_prox: Tensor | None, tis_cap: float = 2.0,
-                     decoupled_cap: float | None = None) -> tuple[Tensor, Tensor | None]:
+def correction_terms(
+    correction: Correction,
+    logp_behav: Tensor,
+    logp_prox: Tensor | None,
+    tis_cap: float = 2.0,
+    decoupled_cap: float | None = None,
+) -> tuple[Tensor, Tensor | None]:
     """The clip anchor (log-probs the PPO ratio is taken against) and the per-token weights (or None)."""
     if not needs_proximal_logprobs(correction):
         return logp_behav.detach(), None
     if logp_prox is None:
-        raise ValueError(f"correction={correction!r} needs logp_prox: recompute the log-probs under the weights "
-                         "the training step starts from, before its first optimiser step")
+        raise ValueError(
+            f"correction={correction!r} needs logp_prox: recompute the log-probs under the weights "
+            "the training step starts from, before its first optimiser step"
+        )
     if logp_prox.shape != logp_behav.shape:
         raise ValueError(f"logp_prox has shape {tuple(logp_prox.shape)} but logp_behav has {tuple(logp_behav.shape)}")
     if correction == "tis":
@@ -77,8 +84,9 @@ def correction_terms(correction: Correction, logp_behav: Tensor, logp_prox: Tens
     return logp_prox.detach(), decoupled_weights(logp_prox, logp_behav, decoupled_cap)
 
 
-def off_policy_stats(logp_behav: Tensor, logp_prox: Tensor, mask: Tensor,
-                     weights: Tensor | None = None) -> dict[str, Tensor]:
+def off_policy_stats(
+    logp_behav: Tensor, logp_prox: Tensor, mask: Tensor, weights: Tensor | None = None
+) -> dict[str, Tensor]:
     """How far the batch is off-policy, over the masked tokens (detached 0-d tensors).
 
     ``behav_kl``: k3 estimate of KL(pi_behav || pi_prox). ``behav_ratio_mean`` / ``behav_ratio_max``:

@@ -20,9 +20,17 @@ from rollarc.algo.masking import aggregate, as_bool_mask, zero_outside
 from rollarc.algo.off_policy import correction_terms, off_policy_stats
 
 
-def policy_loss(logp: Tensor, logp_behav: Tensor, logp_prox: Tensor | None, advantages: Tensor, mask: Tensor,
-                cfg: LossConfig, *, ref_logp: Tensor | None = None,
-                entropy: Tensor | None = None) -> tuple[Tensor, dict[str, Tensor]]:
+def policy_loss(
+    logp: Tensor,
+    logp_behav: Tensor,
+    logp_prox: Tensor | None,
+    advantages: Tensor,
+    mask: Tensor,
+    cfg: LossConfig,
+    *,
+    ref_logp: Tensor | None = None,
+    entropy: Tensor | None = None,
+) -> tuple[Tensor, dict[str, Tensor]]:
     """Scalar loss to minimise and detached 0-d statistics.
 
     All tensors are per token, ``[batch, tokens]``, aligned as in :mod:`rollarc.algo.logprobs`:
@@ -45,8 +53,9 @@ def policy_loss(logp: Tensor, logp_behav: Tensor, logp_prox: Tensor | None, adva
     logp_behav = zero_outside(logp_behav.detach(), mask)
     logp_prox = None if logp_prox is None else zero_outside(logp_prox.detach(), mask)
     anchor, weights = correction_terms(cfg.correction, logp_behav, logp_prox, cfg.tis_cap, cfg.decoupled_cap)
-    loss, stats = ppo_clip_loss(logp, anchor, advantages, mask, cfg.clip_low, cfg.clip_high, cfg.agg,
-                                token_weights=weights)
+    loss, stats = ppo_clip_loss(
+        logp, anchor, advantages, mask, cfg.clip_low, cfg.clip_high, cfg.agg, token_weights=weights
+    )
     if logp_prox is not None:
         stats.update(off_policy_stats(logp_behav, logp_prox, mask, weights))
     if ref_logp is not None:

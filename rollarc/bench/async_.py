@@ -27,17 +27,36 @@ from rollarc.bench.report_file import add_docs_flag, emit_json, markdown_table, 
 from rollarc.config import load_train_config
 from rollarc.runtime.entry import initial_policy, run_training
 
-QUICK = ["model.preset=nano", "sft.checkpoint=artifacts/sft/bench-async-quick", "sft.steps=5", "sft.episodes=50",
-         "train.steps=2", "train.groups_per_step=2", "train.group_size=4", "train.eval_episodes=8",
-         "tasks.0.latency.median_s=0.02", "tasks.0.env.kwargs.size=4", "tasks.0.agent.max_turns=8"]
+QUICK = [
+    "model.preset=nano",
+    "sft.checkpoint=artifacts/sft/bench-async-quick",
+    "sft.steps=5",
+    "sft.episodes=50",
+    "train.steps=2",
+    "train.groups_per_step=2",
+    "train.group_size=4",
+    "train.eval_episodes=8",
+    "tasks.0.latency.median_s=0.02",
+    "tasks.0.env.kwargs.size=4",
+    "tasks.0.agent.max_turns=8",
+]
 
 
 def modes(steps_k: list[int]) -> list[tuple[str, list[str]]]:
     """(label, overrides) per mode, in the order they run."""
     out = [("sync", ["async.mode=sync", "async.max_staleness=0"])]
     out += [(f"async_k{k}", ["async.mode=async", f"async.max_staleness={k}"]) for k in steps_k]
-    out.append(("monolithic", ["async.mode=sync", "async.max_staleness=0", "cluster.roles.train.threads=2",
-                               "cluster.roles.rollout.threads=2"]))
+    out.append(
+        (
+            "monolithic",
+            [
+                "async.mode=sync",
+                "async.max_staleness=0",
+                "cluster.roles.train.threads=2",
+                "cluster.roles.rollout.threads=2",
+            ],
+        )
+    )
     return out
 
 
@@ -85,28 +104,55 @@ def main(argv: list[str]) -> int:
         print(f"== {label}", flush=True)
         results[label] = run_mode(args.config, [*overrides, *mode_overrides], label, runs)
         r = results[label]
-        print(f"   {r['rl_wall_s']:.1f} s, {r['trajectories_per_s']:.2f} traj/s, success {r['success']:.3f}, "
-              f"bubbles {json.dumps({k: round(v, 2) for k, v in r['bubble'].items()})}", flush=True)
+        print(
+            f"   {r['rl_wall_s']:.1f} s, {r['trajectories_per_s']:.2f} traj/s, success {r['success']:.3f}, "
+            f"bubbles {json.dumps({k: round(v, 2) for k, v in r['bubble'].items()})}",
+            flush=True,
+        )
     sync_s = results["sync"]["rl_wall_s"]
     result = {
         "sync_s": sync_s,
         "async_s": {str(k): results[f"async_k{k}"]["rl_wall_s"] for k in ks},
         "monolithic_s": results["monolithic"]["rl_wall_s"],
         **{f"speedup_k{k}": sync_s / results[f"async_k{k}"]["rl_wall_s"] for k in ks},
-        "speedup_k2_vs_monolithic": (results["monolithic"]["rl_wall_s"] / results["async_k2"]["rl_wall_s"]
-                                     if "async_k2" in results else None),
+        "speedup_k2_vs_monolithic": (
+            results["monolithic"]["rl_wall_s"] / results["async_k2"]["rl_wall_s"] if "async_k2" in results else None
+        ),
         "success": {label: r["success"] for label, r in results.items()},
         "success_before_rl": results["sync"]["success_before"],
         "steps": base.train.steps,
         "trajectories_per_step": base.train.groups_per_step * base.train.group_size,
     }
-    rows = [[label, r["rl_wall_s"], sync_s / r["rl_wall_s"], r["trajectories_per_s"],
-             r["bubble"].get("rollout", float("nan")), r["bubble"].get("train", float("nan")),
-             r["dropped_stale_groups"], r["success"]] for label, r in results.items()]
-    body = markdown_table(["mode", "RL wall s", "speed-up vs sync", "trajectories/s", "rollout bubble",
-                           "train bubble", "stale groups dropped", "held-out success"], rows)
-    body += (f"\n\n{base.train.steps} steps of {result['trajectories_per_step']} trajectories per mode; "
-             f"held-out success before RL {result['success_before_rl']:.3f} (200 greedy episodes).")
+    rows = [
+        [
+            label,
+            r["rl_wall_s"],
+            sync_s / r["rl_wall_s"],
+            r["trajectories_per_s"],
+            r["bubble"].get("rollout", float("nan")),
+            r["bubble"].get("train", float("nan")),
+            r["dropped_stale_groups"],
+            r["success"],
+        ]
+        for label, r in results.items()
+    ]
+    body = markdown_table(
+        [
+            "mode",
+            "RL wall s",
+            "speed-up vs sync",
+            "trajectories/s",
+            "rollout bubble",
+            "train bubble",
+            "stale groups dropped",
+            "held-out success",
+        ],
+        rows,
+    )
+    body += (
+        f"\n\n{base.train.steps} steps of {result['trajectories_per_step']} trajectories per mode; "
+        f"held-out success before RL {result['success_before_rl']:.3f} (200 greedy episodes)."
+    )
     publish("async", body, result, "rollarc bench async", quick=args.quick, no_docs=args.no_docs)
     emit_json(result)
     return 0

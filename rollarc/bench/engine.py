@@ -56,8 +56,15 @@ class Workload:
         return sum(self.max_tokens)
 
 
-def make_workload(num_requests: int, prompt_range: tuple[int, int], short_range: tuple[int, int],
-                  long_fraction: float, long_factor: int, vocab_size: int, seed: int) -> Workload:
+def make_workload(
+    num_requests: int,
+    prompt_range: tuple[int, int],
+    short_range: tuple[int, int],
+    long_fraction: float,
+    long_factor: int,
+    vocab_size: int,
+    seed: int,
+) -> Workload:
     rng = random.Random(seed)
     prompts, max_tokens = [], []
     for _ in range(num_requests):
@@ -68,10 +75,12 @@ def make_workload(num_requests: int, prompt_range: tuple[int, int], short_range:
     return Workload(prompts, max_tokens)
 
 
-def run_rollarc(model: PreTrainedModel, workload: Workload, max_num_seqs: int, prefill_budget: int,
-                threads: int) -> float:
-    config = EngineConfig(max_num_seqs=max_num_seqs, prefill_token_budget=prefill_budget, num_threads=threads,
-                          prefix_cache_tokens=0)
+def run_rollarc(
+    model: PreTrainedModel, workload: Workload, max_num_seqs: int, prefill_budget: int, threads: int
+) -> float:
+    config = EngineConfig(
+        max_num_seqs=max_num_seqs, prefill_token_budget=prefill_budget, num_threads=threads, prefix_cache_tokens=0
+    )
     engine = LLMEngine(model, config)
     params = [SamplingParams(temperature=0.0, max_tokens=m, ignore_eos=True) for m in workload.max_tokens]
     engine.generate(workload.prompts[:4], params[:4])  # warm-up
@@ -92,8 +101,8 @@ def run_hf_generate(model: PreTrainedModel, workload: Workload, batch_size: int)
         ids = torch.zeros(len(prompts), width, dtype=torch.long)
         mask = torch.zeros(len(prompts), width, dtype=torch.long)
         for row, prompt in enumerate(prompts):  # left padding
-            ids[row, width - len(prompt):] = torch.tensor(prompt)
-            mask[row, width - len(prompt):] = 1
+            ids[row, width - len(prompt) :] = torch.tensor(prompt)
+            mask[row, width - len(prompt) :] = 1
         config = GenerationConfig(do_sample=False, max_new_tokens=new_tokens, eos_token_id=None, pad_token_id=0)
         out = model.generate(ids, attention_mask=mask, generation_config=config)  # type: ignore[operator]  # a causal LM has generate
         if out.shape[1] != width + new_tokens:
@@ -103,8 +112,9 @@ def run_hf_generate(model: PreTrainedModel, workload: Workload, batch_size: int)
         batch_generate(workload.prompts[:4], 4)  # warm-up
         start = time.perf_counter()
         for first in range(0, len(workload.prompts), batch_size):
-            batch_generate(workload.prompts[first:first + batch_size],
-                           max(workload.max_tokens[first:first + batch_size]))
+            batch_generate(
+                workload.prompts[first : first + batch_size], max(workload.max_tokens[first : first + batch_size])
+            )
         return time.perf_counter() - start
 
 
@@ -118,11 +128,19 @@ def run_hf_continuous(model: PreTrainedModel, workload: Workload, num_blocks: in
     longest = max(len(p) + m for p, m in zip(prompts, max_tokens, strict=True))
     num_blocks = max(num_blocks, -(-longest // page))  # at least room for the longest request
     config = GenerationConfig(do_sample=False, max_new_tokens=max(max_tokens), eos_token_id=-1, pad_token_id=0)
-    hints = WorkloadHints(max_prompt_length=max(len(p) for p in prompts), max_generated_length=max(max_tokens),
-                          num_requests=len(prompts))
-    with torch.inference_mode(), model.continuous_batching_context_manager(  # type: ignore[operator]  # a causal LM's
-            generation_config=config, continuous_batching_config=ContinuousBatchingConfig(num_blocks=num_blocks),
-            workload_hints=hints, block=True, timeout=60) as manager:  # entering it warms the manager up
+    hints = WorkloadHints(
+        max_prompt_length=max(len(p) for p in prompts), max_generated_length=max(max_tokens), num_requests=len(prompts)
+    )
+    with (
+        torch.inference_mode(),
+        model.continuous_batching_context_manager(  # type: ignore[operator]  # a causal LM's
+            generation_config=config,
+            continuous_batching_config=ContinuousBatchingConfig(num_blocks=num_blocks),
+            workload_hints=hints,
+            block=True,
+            timeout=60,
+        ) as manager,
+    ):  # entering it warms the manager up
         start = time.perf_counter()
         for index, (prompt, tokens) in enumerate(zip(prompts, max_tokens, strict=True)):
             manager.add_request(prompt, request_id=f"r{index}", max_new_tokens=tokens, eos_token_id=-1)
@@ -156,9 +174,13 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--prefill-budget", type=int, default=2048, help="rollarc EngineConfig.prefill_token_budget")
     parser.add_argument("--preset", default="tiny", help="model preset (default tiny)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--hf-cb-blocks", type=int, default=16,
-                        help="KV blocks (of 256 tokens) of transformers' continuous batching (default 16: its fastest "
-                             "setting measured on this workload; its CPU attention spans the whole cache)")
+    parser.add_argument(
+        "--hf-cb-blocks",
+        type=int,
+        default=16,
+        help="KV blocks (of 256 tokens) of transformers' continuous batching (default 16: its fastest "
+        "setting measured on this workload; its CPU attention spans the whole cache)",
+    )
     parser.add_argument("--skip-hf-batch", action="store_true", help="skip transformers' continuous batching")
     args = parser.parse_args(argv)
 
@@ -169,12 +191,22 @@ def main(argv: list[str]) -> int:
     prompt_range, short_range = ((8, 128), (8, 16)) if args.quick else ((8, 512), (16, 64))
     max_len = prompt_range[1] + short_range[1] * 8
     model, tokenizer = new_policy(args.preset, max_position_embeddings=max_len, seed=args.seed)
-    workload = make_workload(num_requests, prompt_range, short_range, long_fraction=0.1, long_factor=8,
-                             vocab_size=len(tokenizer), seed=args.seed)
-    print(f"engine bench: {num_requests} requests, prompts {prompt_range[0]}-{prompt_range[1]} tokens, "
-          f"max_tokens {short_range[0]}-{short_range[1]} (10% x8), {args.preset} model "
-          f"({count_parameters(model) / 1e6:.2f} M params), {args.threads} torch thread(s); "
-          f"useful tokens {workload.useful_tokens}, prompt tokens {sum(map(len, workload.prompts))}", flush=True)
+    workload = make_workload(
+        num_requests,
+        prompt_range,
+        short_range,
+        long_fraction=0.1,
+        long_factor=8,
+        vocab_size=len(tokenizer),
+        seed=args.seed,
+    )
+    print(
+        f"engine bench: {num_requests} requests, prompts {prompt_range[0]}-{prompt_range[1]} tokens, "
+        f"max_tokens {short_range[0]}-{short_range[1]} (10% x8), {args.preset} model "
+        f"({count_parameters(model) / 1e6:.2f} M params), {args.threads} torch thread(s); "
+        f"useful tokens {workload.useful_tokens}, prompt tokens {sum(map(len, workload.prompts))}",
+        flush=True,
+    )
 
     seconds: dict[str, float] = {}
     seconds["rollarc"] = run_rollarc(model, workload, args.max_num_seqs, args.prefill_budget, args.threads)
@@ -191,15 +223,18 @@ def main(argv: list[str]) -> int:
         "hf_generate_tok_s": tok_s["hf_generate"],
         "hf_generate_batch_tok_s": tok_s.get("hf_generate_batch"),
         "ratio_vs_hf_generate": tok_s["rollarc"] / tok_s["hf_generate"],
-        "ratio_vs_hf_generate_batch": (tok_s["rollarc"] / tok_s["hf_generate_batch"]
-                                       if "hf_generate_batch" in tok_s else None),
+        "ratio_vs_hf_generate_batch": (
+            tok_s["rollarc"] / tok_s["hf_generate_batch"] if "hf_generate_batch" in tok_s else None
+        ),
         "requests": num_requests,
         "useful_tokens": workload.useful_tokens,
         "threads": args.threads,
     }
-    labels = {"rollarc": "rollarc LLMEngine (continuous batching)",
-              "hf_generate": f"HF `generate`, static batches of {args.hf_batch}",
-              "hf_generate_batch": "HF continuous batching (`generate_batch` manager)"}
+    labels = {
+        "rollarc": "rollarc LLMEngine (continuous batching)",
+        "hf_generate": f"HF `generate`, static batches of {args.hf_batch}",
+        "hf_generate_batch": "HF continuous batching (`generate_batch` manager)",
+    }
     rows = [[labels[name], seconds[name], tok_s[name], tok_s["rollarc"] / tok_s[name]] for name in seconds]
     table = markdown_table(["engine", "wall s", "useful tok/s", "rollarc speed-up"], rows)
     print(table, flush=True)

@@ -67,12 +67,18 @@ def markdown_table(header: list[str], rows: list[list[Any]]) -> str:
 
 def add_docs_flag(parser: argparse.ArgumentParser) -> None:
     """``--no-docs`` (old spelling ``--no-readme`` still accepted): run in full but publish nothing."""
-    parser.add_argument("--no-docs", "--no-readme", dest="no_docs", action="store_true",
-                        help="do not write docs/benchmarks.md or docs/benchmarks/NAME.json")
+    parser.add_argument(
+        "--no-docs",
+        "--no-readme",
+        dest="no_docs",
+        action="store_true",
+        help="do not write docs/benchmarks.md or docs/benchmarks/NAME.json",
+    )
 
 
-def publish(name: str, body: str, result: dict[str, Any], command: str, *, quick: bool, no_docs: bool,
-            page: Path | None = None) -> list[Path]:
+def publish(
+    name: str, body: str, result: dict[str, Any], command: str, *, quick: bool, no_docs: bool, page: Path | None = None
+) -> list[Path]:
     """Write the block and the JSON of a full run; returns the files written (none for quick or no-docs runs)."""
     if quick or no_docs:
         return []
@@ -81,15 +87,19 @@ def publish(name: str, body: str, result: dict[str, Any], command: str, *, quick
         print(f"not publishing: {page.parent} does not exist (not a rollarc checkout?)", flush=True)
         return []
     date = _dt.date.today().isoformat()
-    written = [write_block(name, body, command, page, date=date),
-               write_json(name, result, command, json_path(name, page), date=date)]
+    written = [
+        write_block(name, body, command, page, date=date),
+        write_json(name, result, command, json_path(name, page), date=date),
+    ]
     print("wrote " + " and ".join(str(p) for p in written), flush=True)
     return written
 
 
 def render_block(name: str, body: str, command: str, date: str, where: str) -> str:
-    return (f"<!-- bench:{name}:start -->\nMeasured {date} on {where} with `{command}`:\n\n{body.strip()}\n"
-            f"<!-- bench:{name}:end -->")
+    return (
+        f"<!-- bench:{name}:start -->\nMeasured {date} on {where} with `{command}`:\n\n{body.strip()}\n"
+        f"<!-- bench:{name}:end -->"
+    )
 
 
 def write_block(name: str, body: str, command: str, page: Path, *, date: str) -> Path:

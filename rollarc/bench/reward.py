@@ -67,7 +67,7 @@ MODES = ("serverless", "dedicated_peak", "dedicated_mean")
 @dataclass(frozen=True)
 class ModeResult:
     mode: str
-    replicas: str            # "1..8" for serverless, the pool size for dedicated
+    replicas: str  # "1..8" for serverless, the pool size for dedicated
     replica_s: float
     window_s: float
     latencies: np.ndarray
@@ -76,12 +76,19 @@ class ModeResult:
 
     def row(self) -> dict[str, Any]:
         lat = self.latencies
-        return {"replica_s": self.replica_s, "window_s": self.window_s, "replicas": self.replicas,
-                "peak_replicas_seen": self.peak_replicas, "requests": int(len(lat) + self.failed),
-                "failed": self.failed, "p50_latency_s": _pct(lat, 50), "p99_latency_s": _pct(lat, 99),
-                "mean_wait_s": float(lat.mean()) if len(lat) else float("nan"),
-                "max_wait_s": float(lat.max()) if len(lat) else float("nan"),
-                "total_wait_s": float(lat.sum())}
+        return {
+            "replica_s": self.replica_s,
+            "window_s": self.window_s,
+            "replicas": self.replicas,
+            "peak_replicas_seen": self.peak_replicas,
+            "requests": int(len(lat) + self.failed),
+            "failed": self.failed,
+            "p50_latency_s": _pct(lat, 50),
+            "p99_latency_s": _pct(lat, 99),
+            "mean_wait_s": float(lat.mean()) if len(lat) else float("nan"),
+            "max_wait_s": float(lat.max()) if len(lat) else float("nan"),
+            "total_wait_s": float(lat.sum()),
+        }
 
 
 def _pct(values: np.ndarray, q: float) -> float:
@@ -124,9 +131,10 @@ def judge_dir(args: argparse.Namespace, log: Any) -> Path:
         return SHIPPED_JUDGE
     if not (BENCH_JUDGE / "judge.json").is_file():
         log(f"no judge at {SHIPPED_JUDGE}: training a small one at {BENCH_JUDGE}")
-        cfg = load_train_config(Path(__file__).resolve().parents[2] / "configs" / "serverless_reward.yaml",
-                                [f"reward.model_path={BENCH_JUDGE}", "reward.train.episodes=400",
-                                 "reward.train.steps=100"])
+        cfg = load_train_config(
+            Path(__file__).resolve().parents[2] / "configs" / "serverless_reward.yaml",
+            [f"reward.model_path={BENCH_JUDGE}", "reward.train.episodes=400", "reward.train.steps=100"],
+        )
         train_reward_model(cfg, log=log)
     return BENCH_JUDGE
 
@@ -141,16 +149,24 @@ def payloads(count: int, context_tokens: int, seed: int) -> list[list[int]]:
 
 
 def cluster_for(replicas: int) -> ClusterConfig:
-    return ClusterConfig(pools={"compute": PoolConfig(count=2), "cpu": PoolConfig(count=4),
-                                "reward": PoolConfig(count=POOL_UNITS)},
-                         roles=RolesConfig(reward=RoleConfig(pool="reward", replicas=replicas, units=1, threads=1)))
+    return ClusterConfig(
+        pools={"compute": PoolConfig(count=2), "cpu": PoolConfig(count=4), "reward": PoolConfig(count=POOL_UNITS)},
+        roles=RolesConfig(reward=RoleConfig(pool="reward", replicas=replicas, units=1, threads=1)),
+    )
 
 
-def reward_config(kind: str, args: argparse.Namespace, cost: ServiceCostConfig,
-                  autoscaling: AutoscalingConfig | None = None) -> RewardConfig:
-    return RewardConfig(kind=kind, app_name=APP, timeout_s=120.0, max_retries=2,
-                        batching=BatchingConfig(max_batch_size=args.max_batch_size, batch_wait_timeout_s=0.005),
-                        service_cost=cost, autoscaling=autoscaling or AutoscalingConfig())
+def reward_config(
+    kind: str, args: argparse.Namespace, cost: ServiceCostConfig, autoscaling: AutoscalingConfig | None = None
+) -> RewardConfig:
+    return RewardConfig(
+        kind=kind,
+        app_name=APP,
+        timeout_s=120.0,
+        max_retries=2,
+        batching=BatchingConfig(max_batch_size=args.max_batch_size, batch_wait_timeout_s=0.005),
+        service_cost=cost,
+        autoscaling=autoscaling or AutoscalingConfig(),
+    )
 
 
 def deploy(reward: RewardConfig, model: Path, replicas: int) -> tuple[RewardBackend, RewardClient]:
@@ -162,8 +178,9 @@ def undeploy(backend: RewardBackend) -> None:
     serve.delete(backend.reward.app_name)
 
 
-async def closed_loop_throughput(client: RewardClient, tokens: list[list[int]], in_flight: int,
-                                 seconds: float) -> tuple[float, float]:
+async def closed_loop_throughput(
+    client: RewardClient, tokens: list[list[int]], in_flight: int, seconds: float
+) -> tuple[float, float]:
     """Items per second with ``in_flight`` requests always outstanding, and their median latency."""
     loop = asyncio.get_running_loop()
     stop_at = loop.time() + seconds
@@ -185,8 +202,9 @@ async def closed_loop_throughput(client: RewardClient, tokens: list[list[int]], 
     return done / (loop.time() - start), float(np.median(latencies))
 
 
-def measure_capacity(args: argparse.Namespace, model: Path, tokens: list[list[int]], cost: ServiceCostConfig,
-                     seconds: float) -> tuple[float, float]:
+def measure_capacity(
+    args: argparse.Namespace, model: Path, tokens: list[list[int]], cost: ServiceCostConfig, seconds: float
+) -> tuple[float, float]:
     backend, client = deploy(reward_config("dedicated", args, cost), model, 1)
     try:
         asyncio.run(client.score_tokens(tokens[0]))  # warm the handle and the replica
@@ -195,7 +213,9 @@ def measure_capacity(args: argparse.Namespace, model: Path, tokens: list[list[in
         undeploy(backend)
 
 
-async def replay(client: RewardClient, arrivals: np.ndarray, tokens: list[list[int]]) -> tuple[float, float, list[float], int]:
+async def replay(
+    client: RewardClient, arrivals: np.ndarray, tokens: list[list[int]]
+) -> tuple[float, float, list[float], int]:
     """Send each request at its arrival time; (start, end) perf_counter times, latencies, failures."""
     loop = asyncio.get_running_loop()
     t0 = loop.time()
@@ -217,14 +237,28 @@ async def replay(client: RewardClient, arrivals: np.ndarray, tokens: list[list[i
     return start_perf, time.perf_counter(), [r for r in results if r is not None], failures
 
 
-def run_mode(mode: str, args: argparse.Namespace, model: Path, tokens: list[list[int]], arrivals: np.ndarray,
-             cost: ServiceCostConfig, peak: int, mean: int, log: Any) -> ModeResult:
+def run_mode(
+    mode: str,
+    args: argparse.Namespace,
+    model: Path,
+    tokens: list[list[int]],
+    arrivals: np.ndarray,
+    cost: ServiceCostConfig,
+    peak: int,
+    mean: int,
+    log: Any,
+) -> ModeResult:
     if mode == "serverless":
         top = max(args.warm_floor, 1, math.ceil(args.burst_factor * peak))
-        scaling = AutoscalingConfig(min_replicas=args.warm_floor, max_replicas=top,
-                                    target_ongoing_requests=args.target_ongoing, upscale_delay_s=0.0,
-                                    downscale_delay_s=args.downscale_delay_s, metrics_interval_s=0.2,
-                                    look_back_period_s=0.6)
+        scaling = AutoscalingConfig(
+            min_replicas=args.warm_floor,
+            max_replicas=top,
+            target_ongoing_requests=args.target_ongoing,
+            upscale_delay_s=0.0,
+            downscale_delay_s=args.downscale_delay_s,
+            metrics_interval_s=0.2,
+            look_back_period_s=0.6,
+        )
         backend, client = deploy(reward_config("serverless", args, cost, scaling), model, 0)
         label = f"{args.warm_floor}..{top}"
     else:
@@ -237,20 +271,37 @@ def run_mode(mode: str, args: argparse.Namespace, model: Path, tokens: list[list
     finally:
         meter.stop()
         undeploy(backend)
-    result = ModeResult(mode=mode, replicas=label, replica_s=meter.replica_seconds(t0, t1), window_s=t1 - t0,
-                        latencies=np.array(latencies), failed=failed, peak_replicas=meter.peak)
+    result = ModeResult(
+        mode=mode,
+        replicas=label,
+        replica_s=meter.replica_seconds(t0, t1),
+        window_s=t1 - t0,
+        latencies=np.array(latencies),
+        failed=failed,
+        peak_replicas=meter.peak,
+    )
     row = result.row()
-    log(f"  {mode:15s} replicas {label:>6s}  replica-s {row['replica_s']:7.1f}  p50 {row['p50_latency_s']:.3f} s  "
-        f"p99 {row['p99_latency_s']:.3f} s  mean wait {row['mean_wait_s']:.3f} s  failed {failed}")
+    log(
+        f"  {mode:15s} replicas {label:>6s}  replica-s {row['replica_s']:7.1f}  p50 {row['p50_latency_s']:.3f} s  "
+        f"p99 {row['p99_latency_s']:.3f} s  mean wait {row['mean_wait_s']:.3f} s  failed {failed}"
+    )
     return result
 
 
-def measure_cold_start(args: argparse.Namespace, model: Path, tokens: list[list[int]], cost: ServiceCostConfig,
-                       repeats: int) -> dict[str, float]:
+def measure_cold_start(
+    args: argparse.Namespace, model: Path, tokens: list[list[int]], cost: ServiceCostConfig, repeats: int
+) -> dict[str, float]:
     """Latency of a request to a deployment scaled to zero (cold) and of the next one (warm)."""
-    scaling = AutoscalingConfig(min_replicas=0, initial_replicas=0, max_replicas=1, upscale_delay_s=0.0,
-                                downscale_delay_s=0.5, downscale_to_zero_delay_s=0.5, metrics_interval_s=0.2,
-                                look_back_period_s=0.4)
+    scaling = AutoscalingConfig(
+        min_replicas=0,
+        initial_replicas=0,
+        max_replicas=1,
+        upscale_delay_s=0.0,
+        downscale_delay_s=0.5,
+        downscale_to_zero_delay_s=0.5,
+        metrics_interval_s=0.2,
+        look_back_period_s=0.4,
+    )
     backend, client = deploy(reward_config("serverless", args, cost, scaling), model, 0)
     cold, warm = [], []
     try:
@@ -288,18 +339,27 @@ def main(argv: list[str]) -> int:
         arrivals = timeline_arrivals(args.trace)
         source = f"recorded: {args.trace}"
     else:
-        arrivals = wave_arrivals(args.waves, args.trajectories, args.turns, args.period_s, PRESETS["long_tail"],
-                                 seed=args.seed)
-        source = (f"generated: {args.waves} waves x {args.trajectories} trajectories x {args.turns} turns, "
-                  f"every {args.period_s:g} s, long_tail env steps")
+        arrivals = wave_arrivals(
+            args.waves, args.trajectories, args.turns, args.period_s, PRESETS["long_tail"], seed=args.seed
+        )
+        source = (
+            f"generated: {args.waves} waves x {args.trajectories} trajectories x {args.turns} turns, "
+            f"every {args.period_s:g} s, long_tail env steps"
+        )
 
     tokens = payloads(64 if args.quick else 256, int(read_meta(model)["spec"]["context_tokens"]), args.seed)
     peak_r, mean_r = peak_rate(arrivals, args.window_s), mean_rate(arrivals)
-    log(f"arrivals ({source}): {len(arrivals)} over {arrivals[-1]:.1f} s; peak {peak_r:.1f}/s "
-        f"(over {args.window_s:g} s), mean {mean_r:.1f}/s")
+    log(
+        f"arrivals ({source}): {len(arrivals)} over {arrivals[-1]:.1f} s; peak {peak_r:.1f}/s "
+        f"(over {args.window_s:g} s), mean {mean_r:.1f}/s"
+    )
 
-    ray.init(num_cpus=2, resources={"pool_reward": POOL_UNITS, "pool_compute": 2, "pool_cpu": 4},
-             include_dashboard=False, logging_level=logging.WARNING)
+    ray.init(
+        num_cpus=2,
+        resources={"pool_reward": POOL_UNITS, "pool_compute": 2, "pool_cpu": 4},
+        include_dashboard=False,
+        logging_level=logging.WARNING,
+    )
     serve.start(proxy_location="Disabled", logging_config={"log_level": "WARNING"})
     try:
         cost = ServiceCostConfig(fixed_s=args.fixed_s, per_item_s=args.per_item_s)
@@ -307,14 +367,18 @@ def main(argv: list[str]) -> int:
         real_capacity, real_latency = measure_capacity(args, model, tokens, ServiceCostConfig(), seconds)
         capacity, _capacity_latency = measure_capacity(args, model, tokens, cost, seconds)
         peak, mean = replicas_for(peak_r, capacity), replicas_for(mean_r, capacity)
-        log(f"one replica: {capacity:.1f} trajectories/s with the service cost "
+        log(
+            f"one replica: {capacity:.1f} trajectories/s with the service cost "
             f"({args.fixed_s:g} s + {args.per_item_s:g} s x batch, batch {args.max_batch_size}); "
-            f"{real_capacity:.0f}/s with the judge alone (median latency {real_latency * 1e3:.1f} ms)")
+            f"{real_capacity:.0f}/s with the judge alone (median latency {real_latency * 1e3:.1f} ms)"
+        )
         log(f"pools: peak-sized {peak} replicas, mean-sized {mean}")
         results = {mode: run_mode(mode, args, model, tokens, arrivals, cost, peak, mean, log) for mode in MODES}
         cold = measure_cold_start(args, model, tokens, cost, repeats=1 if args.quick else 3)
-        log(f"cold start: {cold['cold_start_s']:.2f} s to the first answer from zero replicas; "
-            f"warm {cold['warm_s']:.3f} s")
+        log(
+            f"cold start: {cold['cold_start_s']:.2f} s to the first answer from zero replicas; "
+            f"warm {cold['warm_s']:.3f} s"
+        )
     finally:
         serve.shutdown()
         ray.shutdown()
@@ -325,12 +389,16 @@ def main(argv: list[str]) -> int:
     result = {
         "bench": "reward",
         "quick": args.quick,
-        "arrivals": {"source": source, "count": len(arrivals), "span_s": float(arrivals[-1]),
-                     "peak_rate_per_s": peak_r, "mean_rate_per_s": mean_r},
+        "arrivals": {
+            "source": source,
+            "count": len(arrivals),
+            "span_s": float(arrivals[-1]),
+            "peak_rate_per_s": peak_r,
+            "mean_rate_per_s": mean_r,
+        },
         "service_cost": cost.model_dump() | {"max_batch_size": args.max_batch_size},
         "capacity_per_replica": capacity,
-        "pool_sizes": {"dedicated_peak": peak, "dedicated_mean": mean,
-                       "serverless": rows["serverless"]["replicas"]},
+        "pool_sizes": {"dedicated_peak": peak, "dedicated_mean": mean, "serverless": rows["serverless"]["replicas"]},
         "replica_s": {m: rows[m]["replica_s"] for m in MODES},
         "p50_latency_s": {m: rows[m]["p50_latency_s"] for m in MODES},
         "p99_latency_s": {m: rows[m]["p99_latency_s"] for m in MODES},
@@ -341,13 +409,18 @@ def main(argv: list[str]) -> int:
         "p99_ratio_serverless_vs_peak": p99_ratio,
         "goal_met": bool(cost_ratio <= 0.5 and p99_ratio <= 2.0),
         "cold_start": cold,
-        "real_model": {"capacity_per_replica": real_capacity, "median_latency_s": real_latency,
-                       "peak_pool": replicas_for(peak_r, real_capacity), "mean_pool": replicas_for(mean_r, real_capacity)},
+        "real_model": {
+            "capacity_per_replica": real_capacity,
+            "median_latency_s": real_latency,
+            "peak_pool": replicas_for(peak_r, real_capacity),
+            "mean_pool": replicas_for(mean_r, real_capacity),
+        },
     }
-    log(f"serverless vs peak-sized pool: {cost_ratio:.2f}x the replica-seconds, {p99_ratio:.2f}x the p99 latency "
-        f"(goal: <= 0.5x and <= 2x: {'met' if result['goal_met'] else 'not met'})")
-    publish("reward", docs_body(result, rows), result, "rollarc bench reward", quick=args.quick,
-            no_docs=args.no_docs)
+    log(
+        f"serverless vs peak-sized pool: {cost_ratio:.2f}x the replica-seconds, {p99_ratio:.2f}x the p99 latency "
+        f"(goal: <= 0.5x and <= 2x: {'met' if result['goal_met'] else 'not met'})"
+    )
+    publish("reward", docs_body(result, rows), result, "rollarc bench reward", quick=args.quick, no_docs=args.no_docs)
     emit_json(result)
     return 0
 
@@ -355,17 +428,33 @@ def main(argv: list[str]) -> int:
 def docs_body(result: dict[str, Any], rows: dict[str, dict[str, Any]]) -> str:
     table = markdown_table(
         ["set-up", "replicas", "replica-s (cost)", "p50 latency s", "p99 latency s", "mean wait s", "failed"],
-        [[m, rows[m]["replicas"], rows[m]["replica_s"], rows[m]["p50_latency_s"], rows[m]["p99_latency_s"],
-          rows[m]["mean_wait_s"], rows[m]["failed"]] for m in MODES])
+        [
+            [
+                m,
+                rows[m]["replicas"],
+                rows[m]["replica_s"],
+                rows[m]["p50_latency_s"],
+                rows[m]["p99_latency_s"],
+                rows[m]["mean_wait_s"],
+                rows[m]["failed"],
+            ]
+            for m in MODES
+        ],
+    )
     arrivals, cost, cold, real = result["arrivals"], result["service_cost"], result["cold_start"], result["real_model"]
-    return "\n".join([
-        f"Arrivals ({arrivals['source']}): {arrivals['count']} trajectories over {arrivals['span_s']:.0f} s, peak "
-        f"{arrivals['peak_rate_per_s']:.0f}/s, mean {arrivals['mean_rate_per_s']:.1f}/s. Service cost per batch "
-        f"{cost['fixed_s']:g} s + {cost['per_item_s']:g} s x batch (batch <= {cost['max_batch_size']}): "
-        f"{result['capacity_per_replica']:.1f} trajectories/s per replica.", "", table, "",
-        f"Serverless vs the peak-sized pool: **{result['cost_ratio_serverless_vs_peak']:.2f}x** the replica-seconds, "
-        f"**{result['p99_ratio_serverless_vs_peak']:.2f}x** the p99 latency. Cold start (first answer from zero "
-        f"replicas): {cold['cold_start_s']:.2f} s (warm: {cold['warm_s']:.3f} s). The judge alone (no added cost): "
-        f"{real['capacity_per_replica']:.0f} trajectories/s per replica, median latency "
-        f"{real['median_latency_s'] * 1e3:.1f} ms, so one replica covers this peak.",
-    ])
+    return "\n".join(
+        [
+            f"Arrivals ({arrivals['source']}): {arrivals['count']} trajectories over {arrivals['span_s']:.0f} s, peak "
+            f"{arrivals['peak_rate_per_s']:.0f}/s, mean {arrivals['mean_rate_per_s']:.1f}/s. Service cost per batch "
+            f"{cost['fixed_s']:g} s + {cost['per_item_s']:g} s x batch (batch <= {cost['max_batch_size']}): "
+            f"{result['capacity_per_replica']:.1f} trajectories/s per replica.",
+            "",
+            table,
+            "",
+            f"Serverless vs the peak-sized pool: **{result['cost_ratio_serverless_vs_peak']:.2f}x** the replica-seconds, "
+            f"**{result['p99_ratio_serverless_vs_peak']:.2f}x** the p99 latency. Cold start (first answer from zero "
+            f"replicas): {cold['cold_start_s']:.2f} s (warm: {cold['warm_s']:.3f} s). The judge alone (no added cost): "
+            f"{real['capacity_per_replica']:.0f} trajectories/s per replica, median latency "
+            f"{real['median_latency_s'] * 1e3:.1f} ms, so one replica covers this peak.",
+        ]
+    )

@@ -36,13 +36,18 @@ def main(argv: list[str]) -> int:
     print(f"simulating {SCENARIO} ...", flush=True)
     ours = run_scenario(REPO_ROOT / SCENARIO, overrides)
     gpus = sum(p.count for p in ours.pools.values() if p.kind != "cpu")
-    print(f"  {gpus} GPUs, {ours.steps} steps, {ours.trajectories_finished:,} trajectories, {ours.events:,} events "
-          f"in {ours.wall_s:.1f} s ({ours.events_per_s:,.0f} events/s); step {ours.step_time_s:.1f} s", flush=True)
+    print(
+        f"  {gpus} GPUs, {ours.steps} steps, {ours.trajectories_finished:,} trajectories, {ours.events:,} events "
+        f"in {ours.wall_s:.1f} s ({ours.events_per_s:,.0f} events/s); step {ours.step_time_s:.1f} s",
+        flush=True,
+    )
     print(f"simulating {BASELINE} ...", flush=True)
     base = run_scenario(REPO_ROOT / BASELINE, overrides)
     print(f"  {base.events:,} events in {base.wall_s:.1f} s; step {base.step_time_s:.1f} s", flush=True)
     ratios = comparison(ours, base)
-    print(f"predicted: RollArc-like {ratios['speedup']:.2f}x faster per step, {ratios['cost_per_step_ratio']:.2f}x cheaper per step")
+    print(
+        f"predicted: RollArc-like {ratios['speedup']:.2f}x faster per step, {ratios['cost_per_step_ratio']:.2f}x cheaper per step"
+    )
     result = {
         "gpus": gpus,
         "steps": ours.steps,
@@ -58,15 +63,37 @@ def main(argv: list[str]) -> int:
         "dropped_groups": ours.dropped_groups,
     }
     rows = [
-        ["rollarc-3072 (async k=1, H800+H20, serverless judge)", gpus, ours.steps, ours.trajectories_finished, ours.events,
-         ours.wall_s, ours.events_per_s, ours.step_time_s, ours.cost_per_step_usd],
-        ["monolithic-h800-sync (equal cost)", sum(p.count for p in base.pools.values() if p.kind != "cpu"), base.steps,
-         base.trajectories_finished, base.events, base.wall_s, base.events_per_s, base.step_time_s, base.cost_per_step_usd],
+        [
+            "rollarc-3072 (async k=1, H800+H20, serverless judge)",
+            gpus,
+            ours.steps,
+            ours.trajectories_finished,
+            ours.events,
+            ours.wall_s,
+            ours.events_per_s,
+            ours.step_time_s,
+            ours.cost_per_step_usd,
+        ],
+        [
+            "monolithic-h800-sync (equal cost)",
+            sum(p.count for p in base.pools.values() if p.kind != "cpu"),
+            base.steps,
+            base.trajectories_finished,
+            base.events,
+            base.wall_s,
+            base.events_per_s,
+            base.step_time_s,
+            base.cost_per_step_usd,
+        ],
     ]
-    table = markdown_table(["scenario", "GPUs", "steps", "trajectories", "events", "wall s", "events/s",
-                            "sim. step s", "sim. $/step"], rows)
-    body = (table + f"\n\nPredicted speed-up {ratios['speedup']:.2f}x, "
-            f"cost per step {ratios['cost_per_step_ratio']:.2f}x lower.")
+    table = markdown_table(
+        ["scenario", "GPUs", "steps", "trajectories", "events", "wall s", "events/s", "sim. step s", "sim. $/step"],
+        rows,
+    )
+    body = (
+        table + f"\n\nPredicted speed-up {ratios['speedup']:.2f}x, "
+        f"cost per step {ratios['cost_per_step_ratio']:.2f}x lower."
+    )
     publish("sim", body, result, "rollarc bench sim", quick=args.quick, no_docs=args.no_docs)
     emit_json(result)
     return 0

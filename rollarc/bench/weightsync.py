@@ -118,7 +118,7 @@ def real_updates(lr: float, warmup: int, steps: int, seed: int = 0) -> RealResul
 
     def step() -> None:
         starts = torch.randint(0, len(ids) - 129, (8,), generator=gen)
-        batch = torch.stack([ids[s:s + 128] for s in starts])
+        batch = torch.stack([ids[s : s + 128] for s in starts])
         loss = model(input_ids=batch, labels=batch).loss
         optimiser.zero_grad()
         loss.backward()
@@ -170,8 +170,12 @@ def adam_chunk(elements: int, lr: float, seed: int) -> tuple[torch.Tensor, torch
 
 def as_tensors(flat: torch.Tensor, prefix: str) -> dict[str, torch.Tensor]:
     side = TENSOR_SIDE * TENSOR_SIDE
-    return {f"{prefix}.{i}": flat[i * side:(i + 1) * side].view(TENSOR_SIDE, -1) if flat.numel() >= (i + 1) * side
-            else flat[i * side:] for i in range(math.ceil(flat.numel() / side))}
+    return {
+        f"{prefix}.{i}": flat[i * side : (i + 1) * side].view(TENSOR_SIDE, -1)
+        if flat.numel() >= (i + 1) * side
+        else flat[i * side :]
+        for i in range(math.ceil(flat.numel() / side))
+    }
 
 
 def synthetic_updates(params: int, lr: float, chunk: int = CHUNK_ELEMENTS, progress: bool = True) -> SyntheticResult:
@@ -192,8 +196,9 @@ def synthetic_updates(params: int, lr: float, chunk: int = CHUNK_ELEMENTS, progr
         apply_delta(state, buckets)
         timings["dec"] += time.perf_counter() - wall
         timings["dec_cpu"] += time.process_time() - cpu
-        exact &= torch.equal(torch.cat([t.reshape(-1) for t in state.values()]).view(torch.int16),
-                             new_flat.view(torch.int16))
+        exact &= torch.equal(
+            torch.cat([t.reshape(-1) for t in state.values()]).view(torch.int16), new_flat.view(torch.int16)
+        )
         changed += sum(b.changed for b in buckets)
         delta += sum(b.nbytes for b in buckets)
         full += full_nbytes(new)
@@ -206,10 +211,24 @@ def synthetic_updates(params: int, lr: float, chunk: int = CHUNK_ELEMENTS, progr
         del buckets, copies, state, old, new, old_flat, new_flat
         done += size
         if progress:
-            print(f"  synthetic: {done / 1e9:.3f}e9 / {params / 1e9:.3f}e9 params, changed {changed / done:.4%}, "
-                  f"ratio {full / delta:.1f}x", flush=True)
-    return SyntheticResult(params, changed / params, full, delta, timings["enc"], timings["dec"], timings["enc_cpu"],
-                           timings["dec_cpu"], timings["full_enc"], timings["full_dec"], exact)
+            print(
+                f"  synthetic: {done / 1e9:.3f}e9 / {params / 1e9:.3f}e9 params, changed {changed / done:.4%}, "
+                f"ratio {full / delta:.1f}x",
+                flush=True,
+            )
+    return SyntheticResult(
+        params,
+        changed / params,
+        full,
+        delta,
+        timings["enc"],
+        timings["dec"],
+        timings["enc_cpu"],
+        timings["dec_cpu"],
+        timings["full_enc"],
+        timings["full_dec"],
+        exact,
+    )
 
 
 # --- 3. relay vs direct sends over Ray -------------------------------------------------------------------------
@@ -242,8 +261,9 @@ def relay_bytes(versions: list[dict[str, torch.Tensor]], sites: int, per_site: i
     finally:
         if started:
             ray.shutdown()
-    return RelayResult(sites, per_site, len(versions), totals["tree"][0], totals["tree"][1], totals["direct"][0],
-                       identical)
+    return RelayResult(
+        sites, per_site, len(versions), totals["tree"][0], totals["tree"][1], totals["direct"][0], identical
+    )
 
 
 # --- report ----------------------------------------------------------------------------------------------------
@@ -258,29 +278,69 @@ def peak_rss_gb() -> float:
 
 
 def docs_body(real: list[RealResult], syn: SyntheticResult, relay: RelayResult, result: dict) -> str:
-    rows = [[f"tiny policy, real AdamW, lr {r.lr:g}", f"{r.changed_fraction:.2%}", f"{r.full_bytes / r.steps / 1e6:.2f} MB",
-             f"{r.delta_bytes / r.steps / 1e6:.3f} MB", f"{r.bytes_ratio:.1f}x", "yes" if r.bit_exact else "NO"]
-            for r in real]
-    rows.append([f"{syn.params / 1e9:g}e9 params, simulated AdamW, lr 1e-6", f"{syn.changed_fraction:.2%}",
-                 f"{syn.full_bytes / 1e9:.2f} GB", f"{syn.delta_bytes / 1e9:.3f} GB",
-                 f"{syn.full_bytes / syn.delta_bytes:.1f}x", "yes" if syn.bit_exact else "NO"])
+    rows = [
+        [
+            f"tiny policy, real AdamW, lr {r.lr:g}",
+            f"{r.changed_fraction:.2%}",
+            f"{r.full_bytes / r.steps / 1e6:.2f} MB",
+            f"{r.delta_bytes / r.steps / 1e6:.3f} MB",
+            f"{r.bytes_ratio:.1f}x",
+            "yes" if r.bit_exact else "NO",
+        ]
+        for r in real
+    ]
+    rows.append(
+        [
+            f"{syn.params / 1e9:g}e9 params, simulated AdamW, lr 1e-6",
+            f"{syn.changed_fraction:.2%}",
+            f"{syn.full_bytes / 1e9:.2f} GB",
+            f"{syn.delta_bytes / 1e9:.3f} GB",
+            f"{syn.full_bytes / syn.delta_bytes:.1f}x",
+            "yes" if syn.bit_exact else "NO",
+        ]
+    )
     sizes = markdown_table(["update", "changed", "full copy", "delta", "full / delta", "bit-exact"], rows)
     speed = markdown_table(
         ["codec (1 thread)", "encode GB/s", "decode GB/s", "encode GB/s (CPU time)", "decode GB/s (CPU time)"],
-        [["sparse delta", f"{result['encode_gb_s']:.2f}", f"{result['decode_gb_s']:.2f}",
-          f"{result['encode_gb_s_cpu']:.2f}", f"{result['decode_gb_s_cpu']:.2f}"],
-         ["full copy (baseline)", f"{gb_s(syn.model_bytes, syn.full_encode_s):.2f}",
-          f"{gb_s(syn.model_bytes, syn.full_decode_s):.2f}", "", ""]])
+        [
+            [
+                "sparse delta",
+                f"{result['encode_gb_s']:.2f}",
+                f"{result['decode_gb_s']:.2f}",
+                f"{result['encode_gb_s_cpu']:.2f}",
+                f"{result['decode_gb_s_cpu']:.2f}",
+            ],
+            [
+                "full copy (baseline)",
+                f"{gb_s(syn.model_bytes, syn.full_encode_s):.2f}",
+                f"{gb_s(syn.model_bytes, syn.full_decode_s):.2f}",
+                "",
+                "",
+            ],
+        ],
+    )
     fan = markdown_table(
         ["send", "cross-site bytes", "intra-site bytes"],
-        [[f"direct to all {relay.sites * relay.per_site} receivers", f"{relay.direct_cross_bytes / 1e6:.2f} MB", "0"],
-         ["relay: 1 per site, binary tree inside", f"{relay.relay_cross_bytes / 1e6:.2f} MB",
-          f"{relay.relay_intra_bytes / 1e6:.2f} MB"]])
-    return (f"{sizes}\n\nThroughput in GB of bf16 model bytes per second, over the {syn.params / 1e9:g}e9-parameter "
-            f"set; peak RSS {result['peak_rss_gb']:.2f} GB.\n\n{speed}\n\n"
-            f"{relay.sites} sites x {relay.per_site} receivers, {relay.versions} versions of the tiny policy "
-            f"(a full copy, then deltas at lr 1e-6); every receiver bitwise identical: "
-            f"{'yes' if relay.identical else 'NO'}. Cross-site bytes cut {relay.cross_site_ratio:.1f}x.\n\n{fan}")
+        [
+            [
+                f"direct to all {relay.sites * relay.per_site} receivers",
+                f"{relay.direct_cross_bytes / 1e6:.2f} MB",
+                "0",
+            ],
+            [
+                "relay: 1 per site, binary tree inside",
+                f"{relay.relay_cross_bytes / 1e6:.2f} MB",
+                f"{relay.relay_intra_bytes / 1e6:.2f} MB",
+            ],
+        ],
+    )
+    return (
+        f"{sizes}\n\nThroughput in GB of bf16 model bytes per second, over the {syn.params / 1e9:g}e9-parameter "
+        f"set; peak RSS {result['peak_rss_gb']:.2f} GB.\n\n{speed}\n\n"
+        f"{relay.sites} sites x {relay.per_site} receivers, {relay.versions} versions of the tiny policy "
+        f"(a full copy, then deltas at lr 1e-6); every receiver bitwise identical: "
+        f"{'yes' if relay.identical else 'NO'}. Cross-site bytes cut {relay.cross_site_ratio:.1f}x.\n\n{fan}"
+    )
 
 
 def main(argv: list[str]) -> int:
@@ -299,16 +359,21 @@ def main(argv: list[str]) -> int:
     for lr in (1e-6, 1e-5):
         print(f"real updates: tiny policy, AdamW lr {lr:g}, {warmup} warm-up + {steps} measured steps", flush=True)
         r = real_updates(lr, warmup, steps)
-        print(f"  changed {r.changed_fraction:.3%}, full {r.full_bytes / steps / 1e6:.2f} MB vs delta "
-              f"{r.delta_bytes / steps / 1e6:.3f} MB per version: {r.bytes_ratio:.1f}x, bit-exact {r.bit_exact}",
-              flush=True)
+        print(
+            f"  changed {r.changed_fraction:.3%}, full {r.full_bytes / steps / 1e6:.2f} MB vs delta "
+            f"{r.delta_bytes / steps / 1e6:.3f} MB per version: {r.bytes_ratio:.1f}x, bit-exact {r.bit_exact}",
+            flush=True,
+        )
         real.append(r)
     print(f"synthetic updates: {params / 1e9:g}e9 bf16 params, chunks of {CHUNK_ELEMENTS >> 20}M elements", flush=True)
     syn = synthetic_updates(params, 1e-6)
     print(f"relay: {sites} sites x {per_site} receivers, tree vs direct", flush=True)
     relay = relay_bytes(real[0].versions[:3], sites, per_site)
-    print(f"  cross-site bytes: direct {relay.direct_cross_bytes / 1e6:.2f} MB, relay "
-          f"{relay.relay_cross_bytes / 1e6:.2f} MB ({relay.cross_site_ratio:.1f}x)", flush=True)
+    print(
+        f"  cross-site bytes: direct {relay.direct_cross_bytes / 1e6:.2f} MB, relay "
+        f"{relay.relay_cross_bytes / 1e6:.2f} MB ({relay.cross_site_ratio:.1f}x)",
+        flush=True,
+    )
 
     result = {
         "changed_fraction": real[0].changed_fraction,
@@ -331,10 +396,19 @@ def main(argv: list[str]) -> int:
         "relay_receivers_per_site": per_site,
         "peak_rss_gb": peak_rss_gb(),
     }
-    print(f"encode {result['encode_gb_s']:.2f} GB/s, decode {result['decode_gb_s']:.2f} GB/s "
-          f"(CPU time: {result['encode_gb_s_cpu']:.2f} / {result['decode_gb_s_cpu']:.2f}), "
-          f"peak RSS {result['peak_rss_gb']:.2f} GB", flush=True)
-    publish("weightsync", docs_body(real, syn, relay, result), result, "rollarc bench weightsync --json",
-            quick=args.quick, no_docs=args.no_docs)
+    print(
+        f"encode {result['encode_gb_s']:.2f} GB/s, decode {result['decode_gb_s']:.2f} GB/s "
+        f"(CPU time: {result['encode_gb_s_cpu']:.2f} / {result['decode_gb_s_cpu']:.2f}), "
+        f"peak RSS {result['peak_rss_gb']:.2f} GB",
+        flush=True,
+    )
+    publish(
+        "weightsync",
+        docs_body(real, syn, relay, result),
+        result,
+        "rollarc bench weightsync --json",
+        quick=args.quick,
+        no_docs=args.no_docs,
+    )
     emit_json(result)
     return 0

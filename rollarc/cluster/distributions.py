@@ -123,7 +123,11 @@ class Exponential(_Clipped):
         return m - (c + m) * math.exp(-c / m)
 
     def mean(self) -> float:
-        hi_part = self.mean_value if self.max is None else self._partial_mean_below(self.max) + self.max * (1 - self.cdf(self.max))
+        hi_part = (
+            self.mean_value
+            if self.max is None
+            else self._partial_mean_below(self.max) + self.max * (1 - self.cdf(self.max))
+        )
         return hi_part - self._partial_mean_below(self.min) + self._low_part()
 
     def quantile(self, q: float) -> float:
@@ -197,7 +201,9 @@ class Empirical(_Clipped):
 Distribution = Annotated[Constant | LogNormal | Exponential | Uniform | Empirical, Field(discriminator="kind")]
 
 
-def sampler(dist: Constant | LogNormal | Exponential | Uniform | Empirical, rng: np.random.Generator, integer: bool = False) -> Callable[[], float]:
+def sampler(
+    dist: Constant | LogNormal | Exponential | Uniform | Empirical, rng: np.random.Generator, integer: bool = False
+) -> Callable[[], float]:
     """A zero-argument function returning one sample; numpy draws are made ``BLOCK`` at a time.
 
     ``integer`` rounds to the nearest whole number and never returns less than 1 (token and turn

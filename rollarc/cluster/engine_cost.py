@@ -89,7 +89,9 @@ class RooflineEngine:
         bandwidth = self.tp * self.gpu.hbm_bytes_per_s * self.eff.decode_bw_eff
         return IterationCost(
             floor=roofline.decode_compute_time(self.gpu, self.model, batch, self.tp, self.eff.decode_mfu),
-            base=roofline.decode_memory_time(self.gpu, self.model, batch, context_tokens, self.tp, self.eff.decode_bw_eff),
+            base=roofline.decode_memory_time(
+                self.gpu, self.model, batch, context_tokens, self.tp, self.eff.decode_bw_eff
+            ),
             slope=self.model.kv_bytes_per_token * batch / bandwidth,
             overhead=self.eff.iteration_overhead_s,
         )
@@ -109,7 +111,9 @@ class RooflineTrain:
     eff: Efficiency
 
     def time(self, tokens: float) -> float:
-        return roofline.train_time(self.gpu, self.model.n_active, tokens, self.devices, self.eff.train_mfu, self.eff.extra_forward_passes)
+        return roofline.train_time(
+            self.gpu, self.model.n_active, tokens, self.devices, self.eff.train_mfu, self.eff.extra_forward_passes
+        )
 
     def flops(self, tokens: float) -> float:
         return (6.0 + 2.0 * self.eff.extra_forward_passes) * self.model.n_active * tokens

@@ -51,14 +51,25 @@ class Plan:
     def roles(self, catalogue: Catalogue, workload: Workload) -> list[dict[str, object]]:
         """Rows for display: role, tasks, device, devices (engines × units for rollouts)."""
         p = self.placement
-        rows: list[dict[str, object]] = [{"role": "train", "tasks": "", "device": p.train_kind, "count": p.train_devices}]
+        rows: list[dict[str, object]] = [
+            {"role": "train", "tasks": "", "device": p.train_kind, "count": p.train_devices}
+        ]
         for kind, engines in p.rollout.items():
             tasks = [t for t, k in p.task_kind.items() if k == kind]
             heavy = {task_class(workload, t) for t in tasks}
             label = "rollout (" + "/".join(sorted(heavy)) + ")"
-            rows.append({"role": label, "tasks": ",".join(tasks), "device": kind, "count": engines * p.tp(catalogue, workload, kind)})
+            rows.append(
+                {
+                    "role": label,
+                    "tasks": ",".join(tasks),
+                    "device": kind,
+                    "count": engines * p.tp(catalogue, workload, kind),
+                }
+            )
         rows.append({"role": "env", "tasks": "", "device": p.env_kind, "count": p.env_nodes})
-        rows.append({"role": f"reward ({p.reward_mode})", "tasks": "", "device": p.reward_kind, "count": p.reward_replicas})
+        rows.append(
+            {"role": f"reward ({p.reward_mode})", "tasks": "", "device": p.reward_kind, "count": p.reward_replicas}
+        )
         return rows
 
     def fragment(self, catalogue: Catalogue, workload: Workload) -> PlacementFragment:
@@ -68,7 +79,9 @@ class Plan:
         pools = {kind: PoolSpec(count=count, kind=kind) for kind, count in used.items() if count > 0}
         if p.reward_kind not in pools:
             pools[p.reward_kind] = PoolSpec(count=0, kind=p.reward_kind)
-        rollout = [RoleSpec(pool=kind, replicas=n, units=p.tp(catalogue, workload, kind)) for kind, n in p.rollout.items()]
+        rollout = [
+            RoleSpec(pool=kind, replicas=n, units=p.tp(catalogue, workload, kind)) for kind, n in p.rollout.items()
+        ]
         roles = RolesSpec(
             train=RoleSpec(pool=p.train_kind, replicas=p.train_devices),
             env=RoleSpec(pool=p.env_kind, replicas=p.env_nodes),
@@ -88,8 +101,14 @@ def task_class(workload: Workload, name: str) -> str:
 
 
 class Planner:
-    def __init__(self, inventory: Inventory, catalogue: Catalogue, workload: Workload, budget_per_hour: float | None = None,
-                 objective: Objective = "time"):
+    def __init__(
+        self,
+        inventory: Inventory,
+        catalogue: Catalogue,
+        workload: Workload,
+        budget_per_hour: float | None = None,
+        objective: Objective = "time",
+    ):
         self.inv = inventory
         self.cat = catalogue
         self.wl = workload
@@ -105,7 +124,9 @@ class Planner:
 
     def _min_tp(self, kind: str) -> int | None:
         try:
-            return roofline.min_tensor_parallel(self.cat.gpu(kind), self.wl.model, self.wl.efficiency.gpu_memory_utilization)
+            return roofline.min_tensor_parallel(
+                self.cat.gpu(kind), self.wl.model, self.wl.efficiency.gpu_memory_utilization
+            )
         except ValueError:
             return None
 
@@ -122,7 +143,9 @@ class Planner:
 
     def evaluate(self, p: Placement, homogeneous: bool = False) -> Plan:
         offer = self.serverless
-        est = estimate(p, self.cat, self.wl, self.k, offer.cold_start_s if offer else 0.0, offer.max_instances if offer else 0)
+        est = estimate(
+            p, self.cat, self.wl, self.k, offer.cold_start_s if offer else 0.0, offer.max_instances if offer else 0
+        )
         return Plan(p, est, self._price(p), self._serverless_usd(est), homogeneous)
 
     def _score(self, plan: Plan) -> float:
@@ -146,9 +169,13 @@ class Planner:
         if self._tp[train_kind] is None or any(self._tp[k] is None for k in task_kind.values()):
             return None
         eff = self.wl.efficiency
-        need = roofline.min_train_devices(self.cat.gpu(train_kind), self.wl.model, eff.train_bytes_per_param, eff.gpu_memory_utilization)
+        need = roofline.min_train_devices(
+            self.cat.gpu(train_kind), self.wl.model, eff.train_bytes_per_param, eff.gpu_memory_utilization
+        )
         whole_nodes = math.ceil(need / TRAIN_QUANTUM) * TRAIN_QUANTUM
-        train = whole_nodes if whole_nodes <= self.inv.available[train_kind] else need  # a small inventory: no whole node
+        train = (
+            whole_nodes if whole_nodes <= self.inv.available[train_kind] else need
+        )  # a small inventory: no whole node
         rollout = {k: 1 for k in dict.fromkeys(task_kind.values())}
         needs_reward = any(t.reward.kind == "model" for t in self.wl.tasks)
         if self.serverless is not None:
@@ -165,7 +192,9 @@ class Planner:
         tp = self._tp[kind]
         if tp is None:
             return False
-        capacity = roofline.kv_capacity_tokens(self.cat.gpu(kind), self.wl.model, tp, self.wl.efficiency.gpu_memory_utilization)
+        capacity = roofline.kv_capacity_tokens(
+            self.cat.gpu(kind), self.wl.model, tp, self.wl.efficiency.gpu_memory_utilization
+        )
         return self.wl.task(task).max_context_tokens() <= capacity
 
     def _reassignments(self, p: Placement) -> list[Placement]:
@@ -188,6 +217,7 @@ class Planner:
         shrinks once the batch per engine does), which single steps cannot cross."""
         moves = []
         for factor in (None, 2, 4, 16):
+
             def grown(n: int, quantum: int = 1, factor: int | None = factor) -> int:
                 return n + quantum if factor is None else max(n * factor, n + quantum)
 
@@ -204,7 +234,9 @@ class Planner:
         while that ends better (a second phase, so cheap moves never cut the first climb short)."""
         best = self._climb(self.evaluate(p, homogeneous), homogeneous)
         while not homogeneous:
-            tries = [self._climb(self.evaluate(m), False) for m in self._reassignments(best.placement) if self._feasible(m)]
+            tries = [
+                self._climb(self.evaluate(m), False) for m in self._reassignments(best.placement) if self._feasible(m)
+            ]
             better = min(tries, key=self._score, default=None)
             if better is None or self._score(better) >= (1 - 1e-3) * self._score(best):
                 return best
@@ -227,8 +259,10 @@ class Planner:
         tasks = [t.name for t in self.wl.tasks]
         n = len(self.gpu_kinds) ** (len(tasks) + 1)
         if n > MAX_ASSIGNMENTS:
-            raise ConfigError(f"{len(self.gpu_kinds)} GPU kinds and {len(tasks)} tasks make {n} assignments; "
-                              f"list fewer kinds in available (at most {MAX_ASSIGNMENTS} assignments)")
+            raise ConfigError(
+                f"{len(self.gpu_kinds)} GPU kinds and {len(tasks)} tasks make {n} assignments; "
+                f"list fewer kinds in available (at most {MAX_ASSIGNMENTS} assignments)"
+            )
         best: Plan | None = None
         for train_kind, *kinds in itertools.product(self.gpu_kinds, repeat=len(tasks) + 1):
             homogeneous = len({train_kind, *kinds}) == 1
@@ -241,5 +275,7 @@ class Planner:
             if best is None or self._better(plan, best):
                 best = plan
         if best is None:
-            raise ConfigError("no feasible plan: the model does not fit the available devices, or the budget is below the smallest placement")
+            raise ConfigError(
+                "no feasible plan: the model does not fit the available devices, or the budget is below the smallest placement"
+            )
         return best

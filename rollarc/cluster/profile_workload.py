@@ -90,12 +90,16 @@ def task_from_profile(name: str, profile: dict[str, Any], share: float, where: s
         raise ConfigError(f"{where}: tasks.{name} has no completed trajectory to profile (turns.n is 0)")
 
     def fit(key: str, summary: dict[str, Any] | None = None) -> Constant | Empirical:
-        return distribution_from_summary(profile.get(key) if summary is None else summary, f"{where}: tasks.{name}.{key}")
+        return distribution_from_summary(
+            profile.get(key) if summary is None else summary, f"{where}: tasks.{name}.{key}"
+        )
 
     return TaskProfile(
         name=name,
         share=share,
-        prompt_tokens=fit("prompt_tokens_per_turn", _scaled(profile["prompt_tokens_per_turn"], uncached_share(profile))),
+        prompt_tokens=fit(
+            "prompt_tokens_per_turn", _scaled(profile["prompt_tokens_per_turn"], uncached_share(profile))
+        ),
         response_tokens=fit("new_tokens_per_turn"),
         turns=fit("turns"),
         env_latency_s=fit("env_step_s"),
@@ -103,8 +107,13 @@ def task_from_profile(name: str, profile: dict[str, Any], share: float, where: s
     )
 
 
-def workload_from_profiles(profiles: dict[str, Any], model: ModelSpec, efficiency: Efficiency,
-                           groups_per_step: int | None = None, where: str = "task_profiles") -> Workload:
+def workload_from_profiles(
+    profiles: dict[str, Any],
+    model: ModelSpec,
+    efficiency: Efficiency,
+    groups_per_step: int | None = None,
+    where: str = "task_profiles",
+) -> Workload:
     """The run's tasks, task mix (weights), B, G and k, on ``model`` with ``efficiency``."""
     for key in ("tasks", "groups_per_step", "group_size", "max_staleness", "weights"):
         if key not in profiles:
@@ -113,11 +122,16 @@ def workload_from_profiles(profiles: dict[str, Any], model: ModelSpec, efficienc
     weights = profiles["weights"]
     unprofiled = sorted(set(weights) - set(tasks))
     if unprofiled:
-        raise ConfigError(f"{where}: task(s) {', '.join(unprofiled)} have a weight but no profile (no trajectory finished)")
+        raise ConfigError(
+            f"{where}: task(s) {', '.join(unprofiled)} have a weight but no profile (no trajectory finished)"
+        )
     return Workload(
         model=model,
         efficiency=efficiency,
-        batch=BatchSpec(groups_per_step=groups_per_step or int(profiles["groups_per_step"]),
-                        group_size=int(profiles["group_size"]), max_staleness=int(profiles["max_staleness"])),
+        batch=BatchSpec(
+            groups_per_step=groups_per_step or int(profiles["groups_per_step"]),
+            group_size=int(profiles["group_size"]),
+            max_staleness=int(profiles["max_staleness"]),
+        ),
         tasks=[task_from_profile(name, tasks[name], float(weights.get(name, 1.0)), where) for name in sorted(tasks)],
     )

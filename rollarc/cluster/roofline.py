@@ -38,13 +38,24 @@ def decode_compute_time(gpu: GpuSpec, model: ModelSpec, batch: float, tp: int, m
     return 2.0 * model.n_active * batch / (tp * gpu.flops * mfu)
 
 
-def decode_memory_time(gpu: GpuSpec, model: ModelSpec, batch: float, context_tokens: float, tp: int, bw_eff: float) -> float:
+def decode_memory_time(
+    gpu: GpuSpec, model: ModelSpec, batch: float, context_tokens: float, tp: int, bw_eff: float
+) -> float:
     """``(weight_bytes_read + kv_bytes_per_token · context) / (tp · HBM · eff)``: bandwidth-bound."""
-    return (weight_bytes_read(model, batch) + model.kv_bytes_per_token * context_tokens) / (tp * gpu.hbm_bytes_per_s * bw_eff)
+    return (weight_bytes_read(model, batch) + model.kv_bytes_per_token * context_tokens) / (
+        tp * gpu.hbm_bytes_per_s * bw_eff
+    )
 
 
 def decode_step_time(
-    gpu: GpuSpec, model: ModelSpec, batch: float, context_tokens: float, tp: int, mfu: float, bw_eff: float, overhead_s: float = 0.0
+    gpu: GpuSpec,
+    model: ModelSpec,
+    batch: float,
+    context_tokens: float,
+    tp: int,
+    mfu: float,
+    bw_eff: float,
+    overhead_s: float = 0.0,
 ) -> float:
     """One decode iteration of ``batch`` sequences holding ``context_tokens`` in KV, all together."""
     compute = decode_compute_time(gpu, model, batch, tp, mfu)
@@ -52,7 +63,9 @@ def decode_step_time(
     return max(compute, memory) + overhead_s
 
 
-def train_time(gpu: GpuSpec, n_active: float, tokens: float, devices: int, mfu: float, extra_forward_passes: int = 0) -> float:
+def train_time(
+    gpu: GpuSpec, n_active: float, tokens: float, devices: int, mfu: float, extra_forward_passes: int = 0
+) -> float:
     """``(6 + 2·extra) · N_active · tokens / (devices · peak · MFU)``."""
     return (6.0 + 2.0 * extra_forward_passes) * n_active * tokens / (devices * gpu.flops * mfu)
 
@@ -73,7 +86,9 @@ def kv_capacity_tokens(gpu: GpuSpec, model: ModelSpec, tp: int, memory_utilizati
     return (tp * gpu.memory_bytes * memory_utilization - model.weight_bytes) / model.kv_bytes_per_token
 
 
-def min_tensor_parallel(gpu: GpuSpec, model: ModelSpec, memory_utilization: float, kv_share: float = 0.2, max_tp: int = 64) -> int:
+def min_tensor_parallel(
+    gpu: GpuSpec, model: ModelSpec, memory_utilization: float, kv_share: float = 0.2, max_tp: int = 64
+) -> int:
     """Smallest power-of-two ``tp`` whose memory holds the weights and leaves ``kv_share`` of it for KV."""
     tp = 1
     while tp <= max_tp:

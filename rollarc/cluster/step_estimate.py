@@ -85,7 +85,14 @@ def _task_numbers(task: TaskProfile, trajectories: int) -> dict[str, float]:
     }
 
 
-def estimate(placement: Placement, catalogue: Catalogue, workload: Workload, max_staleness: int, serverless_cold_start_s: float = 0.0, serverless_instances: int = 0) -> Estimate:
+def estimate(
+    placement: Placement,
+    catalogue: Catalogue,
+    workload: Workload,
+    max_staleness: int,
+    serverless_cold_start_s: float = 0.0,
+    serverless_instances: int = 0,
+) -> Estimate:
     eff = workload.efficiency
     model = workload.model
     groups = workload.groups_per_task()
@@ -115,7 +122,9 @@ def estimate(placement: Placement, catalogue: Catalogue, workload: Workload, max
         for t in tasks:
             n = numbers[t.name]
             tail_tokens = (n["turns"] - 1) * n["response"] + n["tail_response"]
-            task_tail = engine.prefill_time(n["prompt_tokens"]) + tail_tokens * per_iter + n["turns"] * t.env_latency_s.mean()
+            task_tail = (
+                engine.prefill_time(n["prompt_tokens"]) + tail_tokens * per_iter + n["turns"] * t.env_latency_s.mean()
+            )
             tail = max(tail, task_tail)
         link = min(gpu.network_bytes_per_s, train_gpu.network_bytes_per_s)
         sync_s = max(sync_s, roofline.weight_sync_time(model.weight_bytes, link, tp, eff.sync_latency_s))
@@ -127,7 +136,9 @@ def estimate(placement: Placement, catalogue: Catalogue, workload: Workload, max
     reward_work = reward_tail = 0.0
     for t in workload.tasks:
         if t.reward.kind == "model" and t.reward.model_params:
-            service = RooflineReward(reward_gpu, t.reward.model_params, eff.prefill_mfu).time(numbers[t.name]["context"])
+            service = RooflineReward(reward_gpu, t.reward.model_params, eff.prefill_mfu).time(
+                numbers[t.name]["context"]
+            )
             reward_work += groups[t.name] * g * service
             reward_tail = max(reward_tail, service)
         reward_tail = max(reward_tail, t.reward.latency_s.mean())

@@ -53,23 +53,44 @@ def planned_config(base: dict[str, Any], fragment: PlacementFragment, source: st
         )
     roles = fragment.cluster.roles
     base_roles = base_cfg.cluster.roles
-    pools = {name: {"count": pool.count, "kind": pool.kind} for name, pool in fragment.cluster.pools.items() if pool.count > 0}
+    pools = {
+        name: {"count": pool.count, "kind": pool.kind}
+        for name, pool in fragment.cluster.pools.items()
+        if pool.count > 0
+    }
     out_roles: dict[str, Any] = {
-        "train": {"pool": roles.train.pool, "replicas": 1, "units": roles.train.devices,
-                  "threads": _threads(base_roles, "train")},
-        "rollout": [{"pool": r.pool, "replicas": r.replicas, "units": r.units, "threads": _threads(base_roles, "rollout")}
-                    for r in roles.rollout if r.replicas > 0],
-        "env": {"pool": roles.env.pool, "replicas": roles.env.replicas, "units": roles.env.units,
-                "threads": _threads(base_roles, "env")},
+        "train": {
+            "pool": roles.train.pool,
+            "replicas": 1,
+            "units": roles.train.devices,
+            "threads": _threads(base_roles, "train"),
+        },
+        "rollout": [
+            {"pool": r.pool, "replicas": r.replicas, "units": r.units, "threads": _threads(base_roles, "rollout")}
+            for r in roles.rollout
+            if r.replicas > 0
+        ],
+        "env": {
+            "pool": roles.env.pool,
+            "replicas": roles.env.replicas,
+            "units": roles.env.units,
+            "threads": _threads(base_roles, "env"),
+        },
     }
     if roles.reward.replicas > 0:
-        out_roles["reward"] = {"pool": roles.reward.pool, "replicas": roles.reward.replicas, "units": roles.reward.units,
-                               "threads": _threads(base_roles, "reward")}
+        out_roles["reward"] = {
+            "pool": roles.reward.pool,
+            "replicas": roles.reward.replicas,
+            "units": roles.reward.units,
+            "threads": _threads(base_roles, "reward"),
+        }
     elif base_cfg.reward.kind != "rule":
         name = base_roles.reward.pool
         if name in pools:
-            raise ConfigError(f"{source}: the reward role's pool {name!r} is also a pool of the plan; give the reward "
-                              f"role a pool of its own in the base config (e.g. cluster.pools.reward)")
+            raise ConfigError(
+                f"{source}: the reward role's pool {name!r} is also a pool of the plan; give the reward "
+                f"role a pool of its own in the base config (e.g. cluster.pools.reward)"
+            )
         pools[name] = base_cfg.cluster.pools[name].model_dump(exclude_none=True)
         out_roles["reward"] = base_roles.reward.model_dump()
     else:

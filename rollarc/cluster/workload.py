@@ -72,7 +72,9 @@ class RewardSpec(FrozenModel):
 class TaskProfile(FrozenModel):
     name: str = Field(min_length=1)
     share: float = Field(default=1.0, gt=0, description="relative share of the groups of a step")
-    initial_prompt_tokens: Distribution | None = Field(default=None, description="first turn's prompt; default prompt_tokens")
+    initial_prompt_tokens: Distribution | None = Field(
+        default=None, description="first turn's prompt; default prompt_tokens"
+    )
     prompt_tokens: Distribution = Field(description="new prompt tokens per turn (observation + template)")
     response_tokens: Distribution = Field(description="generated tokens per turn (long-tailed)")
     turns: Distribution = Field(default_factory=lambda: Constant(value=1), description="turns per trajectory")
@@ -93,7 +95,11 @@ class TaskProfile(FrozenModel):
     def mean_context_tokens(self) -> float:
         """Expected final context (prompts + responses over all turns): what training reads."""
         turns = self.turns.mean()
-        return self.first_prompt.mean() + self.response_tokens.mean() + (turns - 1) * (self.prompt_tokens.mean() + self.response_tokens.mean())
+        return (
+            self.first_prompt.mean()
+            + self.response_tokens.mean()
+            + (turns - 1) * (self.prompt_tokens.mean() + self.response_tokens.mean())
+        )
 
 
 class BatchSpec(FrozenModel):

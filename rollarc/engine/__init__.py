@@ -11,5 +11,14 @@ from rollarc.engine.engine import LLMEngine
 from rollarc.engine.model_runner import SUPPORTED_MODEL_TYPES, UnsupportedModelError
 from rollarc.engine.types import Completion, FinishReason, SamplingParams
 
-__all__ = ["SUPPORTED_MODEL_TYPES", "AsyncLLMEngine", "Completion", "EngineConfig", "EngineDeadError", "FinishReason",
-           "LLMEngine", "SamplingParams", "UnsupportedModelError"]
+__all__ = [
+    "SUPPORTED_MODEL_TYPES",
+    "AsyncLLMEngine",
+    "Completion",
+    "EngineConfig",
+    "EngineDeadError",
+    "FinishReason",
+    "LLMEngine",
+    "SamplingParams",
+    "UnsupportedModelError",
+]

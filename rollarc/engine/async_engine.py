@@ -60,8 +60,13 @@ class AsyncLLMEngine:
         self._thread.start()
 
     # ----------------------------------------------------------------- public API (any thread / event loop)
-    async def generate(self, prompt_ids: Sequence[int], params: SamplingParams | None = None,
-                       request_id: str | None = None, cache_key: Hashable | None = None) -> Completion:
+    async def generate(
+        self,
+        prompt_ids: Sequence[int],
+        params: SamplingParams | None = None,
+        request_id: str | None = None,
+        cache_key: Hashable | None = None,
+    ) -> Completion:
         """Generate for one prompt; resolves when the request finishes (any finish_reason).
 
         Cancelling the awaiting task aborts the request. Bad arguments raise ``ValueError``.
@@ -89,15 +94,17 @@ class AsyncLLMEngine:
         """Abort a request; its ``generate`` returns a Completion with finish_reason "abort"."""
         self._submit(("abort", request_id))
 
-    def update_weights_nowait(self, named_tensors: Mapping[str, torch.Tensor] | Iterable[tuple[str, torch.Tensor]],
-                              version: int) -> concurrent.futures.Future:
+    def update_weights_nowait(
+        self, named_tensors: Mapping[str, torch.Tensor] | Iterable[tuple[str, torch.Tensor]], version: int
+    ) -> concurrent.futures.Future:
         """Queue a weight update for the next step boundary; the future resolves once it is applied."""
         done: concurrent.futures.Future = concurrent.futures.Future()
         self._submit(("update", named_tensors, version, done))
         return done
 
-    async def update_weights(self, named_tensors: Mapping[str, torch.Tensor] | Iterable[tuple[str, torch.Tensor]],
-                             version: int) -> None:
+    async def update_weights(
+        self, named_tensors: Mapping[str, torch.Tensor] | Iterable[tuple[str, torch.Tensor]], version: int
+    ) -> None:
         """Apply new weights between two steps and return once they are in use (see ``LLMEngine.update_weights``)."""
         await asyncio.wrap_future(self.update_weights_nowait(named_tensors, version))
 
@@ -192,8 +199,10 @@ class AsyncLLMEngine:
             commands, self._commands = self._commands, []
         cause = self._error
         for request_id in waiters:
-            error = EngineDeadError(f"engine loop ended before request {request_id!r} finished"
-                                    + (f": {cause!r}" if cause is not None else " (shut down)"))
+            error = EngineDeadError(
+                f"engine loop ended before request {request_id!r} finished"
+                + (f": {cause!r}" if cause is not None else " (shut down)")
+            )
             error.__cause__ = cause
             loop, future = waiters[request_id]
             with contextlib.suppress(RuntimeError):

@@ -62,23 +62,38 @@ class LLMEngine:
         geometry = model_geometry(model)
         self.max_model_len = config.max_model_len or geometry.max_position_embeddings
         if self.max_model_len > geometry.max_position_embeddings:
-            raise ValueError(f"EngineConfig.max_model_len={self.max_model_len} exceeds the model's "
-                             f"max_position_embeddings={geometry.max_position_embeddings}")
+            raise ValueError(
+                f"EngineConfig.max_model_len={self.max_model_len} exceeds the model's "
+                f"max_position_embeddings={geometry.max_position_embeddings}"
+            )
         if config.num_threads is not None:
             torch.set_num_threads(config.num_threads)
         self.model = model
         self.vocab_size = geometry.vocab_size
         parameter = next(model.parameters())
         if config.dtype is not None and parameter.dtype != resolve_dtype(config.dtype):
-            raise ValueError(f"EngineConfig.dtype is {config.dtype} but the model's weights are {parameter.dtype}; "
-                             f"cast the model first (model.to({resolve_dtype(config.dtype)}))")
-        budget = (int(config.kv_cache_gb * 1e9) if config.kv_cache_gb is not None
-                  else int(config.kv_cache_memory_fraction * free_memory_bytes(parameter.device)))
-        bytes_per_token = kv_bytes_per_token(geometry.num_layers, geometry.num_kv_heads, geometry.head_dim,
-                                             parameter.element_size())
+            raise ValueError(
+                f"EngineConfig.dtype is {config.dtype} but the model's weights are {parameter.dtype}; "
+                f"cast the model first (model.to({resolve_dtype(config.dtype)}))"
+            )
+        budget = (
+            int(config.kv_cache_gb * 1e9)
+            if config.kv_cache_gb is not None
+            else int(config.kv_cache_memory_fraction * free_memory_bytes(parameter.device))
+        )
+        bytes_per_token = kv_bytes_per_token(
+            geometry.num_layers, geometry.num_kv_heads, geometry.head_dim, parameter.element_size()
+        )
         self.kv_plan = plan_kv_cache(bytes_per_token, budget, config.max_num_seqs, self.max_model_len)
-        self.kv = SlotKVCache(geometry.num_layers, self.kv_plan.num_slots, geometry.num_kv_heads, self.max_model_len,
-                              geometry.head_dim, dtype=parameter.dtype, device=parameter.device)
+        self.kv = SlotKVCache(
+            geometry.num_layers,
+            self.kv_plan.num_slots,
+            geometry.num_kv_heads,
+            self.max_model_len,
+            geometry.head_dim,
+            dtype=parameter.dtype,
+            device=parameter.device,
+        )
         self.runner = ModelRunner(model, self.kv)
         self.prefix_cache = PrefixCache(config.prefix_cache_tokens)
         self.scheduler = Scheduler(self.kv, self.prefix_cache, config.prefill_token_budget)
@@ -90,14 +105,27 @@ class LLMEngine:
         self._done: list[Completion] = []  # finished outside step() (abort, rejection), returned by the next step()
         self._next_id = 0
         self._rate: deque[tuple[float, int]] = deque()
-        self.counters: dict[str, int] = {"steps": 0, "generated_tokens": 0, "prefill_tokens": 0,
-                                         "cached_prompt_tokens": 0, "prefix_hits": 0, "shared_prefill_tokens": 0,
-                                         "stop": 0, "length": 0,
-                                         "abort": 0, "error": 0}
+        self.counters: dict[str, int] = {
+            "steps": 0,
+            "generated_tokens": 0,
+            "prefill_tokens": 0,
+            "cached_prompt_tokens": 0,
+            "prefix_hits": 0,
+            "shared_prefill_tokens": 0,
+            "stop": 0,
+            "length": 0,
+            "abort": 0,
+            "error": 0,
+        }
 
     # ----------------------------------------------------------------- requests
-    def add_request(self, prompt_ids: Sequence[int], params: SamplingParams | None = None,
-                    request_id: str | None = None, cache_key: Hashable | None = None) -> str:
+    def add_request(
+        self,
+        prompt_ids: Sequence[int],
+        params: SamplingParams | None = None,
+        request_id: str | None = None,
+        cache_key: Hashable | None = None,
+    ) -> str:
         """Queue a request; returns its id. Invalid input raises ``ValueError`` naming the problem."""
         params = params or SamplingParams()
         prompt = [int(t) for t in prompt_ids]
@@ -110,18 +138,27 @@ class LLMEngine:
             raise ValueError(f"request {request_id!r}: empty prompt")
         bad = [t for t in prompt if not 0 <= t < self.vocab_size]
         if bad:
-            raise ValueError(f"request {request_id!r}: token ids {bad[:5]} are outside the vocabulary "
-                             f"[0, {self.vocab_size})")
+            raise ValueError(
+                f"request {request_id!r}: token ids {bad[:5]} are outside the vocabulary [0, {self.vocab_size})"
+            )
         if params.stop and self._decode is None:
-            raise ValueError(f"request {request_id!r}: stop strings {params.stop!r} need an engine built with "
-                             "a tokenizer")
+            raise ValueError(
+                f"request {request_id!r}: stop strings {params.stop!r} need an engine built with a tokenizer"
+            )
         generator = torch.Generator().manual_seed(params.seed) if params.seed is not None else None
         request = Request(request_id, prompt, params, cache_key, time.perf_counter(), generator=generator)
         self._requests[request_id] = request
         if len(prompt) >= self.max_model_len:
-            self._done.append(self._finish(request, "error", error=(
-                f"prompt of {len(prompt)} tokens leaves no room to generate within "
-                f"max_model_len={self.max_model_len}")))
+            self._done.append(
+                self._finish(
+                    request,
+                    "error",
+                    error=(
+                        f"prompt of {len(prompt)} tokens leaves no room to generate within "
+                        f"max_model_len={self.max_model_len}"
+                    ),
+                )
+            )
         else:
             self.scheduler.add(request)
         return request_id
@@ -176,9 +213,17 @@ class LLMEngine:
         generated = 0
         for request, token, logprob, good in zip(batch, tokens, logprobs, ok, strict=True):
             if not good:
-                finished.append(self._finish(request, "error", now=now, error=(
-                    f"NaN/inf in logits at position {request.num_tokens} (output token {len(request.output_ids)}) "
-                    f"under weight version {self.version}")))
+                finished.append(
+                    self._finish(
+                        request,
+                        "error",
+                        now=now,
+                        error=(
+                            f"NaN/inf in logits at position {request.num_tokens} (output token {len(request.output_ids)}) "
+                            f"under weight version {self.version}"
+                        ),
+                    )
+                )
                 continue
             request.output_ids.append(token)
             request.logprobs.append(logprob)
@@ -193,9 +238,12 @@ class LLMEngine:
         self._rate.append((now, generated))
         return finished
 
-    def generate(self, prompts: Sequence[Sequence[int]],
-                 params: SamplingParams | Sequence[SamplingParams] | None = None,
-                 cache_keys: Sequence[Hashable | None] | None = None) -> list[Completion]:
+    def generate(
+        self,
+        prompts: Sequence[Sequence[int]],
+        params: SamplingParams | Sequence[SamplingParams] | None = None,
+        cache_keys: Sequence[Hashable | None] | None = None,
+    ) -> list[Completion]:
         """Run ``prompts`` to completion together (continuous batching); completions in input order.
 
         Requests added earlier with ``add_request`` keep running; those that finish meanwhile are
@@ -204,8 +252,9 @@ class LLMEngine:
         per_request = params if isinstance(params, Sequence) else [params] * len(prompts)
         keys = cache_keys if cache_keys is not None else [None] * len(prompts)
         if len(per_request) != len(prompts) or len(keys) != len(prompts):
-            raise ValueError(f"generate: {len(prompts)} prompts but {len(per_request)} params and "
-                             f"{len(keys)} cache_keys")
+            raise ValueError(
+                f"generate: {len(prompts)} prompts but {len(per_request)} params and {len(keys)} cache_keys"
+            )
         ids = [self.add_request(p, sp, cache_key=k) for p, sp, k in zip(prompts, per_request, keys, strict=True)]
         wanted = set(ids)
         results: dict[str, Completion] = {}
@@ -220,8 +269,9 @@ class LLMEngine:
         return [results[i] for i in ids]
 
     # ----------------------------------------------------------------- weights
-    def update_weights(self, named_tensors: Mapping[str, torch.Tensor] | Iterable[tuple[str, torch.Tensor]],
-                       version: int) -> None:
+    def update_weights(
+        self, named_tensors: Mapping[str, torch.Tensor] | Iterable[tuple[str, torch.Tensor]], version: int
+    ) -> None:
         """Copy new values into the model's parameters (by ``named_parameters`` name) and set the version.
 
         All names and shapes are checked before anything is copied, so a bad update changes nothing.
@@ -232,10 +282,15 @@ class LLMEngine:
         targets.update(self.model.named_buffers(remove_duplicate=False))
         unknown = [name for name, _ in items if name not in targets]
         if unknown:
-            raise KeyError(f"update_weights: unknown parameter names {unknown[:5]}"
-                           f"{' ...' if len(unknown) > 5 else ''}; the model has e.g. {list(targets)[:3]}")
-        mismatched = [f"{name}: {tuple(t.shape)} != {tuple(targets[name].shape)}" for name, t in items
-                      if tuple(t.shape) != tuple(targets[name].shape)]
+            raise KeyError(
+                f"update_weights: unknown parameter names {unknown[:5]}"
+                f"{' ...' if len(unknown) > 5 else ''}; the model has e.g. {list(targets)[:3]}"
+            )
+        mismatched = [
+            f"{name}: {tuple(t.shape)} != {tuple(targets[name].shape)}"
+            for name, t in items
+            if tuple(t.shape) != tuple(targets[name].shape)
+        ]
         if mismatched:
             raise ValueError(f"update_weights: shape mismatch {mismatched[:5]}")
         with torch.no_grad():
@@ -275,7 +330,10 @@ class LLMEngine:
         """
         seqs = [self._prefill_seq(r) for r in requests]
         first: dict[tuple[int, tuple[int, ...]], int] = {}
-        twin = [first.setdefault((s.start, tuple(r.prompt_ids)), i) for i, (s, r) in enumerate(zip(seqs, requests, strict=True))]
+        twin = [
+            first.setdefault((s.start, tuple(r.prompt_ids)), i)
+            for i, (s, r) in enumerate(zip(seqs, requests, strict=True))
+        ]
         unique = sorted(set(twin))
         logits = self.runner.prefill([seqs[i] for i in unique])
         row = {i: k for k, i in enumerate(unique)}
@@ -318,21 +376,30 @@ class LLMEngine:
             return "length", None
         return None
 
-    def _finish(self, request: Request, reason: FinishReason, now: float | None = None, error: str | None = None,
-                stop_reason: int | str | None = None) -> Completion:
+    def _finish(
+        self,
+        request: Request,
+        reason: FinishReason,
+        now: float | None = None,
+        error: str | None = None,
+        stop_reason: int | str | None = None,
+    ) -> Completion:
         """Take ``request`` out of the engine (slot, prefix cache) and build its completion."""
         if request.slot is not None:
             if reason == "error":
                 self.kv.clear(request.slot, request.num_computed)
             elif request.cache_key is not None and self.prefix_cache.capacity_tokens > 0 and request.num_computed > 0:
-                tokens = (request.prompt_ids + request.output_ids)[:request.num_computed]
-                self.prefix_cache.put(request.cache_key, CachedPrefix(
-                    tokens, self.kv.read(request.slot, request.num_computed), self.version))
+                tokens = (request.prompt_ids + request.output_ids)[: request.num_computed]
+                self.prefix_cache.put(
+                    request.cache_key,
+                    CachedPrefix(tokens, self.kv.read(request.slot, request.num_computed), self.version),
+                )
             self.scheduler.release(request)
         del self._requests[request.request_id]
         self.counters[reason] += 1
         if request.cached_prompt_tokens:
             self.counters["prefix_hits"] += 1
             self.counters["cached_prompt_tokens"] += request.cached_prompt_tokens
-        return request.completion(reason, self.version, now if now is not None else time.perf_counter(),
-                                  error=error, stop_reason=stop_reason)
+        return request.completion(
+            reason, self.version, now if now is not None else time.perf_counter(), error=error, stop_reason=stop_reason
+        )

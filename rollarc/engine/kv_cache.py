@@ -58,18 +58,28 @@ def plan_kv_cache(bytes_per_token: int, budget_bytes: int, max_num_seqs: int, ma
         raise KVBudgetError(
             f"the KV budget of {budget_bytes / 1e9:.3g} GB holds {budget_tokens} tokens "
             f"({bytes_per_token} bytes each), less than one request of max_model_len={max_model_len}; "
-            "raise engine.kv_cache_gb or engine.kv_cache_memory_fraction, or lower engine.max_model_len")
+            "raise engine.kv_cache_gb or engine.kv_cache_memory_fraction, or lower engine.max_model_len"
+        )
     return KVPlan(num_slots=slots, slot_len=max_model_len, bytes_per_token=bytes_per_token, budget_bytes=budget_bytes)
 
 
 class SlotKVCache:
-    def __init__(self, num_layers: int, max_num_seqs: int, num_kv_heads: int, max_model_len: int, head_dim: int,
-                 dtype: torch.dtype = torch.float32, device: torch.device | str = "cpu") -> None:
+    def __init__(
+        self,
+        num_layers: int,
+        max_num_seqs: int,
+        num_kv_heads: int,
+        max_model_len: int,
+        head_dim: int,
+        dtype: torch.dtype = torch.float32,
+        device: torch.device | str = "cpu",
+    ) -> None:
         self.num_layers = num_layers
         self.max_num_seqs = max_num_seqs
         self.max_model_len = max_model_len
-        self.data = torch.zeros(num_layers, 2, max_num_seqs, num_kv_heads, max_model_len, head_dim,
-                                dtype=dtype, device=device)
+        self.data = torch.zeros(
+            num_layers, 2, max_num_seqs, num_kv_heads, max_model_len, head_dim, dtype=dtype, device=device
+        )
 
     def keys(self, layer: int) -> torch.Tensor:
         """``[max_num_seqs, num_kv_heads, max_model_len, head_dim]`` view of one layer's keys."""

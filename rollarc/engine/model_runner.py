@@ -60,8 +60,10 @@ def model_geometry(model: Any) -> ModelGeometry:  # an HF model: submodules are 
     config = model.config
     model_type = getattr(config, "model_type", None)
     if model_type not in SUPPORTED_MODEL_TYPES:
-        raise UnsupportedModelError(f"rollarc's engine does not support model_type {model_type!r}; "
-                                    f"supported: {', '.join(SUPPORTED_MODEL_TYPES)}")
+        raise UnsupportedModelError(
+            f"rollarc's engine does not support model_type {model_type!r}; "
+            f"supported: {', '.join(SUPPORTED_MODEL_TYPES)}"
+        )
     attn = model.model.layers[0].self_attn
     return ModelGeometry(
         num_layers=config.num_hidden_layers,
@@ -126,8 +128,9 @@ class ModelRunner:
         self._positions = torch.arange(kv.max_model_len, device=self.device)
         self._rows = torch.arange(kv.max_num_seqs, device=self.device)
         # Windows that actually bite at this max_model_len; the others are plain causal attention.
-        self.windows = sorted({w for w in (layer.sliding_window for layer in self.layers)
-                               if w is not None and w < kv.max_model_len})
+        self.windows = sorted(
+            {w for w in (layer.sliding_window for layer in self.layers) if w is not None and w < kv.max_model_len}
+        )
 
     def _cos_sin(self, x: torch.Tensor, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """cos and sign-folded sin for ``positions [N]``, shaped ``[N, 1, head_dim]`` to broadcast over heads."""
@@ -141,8 +144,9 @@ class ModelRunner:
             q = layer.q_norm(q)
         return _rope(q, cos, sin)
 
-    def _kv(self, layer: _Layer, h: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor
-            ) -> tuple[torch.Tensor, torch.Tensor]:
+    def _kv(
+        self, layer: _Layer, h: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Projected, normed and rotated keys and values, ``[N, KV, D]`` each."""
         g = self.geometry
         k = layer.k_proj(h).view(h.shape[0], g.num_kv_heads, g.head_dim)
@@ -176,9 +180,11 @@ class ModelRunner:
             values[rows, :, positions] = v
             out = F.scaled_dot_product_attention(
                 q.view(batch, g.num_kv_heads, self.heads_per_kv, g.head_dim),
-                keys[:batch, :, :length], values[:batch, :, :length],
+                keys[:batch, :, :length],
+                values[:batch, :, :length],
                 attn_mask=masks[layer.sliding_window if layer.sliding_window in masks else None],
-                scale=layer.scaling)
+                scale=layer.scaling,
+            )
             x = x + layer.o_proj(out.reshape(batch, g.num_heads * g.head_dim))
             x = x + layer.mlp(layer.post_norm(x))
         return self.lm_head(self.final_norm(x))
@@ -193,12 +199,12 @@ class ModelRunner:
         g = self.geometry
         lengths = [len(s.token_ids) for s in seqs]
         token_ids = torch.tensor([t for s in seqs for t in s.token_ids], dtype=torch.long, device=self.device)
-        positions = torch.cat([self._positions[s.start:s.start + n] for s, n in zip(seqs, lengths)])
+        positions = torch.cat([self._positions[s.start : s.start + n] for s, n in zip(seqs, lengths, strict=True)])
         offsets = [0]
         for n in lengths:
             offsets.append(offsets[-1] + n)
-        last = torch.tensor([a + n - 1 for a, n in zip(offsets, lengths)], device=self.device)
-        masks = [self._prefill_masks(s.start, n) for s, n in zip(seqs, lengths)]
+        last = torch.tensor([a + n - 1 for a, n in zip(offsets, lengths, strict=False)], device=self.device)
+        masks = [self._prefill_masks(s.start, n) for s, n in zip(seqs, lengths, strict=True)]
         x = self.embed(token_ids)
         cos, sin = self._cos_sin(x, positions)
         final = len(self.layers) - 1
@@ -206,30 +212,37 @@ class ModelRunner:
             h = layer.input_norm(x)
             k, v = self._kv(layer, h, cos, sin)
             keys, values = self.kv.keys(index), self.kv.values(index)
-            for seq, n, a in zip(seqs, lengths, offsets):
-                keys[seq.slot, :, seq.start:seq.start + n] = k[a:a + n].transpose(0, 1)
-                values[seq.slot, :, seq.start:seq.start + n] = v[a:a + n].transpose(0, 1)
+            for seq, n, a in zip(seqs, lengths, offsets, strict=False):
+                keys[seq.slot, :, seq.start : seq.start + n] = k[a : a + n].transpose(0, 1)
+                values[seq.slot, :, seq.start : seq.start + n] = v[a : a + n].transpose(0, 1)
             if index < final:
                 q = self._q(layer, h, cos, sin)
                 outs = []
-                for seq, n, a, mask in zip(seqs, lengths, offsets, masks):
+                for seq, n, a, mask in zip(seqs, lengths, offsets, masks, strict=False):
                     end = seq.start + n
                     window_mask = mask.get(layer.sliding_window, mask[None])
                     out = F.scaled_dot_product_attention(
-                        q[a:a + n].transpose(0, 1)[None], keys[seq.slot:seq.slot + 1, :, :end],
-                        values[seq.slot:seq.slot + 1, :, :end], attn_mask=window_mask,
-                        is_causal=window_mask is None, scale=layer.scaling, enable_gqa=True)
+                        q[a : a + n].transpose(0, 1)[None],
+                        keys[seq.slot : seq.slot + 1, :, :end],
+                        values[seq.slot : seq.slot + 1, :, :end],
+                        attn_mask=window_mask,
+                        is_causal=window_mask is None,
+                        scale=layer.scaling,
+                        enable_gqa=True,
+                    )
                     outs.append(out[0].transpose(0, 1).reshape(n, g.num_heads * g.head_dim))
             else:
                 x, q = x[last], self._q(layer, h[last], cos[last], sin[last])
                 outs = []
-                for row, (seq, n) in enumerate(zip(seqs, lengths)):
+                for row, (seq, n) in enumerate(zip(seqs, lengths, strict=True)):
                     end = seq.start + n
                     begin = max(0, end - layer.sliding_window) if layer.sliding_window else 0
                     out = F.scaled_dot_product_attention(
                         q[row].view(1, g.num_kv_heads, self.heads_per_kv, g.head_dim),
-                        keys[seq.slot:seq.slot + 1, :, begin:end], values[seq.slot:seq.slot + 1, :, begin:end],
-                        scale=layer.scaling)
+                        keys[seq.slot : seq.slot + 1, :, begin:end],
+                        values[seq.slot : seq.slot + 1, :, begin:end],
+                        scale=layer.scaling,
+                    )
                     outs.append(out.reshape(1, g.num_heads * g.head_dim))
             x = x + layer.o_proj(torch.cat(outs) if len(outs) > 1 else outs[0])
             x = x + layer.mlp(layer.post_norm(x))
@@ -240,8 +253,8 @@ class ModelRunner:
         masks: dict[int | None, torch.Tensor | None] = {}
         if start == 0:
             masks[None] = None
-        query_pos = self._positions[start:start + n][:, None]
-        key_pos = self._positions[:start + n][None, :]
+        query_pos = self._positions[start : start + n][:, None]
+        key_pos = self._positions[: start + n][None, :]
         causal = key_pos <= query_pos
         if start > 0:
             masks[None] = causal

@@ -35,8 +35,14 @@ class Request:
     def last_token(self) -> int:
         return self.output_ids[-1] if self.output_ids else self.prompt_ids[-1]
 
-    def completion(self, finish_reason: FinishReason, version: int, finish_time: float, error: str | None = None,
-                   stop_reason: int | str | None = None) -> Completion:
+    def completion(
+        self,
+        finish_reason: FinishReason,
+        version: int,
+        finish_time: float,
+        error: str | None = None,
+        stop_reason: int | str | None = None,
+    ) -> Completion:
         return Completion(
             request_id=self.request_id,
             prompt_len=len(self.prompt_ids),

@@ -50,8 +50,9 @@ def greedy(logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return token_ids, logprobs
 
 
-def filtered_sorted_logprobs(logits: torch.Tensor, temperature: torch.Tensor, top_k: torch.Tensor,
-                             top_p: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def filtered_sorted_logprobs(
+    logits: torch.Tensor, temperature: torch.Tensor, top_k: torch.Tensor, top_p: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Log-probs of the tempered, top-k/top-p filtered, renormalised distribution, sorted most likely first.
 
     Returns ``(logprobs_sorted [B, V], order [B, V])``; filtered-out entries are ``-inf``.
@@ -73,8 +74,9 @@ def filtered_sorted_logprobs(logits: torch.Tensor, temperature: torch.Tensor, to
     return torch.log_softmax(sorted_logits, dim=-1), order
 
 
-def sample(logits: torch.Tensor, temperature: torch.Tensor, top_k: torch.Tensor, top_p: torch.Tensor,
-           uniforms: torch.Tensor) -> Sampled:
+def sample(
+    logits: torch.Tensor, temperature: torch.Tensor, top_k: torch.Tensor, top_p: torch.Tensor, uniforms: torch.Tensor
+) -> Sampled:
     """Choose one token per row of ``logits [B, V]``; per-row parameters are ``[B]`` tensors.
 
     Rows with ``temperature == 0`` are greedy. See the module docstring for the log-probs returned.

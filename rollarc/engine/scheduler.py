@@ -44,8 +44,11 @@ class Scheduler:
         budget = self.prefill_token_budget
         while self.waiting and len(self.running) < self.kv.max_num_seqs:
             request = self.waiting[0]
-            reuse = self.prefix_cache.lookup(request.cache_key, request.prompt_ids, version) \
-                if request.cache_key is not None else None
+            reuse = (
+                self.prefix_cache.lookup(request.cache_key, request.prompt_ids, version)
+                if request.cache_key is not None
+                else None
+            )
             cached = reuse[1] if reuse is not None else 0
             need = len(request.prompt_ids) - cached
             if output.prefills and need > budget:

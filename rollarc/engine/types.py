@@ -42,8 +42,9 @@ class SamplingParams:
         stop = (self.stop,) if isinstance(self.stop, str) else tuple(self.stop)
         object.__setattr__(self, "stop", stop)
         if not (math.isfinite(self.temperature) and self.temperature >= 0):
-            raise ValueError("SamplingParams.temperature must be a finite number >= 0 (0 = greedy), "
-                             f"got {self.temperature!r}")
+            raise ValueError(
+                f"SamplingParams.temperature must be a finite number >= 0 (0 = greedy), got {self.temperature!r}"
+            )
         if not (0.0 < self.top_p <= 1.0):
             raise ValueError(f"SamplingParams.top_p must be in (0, 1], got {self.top_p!r}")
         if self.top_k < 0:

@@ -97,7 +97,8 @@ class CountdownEnv(TextEnv[tuple[Tag, str]]):
             numbers = tuple(int(n) for n in rng.integers(cfg.num_min, cfg.num_max + 1, size=cfg.num_count))
             found = reachable(tuple(sorted(numbers)))
             targets = sorted(
-                value for value, solution in found.items()
+                value
+                for value, solution in found.items()
                 if cfg.target_min <= value <= cfg.target_max and solution.steps
             )
             if targets:

@@ -40,7 +40,9 @@ class FrozenLakeConfig(TextEnvConfig):
     size: int = Field(default=6, ge=2, le=16, description="the map is size x size")
     frozen_prob: float = Field(default=0.8, gt=0.0, le=1.0, description="chance a tile is frozen (not a hole)")
     is_slippery: bool = False
-    success_rate: float = Field(default=1.0 / 3.0, ge=0.0, le=1.0, description="slippery: chance the move goes as asked")
+    success_rate: float = Field(
+        default=1.0 / 3.0, ge=0.0, le=1.0, description="slippery: chance the move goes as asked"
+    )
 
 
 class FrozenLakeEnv(TextEnv[Move]):

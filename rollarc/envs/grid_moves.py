@@ -36,10 +36,14 @@ class Move(Enum):
 INVALID_MOVE_HINT = "Invalid action. Use U, D, L or R."
 
 _LENIENT_WORDS = {
-    "u": Move.U, "up": Move.U,
-    "d": Move.D, "down": Move.D,
-    "l": Move.L, "left": Move.L,
-    "r": Move.R, "right": Move.R,
+    "u": Move.U,
+    "up": Move.U,
+    "d": Move.D,
+    "down": Move.D,
+    "l": Move.L,
+    "left": Move.L,
+    "r": Move.R,
+    "right": Move.R,
 }
 _STRIP = string.whitespace + string.punctuation
 

@@ -46,19 +46,24 @@ _REQUIRED: dict[str, tuple[str, ...]] = {
 class LatencyConfig(FrozenModel):
     """Per-step env latency and failure model; only the parameters of ``kind`` may be set."""
 
-    kind: LatencyKind = Field("none", description="delay distribution: `none` (0 s), `fixed` (fixed_s), `lognormal` "
-                                                  "(median_s, sigma), `pareto` (scale_s, alpha) or `trace` (resample "
-                                                  "trace_path)")
+    kind: LatencyKind = Field(
+        "none",
+        description="delay distribution: `none` (0 s), `fixed` (fixed_s), `lognormal` "
+        "(median_s, sigma), `pareto` (scale_s, alpha) or `trace` (resample "
+        "trace_path)",
+    )
     fixed_s: float | None = Field(default=None, ge=0.0, description="`fixed` only: the delay of every step, seconds")
     median_s: float | None = Field(default=None, gt=0.0, description="`lognormal` only: median delay, seconds")
     sigma: float | None = Field(default=None, ge=0.0, description="`lognormal` only: delay = median_s * exp(sigma * Z)")
     scale_s: float | None = Field(default=None, gt=0.0, description="`pareto` only: minimum delay, seconds")
     alpha: float | None = Field(default=None, gt=0.0, description="`pareto` only: shape (smaller: heavier tail)")
-    trace_path: Path | None = Field(None, description="`trace` only: file of recorded delays, seconds, one per line "
-                                                      "(`#` starts a comment)")
+    trace_path: Path | None = Field(
+        None, description="`trace` only: file of recorded delays, seconds, one per line (`#` starts a comment)"
+    )
     max_s: float | None = Field(default=None, gt=0.0, description="cap on a sampled delay")
-    failure_prob: float = Field(default=0.0, ge=0.0, le=1.0, description="probability that a step fails, which "
-                                                                         "fails its trajectory")
+    failure_prob: float = Field(
+        default=0.0, ge=0.0, le=1.0, description="probability that a step fails, which fails its trajectory"
+    )
 
     @model_validator(mode="after")
     def _parameters_match_kind(self) -> LatencyConfig:
@@ -99,7 +104,9 @@ class LatencyModel:
         failed = bool(rng.random() < self.config.failure_prob)
         return delay, failed
 
-    def quantiles(self, qs: tuple[float, ...] = (0.5, 0.9, 0.99), n: int = 100_000, seed: int = 0) -> dict[float, float]:
+    def quantiles(
+        self, qs: tuple[float, ...] = (0.5, 0.9, 0.99), n: int = 100_000, seed: int = 0
+    ) -> dict[float, float]:
         """Empirical quantiles of ``n`` sampled delays (for tests and docs)."""
         delays = self._delays(np.random.default_rng(seed), n)
         return {q: float(np.quantile(delays, q)) for q in qs}

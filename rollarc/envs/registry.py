@@ -41,10 +41,12 @@ class EnvSpec(FrozenModel):
     """Which env to build: a registered ``id`` or an ``entry_point`` ("module:Attr"), plus kwargs."""
 
     id: str | None = Field(None, description="a registered env id (built in: countdown, frozen_lake, sokoban)")
-    entry_point: str | None = Field(None, description="any gymnasium Text env by import path, 'package.module:Attr' "
-                                                      "(a class or a factory)")
-    kwargs: dict[str, Any] = Field({}, description="keyword arguments of the env's constructor, checked when it is "
-                                                   "made")
+    entry_point: str | None = Field(
+        None, description="any gymnasium Text env by import path, 'package.module:Attr' (a class or a factory)"
+    )
+    kwargs: dict[str, Any] = Field(
+        {}, description="keyword arguments of the env's constructor, checked when it is made"
+    )
 
     @model_validator(mode="after")
     def _exactly_one(self) -> EnvSpec:
@@ -148,4 +150,6 @@ def _check_kwargs(creator: Any, kwargs: dict[str, Any], name: str) -> None:
     accepted = [p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
     unknown = sorted(set(kwargs) - set(accepted))
     if unknown:
-        raise EnvLoadError(f"{name} got unknown kwarg(s) {', '.join(unknown)}; it accepts: {', '.join(accepted) or 'none'}")
+        raise EnvLoadError(
+            f"{name} got unknown kwarg(s) {', '.join(unknown)}; it accepts: {', '.join(accepted) or 'none'}"
+        )

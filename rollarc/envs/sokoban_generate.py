@@ -98,7 +98,9 @@ def _reverse_play(rng: np.random.Generator, room: Room, pulls: int) -> Room:
         boxes.add(stand)
         player = step_to
     floor = sorted(_reachable(room, player, boxes))
-    return Room(room.height, room.width, room.walls, room.targets, frozenset(boxes), floor[int(rng.integers(len(floor)))])
+    return Room(
+        room.height, room.width, room.walls, room.targets, frozenset(boxes), floor[int(rng.integers(len(floor)))]
+    )
 
 
 def _reachable(room: Room, start: int, boxes: set[int]) -> set[int]:

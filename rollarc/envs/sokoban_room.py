@@ -116,5 +116,7 @@ class Room:
         if len(players) != 1:
             raise ValueError(f"sokoban layout needs exactly one player (P or +), found {len(players)}")
         if not boxes or len(boxes) != len(targets):
-            raise ValueError(f"sokoban layout needs as many targets as boxes (>= 1): {len(boxes)} boxes, {len(targets)} targets")
+            raise ValueError(
+                f"sokoban layout needs as many targets as boxes (>= 1): {len(boxes)} boxes, {len(targets)} targets"
+            )
         return cls(len(lines), width, frozenset(walls), frozenset(targets), frozenset(boxes), players[0])

@@ -49,8 +49,12 @@ def atomic_directory(path: str | Path) -> Iterator[Path]:
         shutil.rmtree(old, ignore_errors=True)
 
 
-def save_policy(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, path: str | Path,
-                extra_files: dict[str, str] | None = None) -> Path:
+def save_policy(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    path: str | Path,
+    extra_files: dict[str, str] | None = None,
+) -> Path:
     """Save model + tokenizer (+ small text files, e.g. metadata) as one HF-format directory, atomically."""
     with atomic_directory(path) as tmp:
         model.save_pretrained(tmp, safe_serialization=True)
@@ -60,7 +64,9 @@ def save_policy(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, path
     return Path(path)
 
 
-def load_policy(path: str | Path, dtype: torch.dtype = torch.float32) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+def load_policy(
+    path: str | Path, dtype: torch.dtype = torch.float32
+) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """Load any HF-format causal LM directory (weights + tokenizer) from local disk, never from a hub."""
     path = Path(path)
     if not (path / "config.json").is_file():
@@ -77,10 +83,18 @@ def load_tokenizer(path: str | Path) -> PreTrainedTokenizerBase:
     return tokenizer
 
 
-def new_policy(preset: str, max_position_embeddings: int = 1024, seed: int = 0) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+def new_policy(
+    preset: str, max_position_embeddings: int = 1024, seed: int = 0
+) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """A freshly initialised tiny policy with rollarc's character tokenizer."""
     tokenizer = build_tokenizer()
     tokenizer.model_max_length = max_position_embeddings
-    model = build_model(preset, vocab_size=len(tokenizer), max_position_embeddings=max_position_embeddings,
-                        seed=seed, pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id)
+    model = build_model(
+        preset,
+        vocab_size=len(tokenizer),
+        max_position_embeddings=max_position_embeddings,
+        seed=seed,
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+    )
     return model, tokenizer

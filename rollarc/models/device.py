@@ -31,9 +31,11 @@ def resolve_device(name: DeviceName | str) -> torch.device:
         return torch.device("cuda:0") if torch.cuda.is_available() else torch.device("cpu")
     if name == "cuda":
         if not torch.cuda.is_available():
-            raise DeviceUnavailableError("model.device is 'cuda' but this process sees no CUDA device "
-                                         "(torch.cuda.is_available() is False); use model.device=auto or cpu, "
-                                         "or place the role on a GPU pool")
+            raise DeviceUnavailableError(
+                "model.device is 'cuda' but this process sees no CUDA device "
+                "(torch.cuda.is_available() is False); use model.device=auto or cpu, "
+                "or place the role on a GPU pool"
+            )
         return torch.device("cuda:0")
     raise ValueError(f"unknown device {name!r}; allowed: auto, cpu, cuda")
 

@@ -33,8 +33,15 @@ PRESETS: dict[str, SizePreset] = {
 }
 
 
-def build_config(preset: str, vocab_size: int, max_position_embeddings: int = 1024, *, pad_token_id: int = 0,
-                 eos_token_id: int = 0, bos_token_id: int | None = None) -> LlamaConfig:
+def build_config(
+    preset: str,
+    vocab_size: int,
+    max_position_embeddings: int = 1024,
+    *,
+    pad_token_id: int = 0,
+    eos_token_id: int = 0,
+    bos_token_id: int | None = None,
+) -> LlamaConfig:
     if preset not in PRESETS:
         raise ValueError(f"unknown model preset {preset!r}; allowed: {', '.join(PRESETS)}")
     p = PRESETS[preset]
@@ -55,11 +62,19 @@ def build_config(preset: str, vocab_size: int, max_position_embeddings: int = 10
     )
 
 
-def build_model(preset: str, vocab_size: int, max_position_embeddings: int = 1024, *, seed: int = 0,
-                pad_token_id: int = 0, eos_token_id: int = 0) -> LlamaForCausalLM:
+def build_model(
+    preset: str,
+    vocab_size: int,
+    max_position_embeddings: int = 1024,
+    *,
+    seed: int = 0,
+    pad_token_id: int = 0,
+    eos_token_id: int = 0,
+) -> LlamaForCausalLM:
     """A freshly initialised fp32 model; the same seed gives the same weights."""
-    config = build_config(preset, vocab_size, max_position_embeddings, pad_token_id=pad_token_id,
-                          eos_token_id=eos_token_id)
+    config = build_config(
+        preset, vocab_size, max_position_embeddings, pad_token_id=pad_token_id, eos_token_id=eos_token_id
+    )
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = LlamaForCausalLM(config)

@@ -44,8 +44,15 @@ COUNTERS = (
 class ReportError(ValueError):
     """A run directory a report cannot be built from; the message is meant for the user as is."""
 
-KIND_COLORS = {"generate": "tab:blue", "env_step": "tab:green", "reward": "tab:purple", "train": "tab:red",
-               "sync": "tab:orange", "eval": "tab:gray"}
+
+KIND_COLORS = {
+    "generate": "tab:blue",
+    "env_step": "tab:green",
+    "reward": "tab:purple",
+    "train": "tab:red",
+    "sync": "tab:orange",
+    "eval": "tab:gray",
+}
 
 
 def busy_intervals(spans: list[dict[str, Any]]) -> list[tuple[float, float]]:
@@ -110,12 +117,19 @@ def plot_timeline(spans: list[dict[str, Any]], path: Path, max_lanes: int = 40) 
     fig, ax = plt.subplots(figsize=(12, 0.45 * len(lanes) + 1.5))
     for kind, color in KIND_COLORS.items():
         for lane in lanes:
-            bars = [(s["t0"], s["t1"] - s["t0"]) for s in spans
-                    if s.get("kind") == kind and (s["role"], s["worker"]) == lane]
+            bars = [
+                (s["t0"], s["t1"] - s["t0"])
+                for s in spans
+                if s.get("kind") == kind and (s["role"], s["worker"]) == lane
+            ]
             if lane[0] in ("env", "rollout") and kind in ("generate", "env_step"):
                 # Many overlapping per-trajectory spans: draw the busy union instead of thousands of bars.
-                bars = [(t0, t1 - t0) for t0, t1 in busy_intervals(
-                    [s for s in spans if s.get("kind") == kind and (s["role"], s["worker"]) == lane])]
+                bars = [
+                    (t0, t1 - t0)
+                    for t0, t1 in busy_intervals(
+                        [s for s in spans if s.get("kind") == kind and (s["role"], s["worker"]) == lane]
+                    )
+                ]
             if bars:
                 ax.broken_barh(bars, (index[lane] - 0.4, 0.8), facecolors=color, label=kind)
     handles, labels = ax.get_legend_handles_labels()
@@ -138,16 +152,19 @@ def build_report(run_dir: str | Path) -> list[Path]:
     if not run_dir.is_dir():
         raise ReportError(f"{run_dir} is not a directory; give a run directory (runs/NAME-YYYYmmdd-HHMMSS)")
     if not any((run_dir / name).is_file() for name in RUN_FILES):
-        raise ReportError(f"{run_dir} holds none of {', '.join(RUN_FILES)}: it is not a run directory, or its run "
-                          "has not started yet")
+        raise ReportError(
+            f"{run_dir} holds none of {', '.join(RUN_FILES)}: it is not a run directory, or its run has not started yet"
+        )
     metrics = _read_jsonl(run_dir / "metrics.jsonl")
     spans = _read_jsonl(run_dir / "timeline.jsonl")
     summary_path = run_dir / "summary.json"
     summary = _read_summary(summary_path)
     finished = "steps" in summary  # the controller writes it at the end; a stopped run has none
-    evals = summary.get("evals") or [{"label": f"step_{m['step']}", "version": m["step"],
-                                      "success": m["heldout_success"], "episodes": None}
-                                     for m in metrics if "heldout_success" in m]
+    evals = summary.get("evals") or [
+        {"label": f"step_{m['step']}", "version": m["step"], "success": m["heldout_success"], "episodes": None}
+        for m in metrics
+        if "heldout_success" in m
+    ]
     outputs = [plot_learning_curve(metrics, evals, run_dir / LEARNING_CURVE)]
     if spans:
         outputs.append(plot_timeline(spans, run_dir / TIMELINE))
@@ -158,7 +175,11 @@ def build_report(run_dir: str | Path) -> list[Path]:
         outputs.append(summary_path)
     config_path = run_dir / "config.yaml"
     text = render_report(
-        run_dir.name, metrics=metrics, summary=summary, evals=evals, finished=finished,
+        run_dir.name,
+        metrics=metrics,
+        summary=summary,
+        evals=evals,
+        finished=finished,
         config_yaml=config_path.read_text() if config_path.is_file() else None,
         images=[p.name for p in outputs if p.suffix == ".png"],
     )
@@ -170,15 +191,34 @@ def build_report(run_dir: str | Path) -> list[Path]:
     return outputs
 
 
-def render_report(name: str, *, metrics: list[dict[str, Any]], summary: dict[str, Any], evals: list[dict[str, Any]],
-                  finished: bool, config_yaml: str | None, images: list[str]) -> str:
+def render_report(
+    name: str,
+    *,
+    metrics: list[dict[str, Any]],
+    summary: dict[str, Any],
+    evals: list[dict[str, Any]],
+    finished: bool,
+    config_yaml: str | None,
+    images: list[str],
+) -> str:
     """``report.md``: held-out table, training figures, plots, bubbles, counters and the resolved config."""
-    lines = [f"# Run report: {name}", "",
-             ("Built by `rollarc report RUN_DIR` from this directory's `metrics.jsonl`, `timeline.jsonl`, "
-             "`summary.json` and `config.yaml`; running it again rebuilds this page and the plots."), ""]
+    lines = [
+        f"# Run report: {name}",
+        "",
+        (
+            "Built by `rollarc report RUN_DIR` from this directory's `metrics.jsonl`, `timeline.jsonl`, "
+            "`summary.json` and `config.yaml`; running it again rebuilds this page and the plots."
+        ),
+        "",
+    ]
     if not finished:
-        lines += [("**No `summary.json`: the run did not finish** (it stopped or is still running). The figures "
-                  "below come from what it logged so far."), ""]
+        lines += [
+            (
+                "**No `summary.json`: the run did not finish** (it stopped or is still running). The figures "
+                "below come from what it logged so far."
+            ),
+            "",
+        ]
     lines += ["## Held-out success", ""]
     lines += _heldout_section(summary, evals)
     lines += ["## Learning curve", ""]
@@ -193,9 +233,15 @@ def render_report(name: str, *, metrics: list[dict[str, Any]], summary: dict[str
     bubbles = summary.get("bubble_fraction") or {}
     if bubbles:
         where = "the RL window" if summary.get("rl_window") else "the whole timeline"
-        lines += [(f"Bubble fraction per role: idle time / wall time over {where}, averaged over the role's "
-                  "workers (held-out evaluation excluded)."), "",
-                  "| role | bubble fraction |", "|---|---|"]
+        lines += [
+            (
+                f"Bubble fraction per role: idle time / wall time over {where}, averaged over the role's "
+                "workers (held-out evaluation excluded)."
+            ),
+            "",
+            "| role | bubble fraction |",
+            "|---|---|",
+        ]
         lines += [f"| {role} | {_num(value)} |" for role, value in bubbles.items()]
         lines.append("")
     lines += ["## Counters", ""]
@@ -204,8 +250,14 @@ def render_report(name: str, *, metrics: list[dict[str, Any]], summary: dict[str
     if config_yaml is None:
         lines += ["No `config.yaml` in the run directory.", ""]
     else:
-        lines += ["The resolved config (every default spelled out), as `config.yaml` holds it:", "",
-                  "```yaml", config_yaml.rstrip("\n"), "```", ""]
+        lines += [
+            "The resolved config (every default spelled out), as `config.yaml` holds it:",
+            "",
+            "```yaml",
+            config_yaml.rstrip("\n"),
+            "```",
+            "",
+        ]
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
@@ -215,16 +267,27 @@ def _heldout_section(summary: dict[str, Any], evals: list[dict[str, Any]]) -> li
     lines: list[str] = []
     before, after = summary.get("heldout_success_before_rl"), summary.get("heldout_success_after_rl")
     if before is not None and after is not None:
-        lines += [(f"Held-out success **{_num(before)} before RL -> {_num(after)} after RL** "
-                  f"({summary.get('heldout_episodes', '?')} greedy episodes on seeds training never sees)."), ""]
+        lines += [
+            (
+                f"Held-out success **{_num(before)} before RL -> {_num(after)} after RL** "
+                f"({summary.get('heldout_episodes', '?')} greedy episodes on seeds training never sees)."
+            ),
+            "",
+        ]
     tasks = sorted({task for e in evals for task in (e.get("per_task") or {})})
     per_task = len(tasks) > 1
     header = ["evaluation", "policy version", "episodes", "success", "mean reward", "failed"]
     header += [f"success: {t}" for t in tasks] if per_task else []
     lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for e in evals:
-        row = [_label(e.get("label", "")), e.get("version"), e.get("episodes"), e.get("success"), e.get("reward"),
-               e.get("failed")]
+        row = [
+            _label(e.get("label", "")),
+            e.get("version"),
+            e.get("episodes"),
+            e.get("success"),
+            e.get("reward"),
+            e.get("failed"),
+        ]
         row += [(e.get("per_task") or {}).get(t) for t in tasks] if per_task else []
         lines.append("| " + " | ".join(_num(v) for v in row) + " |")
     return [*lines, ""]
@@ -234,15 +297,26 @@ def _training_section(metrics: list[dict[str, Any]]) -> list[str]:
     if not metrics:
         return ["No training step was logged (`metrics.jsonl` is missing or empty).", ""]
     first, last = metrics[0], metrics[-1]
-    lines = [f"{len(metrics)} training steps logged (steps {first['step']} to {last['step']}).", "",
-             "| per step | first step | last step | mean | max |", "|---|---|---|---|---|"]
-    for key, label in (("success", "train success (sampled)"), ("reward", "mean reward"),
-                       ("step_time_s", "step time, s"), ("gen_tok_s", "generated tokens/s"),
-                       ("staleness_max", "max staleness (versions)"), ("loss", "loss")):
+    lines = [
+        f"{len(metrics)} training steps logged (steps {first['step']} to {last['step']}).",
+        "",
+        "| per step | first step | last step | mean | max |",
+        "|---|---|---|---|---|",
+    ]
+    for key, label in (
+        ("success", "train success (sampled)"),
+        ("reward", "mean reward"),
+        ("step_time_s", "step time, s"),
+        ("gen_tok_s", "generated tokens/s"),
+        ("staleness_max", "max staleness (versions)"),
+        ("loss", "loss"),
+    ):
         values = [m[key] for m in metrics if isinstance(m.get(key), (int, float)) and not isinstance(m[key], bool)]
         if values:
-            lines.append(f"| {label} | {_num(first.get(key))} | {_num(last.get(key))} | "
-                         f"{_num(sum(values) / len(values))} | {_num(max(values))} |")
+            lines.append(
+                f"| {label} | {_num(first.get(key))} | {_num(last.get(key))} | "
+                f"{_num(sum(values) / len(values))} | {_num(max(values))} |"
+            )
     return [*lines, ""]
 
 

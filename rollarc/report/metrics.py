@@ -22,8 +22,11 @@ class MetricsWriter:
     def __init__(self, run_dir: Path, tensorboard: bool = True, truncate_after_step: int | None = None):
         self.path = run_dir / "metrics.jsonl"
         if truncate_after_step is not None and self.path.exists():
-            kept = [line for line in self.path.read_text().splitlines()
-                    if line.strip() and json.loads(line).get("step", 0) <= truncate_after_step]
+            kept = [
+                line
+                for line in self.path.read_text().splitlines()
+                if line.strip() and json.loads(line).get("step", 0) <= truncate_after_step
+            ]
             self.path.write_text("".join(line + "\n" for line in kept))
         self._file = self.path.open("a")
         self._tb = None

@@ -16,8 +16,10 @@ class RunProgress:
             TextColumn("[bold]{task.description}"),
             BarColumn(),
             MofNCompleteColumn(),
-            TextColumn("success {task.fields[success]}  reward {task.fields[reward]}  "
-                       "{task.fields[tok_s]} tok/s  staleness {task.fields[staleness]}"),
+            TextColumn(
+                "success {task.fields[success]}  reward {task.fields[reward]}  "
+                "{task.fields[tok_s]} tok/s  staleness {task.fields[staleness]}"
+            ),
             TimeElapsedColumn(),
             TextColumn("ETA"),
             TimeRemainingColumn(),
@@ -25,8 +27,9 @@ class RunProgress:
             disable=not enabled,
             transient=False,
         )
-        self._task = self._progress.add_task(description, total=total_steps, success="-", reward="-", tok_s="-",
-                                             staleness="-")
+        self._task = self._progress.add_task(
+            description, total=total_steps, success="-", reward="-", tok_s="-", staleness="-"
+        )
 
     def __enter__(self) -> RunProgress:
         self._progress.start()

@@ -25,12 +25,21 @@ import numpy as np
 from rollarc.envs.latency import LatencyConfig, LatencyModel
 
 
-def wave_arrivals(waves: int, trajectories: int, turns: int, period_s: float, latency: LatencyConfig,
-                  generate_s: float = 0.05, seed: int = 0) -> np.ndarray:
+def wave_arrivals(
+    waves: int,
+    trajectories: int,
+    turns: int,
+    period_s: float,
+    latency: LatencyConfig,
+    generate_s: float = 0.05,
+    seed: int = 0,
+) -> np.ndarray:
     """Sorted arrival times (seconds from the first wave's start) of the trajectories that finish."""
     if waves < 1 or trajectories < 1 or turns < 1 or period_s <= 0:
-        raise ValueError(f"waves, trajectories and turns must be >= 1 and period_s > 0; got {waves}, "
-                         f"{trajectories}, {turns}, {period_s}")
+        raise ValueError(
+            f"waves, trajectories and turns must be >= 1 and period_s > 0; got {waves}, "
+            f"{trajectories}, {turns}, {period_s}"
+        )
     rng = np.random.default_rng(seed)
     model = LatencyModel(latency)
     times = []

@@ -40,8 +40,16 @@ class ClientStats:
 
 
 class RewardClient:
-    def __init__(self, call: Call, context_tokens: int, timeout_s: float, max_retries: int, backoff_s: float,
-                 lost: tuple[type[BaseException], ...] = (), errors: tuple[type[BaseException], ...] = ()):
+    def __init__(
+        self,
+        call: Call,
+        context_tokens: int,
+        timeout_s: float,
+        max_retries: int,
+        backoff_s: float,
+        lost: tuple[type[BaseException], ...] = (),
+        errors: tuple[type[BaseException], ...] = (),
+    ):
         self._call = call
         self.context_tokens = context_tokens
         self.timeout_s = timeout_s
@@ -66,13 +74,15 @@ class RewardClient:
                 value = await asyncio.wait_for(self._call(tokens), max(deadline - loop.time(), 0.0))
             except TimeoutError:
                 self.stats.timeouts += 1
-                raise RewardFailure(f"timed out after {self.timeout_s:g} s"
-                                    + (f" ({attempt} retries)" if attempt else "")) from None
+                raise RewardFailure(
+                    f"timed out after {self.timeout_s:g} s" + (f" ({attempt} retries)" if attempt else "")
+                ) from None
             except self.lost as err:
                 if attempt >= self.max_retries:
                     self.stats.failures += 1
-                    raise RewardFailure(f"replica lost {attempt + 1} times, retries exhausted: "
-                                        f"{type(err).__name__}") from err
+                    raise RewardFailure(
+                        f"replica lost {attempt + 1} times, retries exhausted: {type(err).__name__}"
+                    ) from err
                 attempt += 1
                 self.stats.retries += 1
                 await asyncio.sleep(min(self.backoff_s * 2 ** (attempt - 1), max(deadline - loop.time(), 0.0)))

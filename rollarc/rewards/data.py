@@ -57,9 +57,17 @@ def _measuring_env(task: TaskConfig, horizon: int) -> tuple[gymnasium.Env, int |
     return make_env(spec), own_limit
 
 
-async def labelled_episode(task: TaskConfig, seed: int, epsilon: float, cut_at: int | None, renderer: ChatRenderer,
-                           sampling: SamplingConfig, train: RewardTrainConfig, context_tokens: int,
-                           rng: np.random.Generator) -> Example | None:
+async def labelled_episode(
+    task: TaskConfig,
+    seed: int,
+    epsilon: float,
+    cut_at: int | None,
+    renderer: ChatRenderer,
+    sampling: SamplingConfig,
+    train: RewardTrainConfig,
+    context_tokens: int,
+    rng: np.random.Generator,
+) -> Example | None:
     """One noisy-expert episode and its progress label (None when the episode itself failed)."""
     env, own_limit = _measuring_env(task, train.label_horizon)
     max_turns = min(task.agent.max_turns, own_limit or task.agent.max_turns, cut_at or task.agent.max_turns)
@@ -71,8 +79,15 @@ async def labelled_episode(task: TaskConfig, seed: int, epsilon: float, cut_at: 
         if action is None or rng.random() < epsilon:
             action = str(rng.choice(train.random_actions))
         ids = renderer.encode_reply(action)[: params.max_tokens]
-        return Completion(request_id=cache_key, prompt_len=len(prompt_ids), token_ids=ids, logprobs=[0.0] * len(ids),
-                          token_versions=[0] * len(ids), version=0, finish_reason="stop")
+        return Completion(
+            request_id=cache_key,
+            prompt_len=len(prompt_ids),
+            token_ids=ids,
+            logprobs=[0.0] * len(ids),
+            token_versions=[0] * len(ids),
+            version=0,
+            finish_reason="stop",
+        )
 
     async def env_call(fn: Any, *args: Any, **kwargs: Any) -> Any:
         try:
@@ -84,8 +99,16 @@ async def labelled_episode(task: TaskConfig, seed: int, epsilon: float, cut_at: 
         return result
 
     traj = Trajectory(traj_id=f"reward-data-{task.name}-{seed}", task=task.name, seed=seed)
-    traj = await run_trajectory(env, renderer, act, agent, sampling, traj, env_call,
-                                instructions=instructions(env) if agent.instructions else "")
+    traj = await run_trajectory(
+        env,
+        renderer,
+        act,
+        agent,
+        sampling,
+        traj,
+        env_call,
+        instructions=instructions(env) if agent.instructions else "",
+    )
     if traj.status != "ok" or not traj.segments:
         env.close()
         return None
@@ -93,12 +116,23 @@ async def labelled_episode(task: TaskConfig, seed: int, epsilon: float, cut_at: 
     d_final = expert_distance(env, train.label_horizon) if finished_live else None
     env.close()
     label = progress_label(traj.success, d_start[0] if d_start else None, d_final)
-    return Example(tokens=reward_tokens(traj, context_tokens), progress=label, success=traj.success, task=task.name,
-                   seed=seed, epsilon=epsilon)
+    return Example(
+        tokens=reward_tokens(traj, context_tokens),
+        progress=label,
+        success=traj.success,
+        task=task.name,
+        seed=seed,
+        epsilon=epsilon,
+    )
 
 
-def generate_examples(tasks: list[TaskConfig], renderer: ChatRenderer, sampling: SamplingConfig, train: RewardTrainConfig,
-                      context_tokens: int) -> list[Example]:
+def generate_examples(
+    tasks: list[TaskConfig],
+    renderer: ChatRenderer,
+    sampling: SamplingConfig,
+    train: RewardTrainConfig,
+    context_tokens: int,
+) -> list[Example]:
     """``train.episodes`` labelled examples over ``tasks`` (by weight), env seeds from ``train.seed_base``."""
     rng = np.random.default_rng(train.seed)
     weights = np.array([t.weight for t in tasks], dtype=float)
@@ -110,8 +144,9 @@ def generate_examples(tasks: list[TaskConfig], renderer: ChatRenderer, sampling:
             task = tasks[int(task_index)]
             epsilon = train.epsilons[index % len(train.epsilons)]
             cut_at = int(rng.integers(1, task.agent.max_turns + 1)) if rng.random() < train.cut_fraction else None
-            example = await labelled_episode(task, train.seed_base + index, epsilon, cut_at, renderer, sampling,
-                                             train, context_tokens, rng)
+            example = await labelled_episode(
+                task, train.seed_base + index, epsilon, cut_at, renderer, sampling, train, context_tokens, rng
+            )
             if example is not None:
                 examples.append(example)
         return examples

@@ -36,8 +36,14 @@ QUIET_LOGS = {"log_level": "WARNING", "enable_access_log": False}
 class RewardJudge:
     """One replica: the judge loaded once, scoring whatever batch ``@serve.batch`` gathered."""
 
-    def __init__(self, model_path: str, threads: int, max_batch_size: int, batch_wait_timeout_s: float,
-                 service_cost: dict[str, float]):
+    def __init__(
+        self,
+        model_path: str,
+        threads: int,
+        max_batch_size: int,
+        batch_wait_timeout_s: float,
+        service_cost: dict[str, float],
+    ):
         start = time.perf_counter()
         torch.set_num_threads(threads)
         self.judge = load_judge(model_path)
@@ -62,8 +68,13 @@ class RewardJudge:
 
     def stats(self) -> dict[str, Any]:
         """This replica's identity, start time, load time and the sizes of the batches it scored."""
-        return {"replica": serve.get_replica_context().replica_id.unique_id, "pid": os.getpid(),
-                "started_at": self.started_at, "init_s": self.init_s, "batch_sizes": dict(self.batch_sizes)}
+        return {
+            "replica": serve.get_replica_context().replica_id.unique_id,
+            "pid": os.getpid(),
+            "started_at": self.started_at,
+            "init_s": self.init_s,
+            "batch_sizes": dict(self.batch_sizes),
+        }
 
 
 def build_app(reward: RewardConfig, model_path: str, cluster: ClusterConfig) -> Application:
@@ -84,5 +95,10 @@ def build_app(reward: RewardConfig, model_path: str, cluster: ClusterConfig) -> 
     else:
         raise ValueError(f"reward.kind {reward.kind!r} has no service (only serverless and dedicated do)")
     deployment = serve.deployment(RewardJudge).options(**options)  # type: ignore[attr-defined]  # Serve stub
-    return deployment.bind(model_path, role.threads, reward.batching.max_batch_size,
-                           reward.batching.batch_wait_timeout_s, reward.service_cost.model_dump())
+    return deployment.bind(
+        model_path,
+        role.threads,
+        reward.batching.max_batch_size,
+        reward.batching.batch_wait_timeout_s,
+        reward.service_cost.model_dump(),
+    )

@@ -30,7 +30,7 @@ WEIGHTS, META = "model.safetensors", "judge.json"
 class JudgeSpec:
     """Everything needed to rebuild the network (saved in ``judge.json``)."""
 
-    vocab_size: int           # the policy tokenizer's ids; id ``vocab_size`` is the classification token
+    vocab_size: int  # the policy tokenizer's ids; id ``vocab_size`` is the classification token
     pad_id: int
     context_tokens: int
     d_model: int = 64
@@ -54,8 +54,9 @@ class ProgressJudge(nn.Module):
         d = spec.d_model
         self.embed = nn.Embedding(spec.vocab_size + 1, d)
         self.position = nn.Embedding(spec.length, d)
-        layer = nn.TransformerEncoderLayer(d, spec.heads, dim_feedforward=4 * d, dropout=0.0, batch_first=True,
-                                           norm_first=True)
+        layer = nn.TransformerEncoderLayer(
+            d, spec.heads, dim_feedforward=4 * d, dropout=0.0, batch_first=True, norm_first=True
+        )
         self.encoder = nn.TransformerEncoder(layer, spec.layers, enable_nested_tensor=False)
         self.norm = nn.LayerNorm(d)
         self.head = nn.Linear(d, 2)  # [success logit, progress logit]
@@ -66,13 +67,15 @@ class ProgressJudge(nn.Module):
         ids = torch.full((len(sequences), spec.length), spec.pad_id, dtype=torch.long)
         pad = torch.ones((len(sequences), spec.length), dtype=torch.bool)
         for row, seq in enumerate(sequences):
-            tail = [spec.cls_id, *seq[-spec.context_tokens:]]
+            tail = [spec.cls_id, *seq[-spec.context_tokens :]]
             bad = [t for t in tail[1:] if not 0 <= t < spec.vocab_size]
             if bad:
-                raise ValueError(f"token id {bad[0]} is outside the judge's vocabulary of {spec.vocab_size}; "
-                                 "was the judge trained with this policy's tokenizer?")
-            ids[row, spec.length - len(tail):] = torch.tensor(tail, dtype=torch.long)
-            pad[row, spec.length - len(tail):] = False
+                raise ValueError(
+                    f"token id {bad[0]} is outside the judge's vocabulary of {spec.vocab_size}; "
+                    "was the judge trained with this policy's tokenizer?"
+                )
+            ids[row, spec.length - len(tail) :] = torch.tensor(tail, dtype=torch.long)
+            pad[row, spec.length - len(tail) :] = False
         return ids, pad
 
     def forward(self, ids: torch.Tensor, pad: torch.Tensor) -> torch.Tensor:
@@ -112,8 +115,10 @@ def read_meta(path: str | Path) -> dict[str, Any]:
     """``judge.json`` of a judge directory, with a clear error when it is not one."""
     meta_path = Path(path) / META
     if not meta_path.is_file() or not (Path(path) / WEIGHTS).is_file():
-        raise FileNotFoundError(f"{path} is not a reward judge directory (needs {META} and {WEIGHTS}); "
-                                "train one with `rollarc reward train CONFIG`")
+        raise FileNotFoundError(
+            f"{path} is not a reward judge directory (needs {META} and {WEIGHTS}); "
+            "train one with `rollarc reward train CONFIG`"
+        )
     return json.loads(meta_path.read_text())
 
 

@@ -19,7 +19,9 @@ def replica_states(app_name: str, deployment: str) -> dict[str, int]:
     app = serve.status().applications.get(app_name)
     if app is None or deployment not in app.deployments:
         return {}
-    return {str(getattr(state, "value", state)): int(n) for state, n in app.deployments[deployment].replica_states.items()}
+    return {
+        str(getattr(state, "value", state)): int(n) for state, n in app.deployments[deployment].replica_states.items()
+    }
 
 
 def integrate_steps(samples: list[tuple[float, int]], t0: float, t1: float) -> float:

@@ -34,8 +34,8 @@ from rollarc.rewards.train import policy_tokenizer, train_reward_model
 if TYPE_CHECKING:
     from rollarc.config import Config  # type only: the training config is above rewards/
 
-LOST = (RayActorError, ReplicaUnavailableError)       # the replica went away: worth a retry
-ERRORS = (RayTaskError, RayServeException)            # the service answered with an error: fail the trajectory
+LOST = (RayActorError, ReplicaUnavailableError)  # the replica went away: worth a retry
+ERRORS = (RayTaskError, RayServeException)  # the service answered with an error: fail the trajectory
 
 
 @dataclass(frozen=True)
@@ -72,15 +72,25 @@ class RewardBackend:
 
     def client_spec(self) -> RewardClientSpec:
         r = self.reward
-        return RewardClientSpec(app_name=r.app_name, deployment=DEPLOYMENT_NAME, context_tokens=self.context_tokens,
-                                timeout_s=r.timeout_s, max_retries=r.max_retries, backoff_s=r.retry_backoff_s)
+        return RewardClientSpec(
+            app_name=r.app_name,
+            deployment=DEPLOYMENT_NAME,
+            context_tokens=self.context_tokens,
+            timeout_s=r.timeout_s,
+            max_retries=r.max_retries,
+            backoff_s=r.retry_backoff_s,
+        )
 
     def replicas(self) -> dict[str, int]:
         return replica_states(self.reward.app_name, DEPLOYMENT_NAME)
 
     def stats(self) -> dict[str, Any]:
-        return {"kind": self.reward.kind, "model_path": self.model_path, "replicas": self.replicas(),
-                "deploy_s": self.deploy_s}
+        return {
+            "kind": self.reward.kind,
+            "model_path": self.model_path,
+            "replicas": self.replicas(),
+            "deploy_s": self.deploy_s,
+        }
 
     def shutdown(self) -> None:
         """Delete the application; stop Serve too when this backend started it."""
@@ -109,8 +119,10 @@ def check_tokenizer(model_path: str, cfg: Config) -> None:
     expected = read_meta(model_path)["spec"].get("tokenizer_sha256", "")
     actual = tokenizer_fingerprint(policy_tokenizer(cfg).get_vocab())
     if expected != actual:
-        raise ConfigError(f"reward judge {model_path} was trained with another tokenizer than this run's policy; "
-                          "retrain it with `rollarc reward train CONFIG`")
+        raise ConfigError(
+            f"reward judge {model_path} was trained with another tokenizer than this run's policy; "
+            "retrain it with `rollarc reward train CONFIG`"
+        )
 
 
 def connect(spec: RewardClientSpec) -> RewardClient:
@@ -125,5 +137,6 @@ def connect(spec: RewardClientSpec) -> RewardClient:
             response.cancel()
             raise
 
-    return RewardClient(call, spec.context_tokens, spec.timeout_s, spec.max_retries, spec.backoff_s,
-                        lost=LOST, errors=ERRORS)
+    return RewardClient(
+        call, spec.context_tokens, spec.timeout_s, spec.max_retries, spec.backoff_s, lost=LOST, errors=ERRORS
+    )

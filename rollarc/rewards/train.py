@@ -47,7 +47,7 @@ def evaluate(model: ProgressJudge, examples: list[Example], batch_size: int = 25
     progress_pred: list[float] = []
     with torch.inference_mode():
         for start in range(0, len(examples), batch_size):
-            chunk = examples[start:start + batch_size]
+            chunk = examples[start : start + batch_size]
             logits = model(*model.encode_batch([e.tokens for e in chunk]))
             success_prob += torch.sigmoid(logits[:, 0]).tolist()
             progress_pred += torch.sigmoid(logits[:, 1]).tolist()
@@ -57,22 +57,32 @@ def evaluate(model: ProgressJudge, examples: list[Example], batch_size: int = 25
     pred = np.array(progress_pred)
     corr = float(np.corrcoef(pred, progress)[0, 1]) if pred.std() > 0 and progress.std() > 0 else float("nan")
     failed = success == 0
-    return {"examples": len(examples),
-            "success_accuracy": float((predicted_success == (success == 1)).mean()),
-            "majority_class_accuracy": float(majority),
-            "progress_mae": float(np.abs(pred - progress).mean()),
-            "progress_mae_failed_episodes": float(np.abs(pred - progress)[failed].mean()) if failed.any() else float("nan"),
-            "progress_pearson": corr}
+    return {
+        "examples": len(examples),
+        "success_accuracy": float((predicted_success == (success == 1)).mean()),
+        "majority_class_accuracy": float(majority),
+        "progress_mae": float(np.abs(pred - progress).mean()),
+        "progress_mae_failed_episodes": float(np.abs(pred - progress)[failed].mean()) if failed.any() else float("nan"),
+        "progress_pearson": corr,
+    }
 
 
-def fit(model: ProgressJudge, examples: list[Example], steps: int, batch_size: int, lr: float, seed: int,
-        log: Callable[[str], None] = print) -> list[float]:
+def fit(
+    model: ProgressJudge,
+    examples: list[Example],
+    steps: int,
+    batch_size: int,
+    lr: float,
+    seed: int,
+    log: Callable[[str], None] = print,
+) -> list[float]:
     """AdamW with a short warm-up and cosine decay; returns the loss of every step."""
     generator = torch.Generator().manual_seed(seed)
     optimiser = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
     warmup = max(1, steps // 20)
     schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimiser, lambda s: min(1.0, (s + 1) / warmup) * 0.5 * (1 + math.cos(math.pi * min(s, steps) / steps)))
+        optimiser, lambda s: min(1.0, (s + 1) / warmup) * 0.5 * (1 + math.cos(math.pi * min(s, steps) / steps))
+    )
     ids, pad = model.encode_batch([e.tokens for e in examples])
     success, progress = _targets(examples)
     losses = []
@@ -80,8 +90,9 @@ def fit(model: ProgressJudge, examples: list[Example], steps: int, batch_size: i
     for step in range(steps):
         index = torch.randint(len(examples), (min(batch_size, len(examples)),), generator=generator)
         logits = model(ids[index], pad[index])
-        loss = (F.binary_cross_entropy_with_logits(logits[:, 0], success[index])
-                + F.binary_cross_entropy_with_logits(logits[:, 1], progress[index]))
+        loss = F.binary_cross_entropy_with_logits(logits[:, 0], success[index]) + F.binary_cross_entropy_with_logits(
+            logits[:, 1], progress[index]
+        )
         optimiser.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -108,23 +119,42 @@ def train_reward_model(cfg: Config, log: Callable[[str], None] = print) -> tuple
     cut = round(len(examples) * (1 - train.heldout_fraction))
     train_set, heldout = examples[:cut], examples[cut:]
     if not train_set or not heldout:
-        raise ValueError(f"reward.train.episodes={train.episodes} gave {len(examples)} usable episodes; "
-                         "too few for a train/held-out split")
-    log(f"reward judge: {len(examples)} labelled episodes in {data_s:.1f} s "
-        f"({len(train_set)} train, {len(heldout)} held out); training {train.steps} steps")
-    spec = JudgeSpec(vocab_size=len(tokenizer), pad_id=int(tokenizer.pad_token_id), context_tokens=arch.context_tokens,
-                     d_model=arch.d_model, heads=arch.heads, layers=arch.layers,
-                     tokenizer_sha256=tokenizer_fingerprint(tokenizer.get_vocab()))
+        raise ValueError(
+            f"reward.train.episodes={train.episodes} gave {len(examples)} usable episodes; "
+            "too few for a train/held-out split"
+        )
+    log(
+        f"reward judge: {len(examples)} labelled episodes in {data_s:.1f} s "
+        f"({len(train_set)} train, {len(heldout)} held out); training {train.steps} steps"
+    )
+    spec = JudgeSpec(
+        vocab_size=len(tokenizer),
+        pad_id=int(tokenizer.pad_token_id),
+        context_tokens=arch.context_tokens,
+        d_model=arch.d_model,
+        heads=arch.heads,
+        layers=arch.layers,
+        tokenizer_sha256=tokenizer_fingerprint(tokenizer.get_vocab()),
+    )
     model = ProgressJudge(spec)
     t1 = time.perf_counter()
     losses = fit(model, train_set, train.steps, train.batch_size, train.lr, train.seed, log=log)
     metrics = evaluate(model, heldout)
-    meta = {"tasks": [t.name for t in cfg.tasks], "train_examples": len(train_set), "heldout": metrics,
-            "final_loss": losses[-1], "data_s": data_s, "train_s": time.perf_counter() - t1,
-            "parameters": sum(p.numel() for p in model.parameters()),
-            "label": "solver-measured progress (rollarc.rewards.labels)", "train_config": train.model_dump()}
+    meta = {
+        "tasks": [t.name for t in cfg.tasks],
+        "train_examples": len(train_set),
+        "heldout": metrics,
+        "final_loss": losses[-1],
+        "data_s": data_s,
+        "train_s": time.perf_counter() - t1,
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "label": "solver-measured progress (rollarc.rewards.labels)",
+        "train_config": train.model_dump(),
+    }
     path = save_judge(model, reward.resolved_model_path(cfg.name), meta)
-    log(f"reward judge saved to {path}: held-out success accuracy {metrics['success_accuracy']:.3f} "
+    log(
+        f"reward judge saved to {path}: held-out success accuracy {metrics['success_accuracy']:.3f} "
         f"(majority class {metrics['majority_class_accuracy']:.3f}), progress MAE {metrics['progress_mae']:.3f}, "
-        f"Pearson r {metrics['progress_pearson']:.3f}")
+        f"Pearson r {metrics['progress_pearson']:.3f}"
+    )
     return path, meta

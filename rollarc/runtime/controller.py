@@ -58,23 +58,39 @@ class Counters:
     consecutive_dropped: int = 0
 
     def as_dict(self) -> dict[str, Any]:
-        return {"groups_started": self.groups_started, "groups_trained": self.groups_trained,
-                "dropped_stale_groups": self.dropped_stale, "restarted_stale_groups": self.restarted_stale,
-                "dropped_failed_groups": self.dropped_failed, "failed_trajectories": self.failed_trajectories,
-                "failure_reasons": dict(self.failure_reasons), "env_worker_restarts": self.env_worker_restarts,
-                "retried_groups": self.retried_groups}
+        return {
+            "groups_started": self.groups_started,
+            "groups_trained": self.groups_trained,
+            "dropped_stale_groups": self.dropped_stale,
+            "restarted_stale_groups": self.restarted_stale,
+            "dropped_failed_groups": self.dropped_failed,
+            "failed_trajectories": self.failed_trajectories,
+            "failure_reasons": dict(self.failure_reasons),
+            "env_worker_restarts": self.env_worker_restarts,
+            "retried_groups": self.retried_groups,
+        }
 
 
 class Controller:
-    def __init__(self, cfg: Config, run_dir: Path, workers: Workers, *, start_version: int = 0,
-                 group_index: int = 0, run_start: float | None = None, metrics: MetricsWriter | None = None):
+    def __init__(
+        self,
+        cfg: Config,
+        run_dir: Path,
+        workers: Workers,
+        *,
+        start_version: int = 0,
+        group_index: int = 0,
+        run_start: float | None = None,
+        metrics: MetricsWriter | None = None,
+    ):
         self.cfg = cfg
         self.run_dir = run_dir
         self.workers = workers
         self.B = cfg.train.groups_per_step
         self.G = cfg.train.group_size
-        self.ledger = StalenessLedger(self.B, cfg.async_.max_staleness, published_version=start_version,
-                                      next_train_version=start_version)
+        self.ledger = StalenessLedger(
+            self.B, cfg.async_.max_staleness, published_version=start_version, next_train_version=start_version
+        )
         self.start_version = start_version
         self.mix = TaskMix({t.name: t.weight for t in cfg.tasks})
         self.mix.skip(group_index)
@@ -120,7 +136,8 @@ class Controller:
                         step_started = time.time()
                         batch_info = self._batch_info(batch, train_version)
                         train_ref = self.workers.trainer.train_step.remote(
-                            [g.trajectories for g in batch], train_version)
+                            [g.trajectories for g in batch], train_version
+                        )
                 refs = list(self.pending) + [r for r in (train_ref, publish_ref) if r is not None] + sync_refs
                 done, _ = ray.wait(refs, num_returns=1, timeout=1.0)
                 for ref in done:
@@ -142,8 +159,14 @@ class Controller:
                             version += 1
                             self.ledger.publish(version)
                             now = time.time()
-                            record = self._step_record(version, train_stats, batch_info, now - last_step_end,
-                                                       now - sync_started, now - step_started)
+                            record = self._step_record(
+                                version,
+                                train_stats,
+                                batch_info,
+                                now - last_step_end,
+                                now - sync_started,
+                                now - step_started,
+                            )
                             last_step_end = self.rl_end = now
                             self._after_step(version, record, progress)
                 if time.time() - last_spans > 5:
@@ -167,9 +190,16 @@ class Controller:
         self.group_index += 1
         task = self.mix.next()
         sampling_seed = _seed_of(self.cfg.seed, "sampling", index)
-        return GroupSpec(group_id=f"g{index}", index=index, task=task, seed=self.cfg.train.seed_base + index,
-                         size=self.G, redundancy=self.cfg.async_.redundancy, sampling_seed=sampling_seed,
-                         step=self.ledger.published_version)
+        return GroupSpec(
+            group_id=f"g{index}",
+            index=index,
+            task=task,
+            seed=self.cfg.train.seed_base + index,
+            size=self.G,
+            redundancy=self.cfg.async_.redundancy,
+            sampling_seed=sampling_seed,
+            step=self.ledger.published_version,
+        )
 
     def _submit(self, spec: GroupSpec) -> None:
         name = self.workers.least_loaded_env(self.pending.values())
@@ -219,8 +249,10 @@ class Controller:
             return None
         ids = [g.spec.group_id for g in decision.batch]
         if len(set(ids)) != len(ids) or self.trained_groups.intersection(ids):
-            raise RunError(f"internal error: a group would be trained twice ({ids}); stopping rather than "
-                           "training on duplicated data")
+            raise RunError(
+                f"internal error: a group would be trained twice ({ids}); stopping rather than "
+                "training on duplicated data"
+            )
         self.trained_groups.update(ids)
         self.counters.groups_trained += len(decision.batch)
         return decision.batch
@@ -248,9 +280,14 @@ class Controller:
             "cached_tokens": int(sum(t.cached_tokens for t in trajs)),
             "staleness_hist": {str(k): int(v) for k, v in sorted(Counter(staleness).items())},
             "staleness_max": int(max(staleness)),
-            "per_task": {name: {"success": float(np.mean([t.success for t in ts])),
-                                "reward": float(np.mean([t.reward for t in ts])), "trajectories": len(ts)}
-                         for name, ts in per_task.items()},
+            "per_task": {
+                name: {
+                    "success": float(np.mean([t.success for t in ts])),
+                    "reward": float(np.mean([t.reward for t in ts])),
+                    "trajectories": len(ts),
+                }
+                for name, ts in per_task.items()
+            },
         }
 
     # ---- training and sync results ---------------------------------------------------------------
@@ -258,8 +295,10 @@ class Controller:
         try:
             return ray.get(ref)
         except RayTaskError as err:
-            raise RunError(f"training step {version + 1} was refused: {err.cause if hasattr(err, 'cause') else err}. "
-                           f"The last good checkpoint is {self.last_checkpoint or '(none yet)'}") from None
+            raise RunError(
+                f"training step {version + 1} was refused: {err.cause if hasattr(err, 'cause') else err}. "
+                f"The last good checkpoint is {self.last_checkpoint or '(none yet)'}"
+            ) from None
 
     def _get_sync(self, ref: Any) -> None:
         try:
@@ -273,16 +312,25 @@ class Controller:
 
     def _check_health(self, result: GroupResult) -> None:
         reasons = [t.failure_reason or "" for t in result.failed]
-        if (any("no rollout replica" in r or "NoReplicaError" in r for r in reasons)
-                and not self.workers.alive_rollouts()):
+        if (
+            any("no rollout replica" in r or "NoReplicaError" in r for r in reasons)
+            and not self.workers.alive_rollouts()
+        ):
             raise RunError("every rollout worker died; no replica is left to generate")
         if self.counters.consecutive_dropped >= max(4 * self.B, 16):
             top = ", ".join(f"{k} ({v})" for k, v in self.counters.failure_reasons.most_common(3))
             raise RunError(f"the last {self.counters.consecutive_dropped} groups all failed; reasons: {top}")
 
     # ---- per-step bookkeeping --------------------------------------------------------------------
-    def _step_record(self, version: int, train: dict[str, Any], batch: dict[str, Any], step_time: float,
-                     sync_time: float, busy_time: float) -> dict[str, Any]:
+    def _step_record(
+        self,
+        version: int,
+        train: dict[str, Any],
+        batch: dict[str, Any],
+        step_time: float,
+        sync_time: float,
+        busy_time: float,
+    ) -> dict[str, Any]:
         tokens = batch["generated_tokens"]
         return {
             "version": version,
@@ -298,8 +346,9 @@ class Controller:
             "in_flight_groups": len(self.pending),
             "rss_mb": process_rss_mb(),
             "rss_mb_train": train.get("rss_mb", 0.0),
-            "rss_mb_rollout": max((t.get("rss_mb", 0.0) for t in self.sync_times[-len(self.workers.rollout):]),
-                                  default=0.0),
+            "rss_mb_rollout": max(
+                (t.get("rss_mb", 0.0) for t in self.sync_times[-len(self.workers.rollout) :]), default=0.0
+            ),
             "rss_mb_env": max(self.env_rss.values(), default=0.0),
             **{k: v for k, v in batch.items()},
             "loss": train.get("loss"),
@@ -318,8 +367,13 @@ class Controller:
         self.metrics.log(version, record)
         if self.cfg.train.checkpoint_every and version % self.cfg.train.checkpoint_every == 0:
             self.checkpoint(version)
-        progress.update(version, success=record["success"], reward=record["reward"], tok_s=record["gen_tok_s"],
-                        staleness=record["staleness_max"])
+        progress.update(
+            version,
+            success=record["success"],
+            reward=record["reward"],
+            tok_s=record["gen_tok_s"],
+            staleness=record["staleness_max"],
+        )
 
     # ---- evaluation, checkpoints, spans ----------------------------------------------------------
     def evaluate(self, version: int, label: str) -> dict[str, Any]:
@@ -329,10 +383,14 @@ class Controller:
         if n == 0:
             return {"label": label, "version": version, "success": float("nan"), "episodes": 0}
         mix = TaskMix({t.name: t.weight for t in self.cfg.tasks})
-        specs = [EpisodeSpec(traj_id=f"eval-{label}-{i}", task=mix.next(), seed=self.cfg.train.eval_seed_base + i,
-                             greedy=True) for i in range(n)]
+        specs = [
+            EpisodeSpec(
+                traj_id=f"eval-{label}-{i}", task=mix.next(), seed=self.cfg.train.eval_seed_base + i, greedy=True
+            )
+            for i in range(n)
+        ]
         names = self.workers.alive_env_names()
-        chunks = [specs[i::len(names)] for i in range(len(names))]
+        chunks = [specs[i :: len(names)] for i in range(len(names))]
         refs = [self.workers.env[name].run_episodes.remote(chunk) for name, chunk in zip(names, chunks, strict=True)]
         trajs = [t for part in ray.get(refs) for t in part]
         ok = [t for t in trajs if t.status == "ok"]
@@ -340,28 +398,54 @@ class Controller:
         for task in self.cfg.tasks:
             ts = [t for t in trajs if t.task == task.name]
             per_task[task.name] = float(np.mean([t.success for t in ts])) if ts else float("nan")
-        result = {"label": label, "version": version, "episodes": len(trajs),
-                  "success": float(np.mean([t.success for t in trajs])),
-                  "reward": float(np.mean([t.reward for t in ok])) if ok else float("nan"),
-                  "failed": len(trajs) - len(ok), "per_task": per_task, "seconds": time.time() - t0,
-                  "wall_s": time.time() - self.run_start}
-        self.timeline.write([{"worker": "controller", "role": "controller", "kind": "eval", "t0": t0,
-                              "t1": time.time(), "step": version}])
+        result = {
+            "label": label,
+            "version": version,
+            "episodes": len(trajs),
+            "success": float(np.mean([t.success for t in trajs])),
+            "reward": float(np.mean([t.reward for t in ok])) if ok else float("nan"),
+            "failed": len(trajs) - len(ok),
+            "per_task": per_task,
+            "seconds": time.time() - t0,
+            "wall_s": time.time() - self.run_start,
+        }
+        self.timeline.write(
+            [
+                {
+                    "worker": "controller",
+                    "role": "controller",
+                    "kind": "eval",
+                    "t0": t0,
+                    "t1": time.time(),
+                    "step": version,
+                }
+            ]
+        )
         return result
 
     def write_profiles(self) -> dict[str, Any]:
-        profiles = {"tasks": self.profiler.profiles(), "groups_per_step": self.B, "group_size": self.G,
-                    "max_staleness": self.cfg.async_.max_staleness,
-                    "weights": {t.name: t.weight for t in self.cfg.tasks},
-                    "rollout_pools": {t.name: t.rollout_pool for t in self.cfg.tasks}}
+        profiles = {
+            "tasks": self.profiler.profiles(),
+            "groups_per_step": self.B,
+            "group_size": self.G,
+            "max_staleness": self.cfg.async_.max_staleness,
+            "weights": {t.name: t.weight for t in self.cfg.tasks},
+            "rollout_pools": {t.name: t.rollout_pool for t in self.cfg.tasks},
+        }
         (self.run_dir / "task_profiles.json").write_text(json.dumps(profiles, indent=1))
         return profiles
 
     def checkpoint(self, version: int, final: bool = False) -> None:
         self.write_profiles()
         path = self.run_dir / "checkpoints" / f"step_{version:06d}"
-        state = {"version": version, "group_index": self.group_index, "evals": self.evals,
-                 "counters": self.counters.as_dict(), "wall_s": time.time() - self.run_start, "final": final}
+        state = {
+            "version": version,
+            "group_index": self.group_index,
+            "evals": self.evals,
+            "counters": self.counters.as_dict(),
+            "wall_s": time.time() - self.run_start,
+            "final": final,
+        }
         self.last_checkpoint = ray.get(self.workers.trainer.save_checkpoint.remote(str(path), state))
 
     def collect_spans(self) -> None:

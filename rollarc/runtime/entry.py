@@ -85,11 +85,17 @@ def run_training(cfg: Config, address: str | None = None) -> int:
         workers = Workers(cfg, policy_dir, start_version=version)
         if resume_state is not None:
             ray.get(workers.trainer.load_checkpoint.remote(str(latest_checkpoint(run_dir))))
-        metrics = MetricsWriter(run_dir, tensorboard=cfg.run.tensorboard,
-                                truncate_after_step=version if resume_state else None)
-        controller = Controller(cfg, run_dir, workers, start_version=version,
-                                group_index=int(resume_state["group_index"]) if resume_state else 0,
-                                metrics=metrics)
+        metrics = MetricsWriter(
+            run_dir, tensorboard=cfg.run.tensorboard, truncate_after_step=version if resume_state else None
+        )
+        controller = Controller(
+            cfg,
+            run_dir,
+            workers,
+            start_version=version,
+            group_index=int(resume_state["group_index"]) if resume_state else 0,
+            metrics=metrics,
+        )
         if resume_state is not None:
             controller.evals = list(resume_state.get("evals", []))
         try:
@@ -119,11 +125,15 @@ def _print_result(run_dir: Path, summary: dict[str, Any]) -> None:
     before, after = summary.get("heldout_success_before_rl"), summary.get("heldout_success_after_rl")
     print(f"run directory: {run_dir}")
     if before is not None and after is not None:
-        print(f"held-out success: {before:.3f} before RL -> {after:.3f} after RL "
-              f"({summary['heldout_episodes']} episodes, {summary['steps']} steps, {summary['wall_s']:.0f} s)")
+        print(
+            f"held-out success: {before:.3f} before RL -> {after:.3f} after RL "
+            f"({summary['heldout_episodes']} episodes, {summary['steps']} steps, {summary['wall_s']:.0f} s)"
+        )
 
 
-def eval_main(config_path: str, overrides: list[str], checkpoint: str | None = None, episodes: int | None = None) -> int:
+def eval_main(
+    config_path: str, overrides: list[str], checkpoint: str | None = None, episodes: int | None = None
+) -> int:
     cfg = load_train_config(config_path, overrides)
     plugin_pythonpath(cfg.plugin_paths)
     path = checkpoint or cfg.model.path or str(cfg.sft_checkpoint())

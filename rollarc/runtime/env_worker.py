@@ -31,13 +31,13 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class GroupSpec:
     group_id: str
-    index: int           # global group counter (the env seed is derived from it)
+    index: int  # global group counter (the env seed is derived from it)
     task: str
     seed: int
-    size: int            # G
-    redundancy: int      # r
+    size: int  # G
+    redundancy: int  # r
     sampling_seed: int | None
-    step: int            # version the controller had published when it admitted the group
+    step: int  # version the controller had published when it admitted the group
 
 
 @dataclass
@@ -62,9 +62,20 @@ class GroupResult:
 
 @ray.remote
 class EnvWorker:
-    def __init__(self, name: str, tasks: dict[str, TaskConfig], tokenizer_dir: str, sampling: SamplingConfig, router: Any,
-                 threads: int, max_env_threads: int, trajectory_timeout_s: float, seed: int = 0,
-                 reward_spec: RewardClientSpec | None = None, reward_weight: float = 1.0):
+    def __init__(
+        self,
+        name: str,
+        tasks: dict[str, TaskConfig],
+        tokenizer_dir: str,
+        sampling: SamplingConfig,
+        router: Any,
+        threads: int,
+        max_env_threads: int,
+        trajectory_timeout_s: float,
+        seed: int = 0,
+        reward_spec: RewardClientSpec | None = None,
+        reward_weight: float = 1.0,
+    ):
         torch.set_num_threads(threads)
         self.name = name
         self.router = router
@@ -78,10 +89,18 @@ class EnvWorker:
             from rollarc.rewards.service import connect  # deferred: Ray Serve is heavy
 
             self.reward_client = connect(reward_spec)
-        self.runner = EpisodeRunner(tasks, self.renderer, self._generate, sampling, max_env_threads=max_env_threads,
-                                    span_sink=self._spans.append, worker_name=name, latency_seed=seed,
-                                    reward_fn=self.reward_client.score if self.reward_client else None,
-                                    reward_weight=reward_weight)
+        self.runner = EpisodeRunner(
+            tasks,
+            self.renderer,
+            self._generate,
+            sampling,
+            max_env_threads=max_env_threads,
+            span_sink=self._spans.append,
+            worker_name=name,
+            latency_seed=seed,
+            reward_fn=self.reward_client.score if self.reward_client else None,
+            reward_weight=reward_weight,
+        )
         self._groups: dict[str, list[asyncio.Task]] = {}
 
     async def _generate(self, prompt_ids: list[int], params: SamplingParams, cache_key: str) -> Completion:
@@ -97,8 +116,9 @@ class EnvWorker:
             raise
         except TimeoutError:
             self.router.abort_key.remote(spec.traj_id)
-            return Trajectory(traj_id=spec.traj_id, task=spec.task, seed=spec.seed, group_id=spec.group_id,
-                              worker=self.name).fail(f"trajectory timeout after {self.trajectory_timeout_s:g} s")
+            return Trajectory(
+                traj_id=spec.traj_id, task=spec.task, seed=spec.seed, group_id=spec.group_id, worker=self.name
+            ).fail(f"trajectory timeout after {self.trajectory_timeout_s:g} s")
         finally:
             self._traj_task.pop(spec.traj_id, None)
             self.router.release.remote(spec.traj_id)
@@ -106,9 +126,16 @@ class EnvWorker:
     async def run_group(self, spec: GroupSpec) -> GroupResult:
         start = time.perf_counter()
         self._step = spec.step
-        specs = [EpisodeSpec(traj_id=f"{spec.group_id}-{i}", task=spec.task, seed=spec.seed, group_id=spec.group_id,
-                             sampling_seed=None if spec.sampling_seed is None else spec.sampling_seed + i)
-                 for i in range(spec.size + spec.redundancy)]
+        specs = [
+            EpisodeSpec(
+                traj_id=f"{spec.group_id}-{i}",
+                task=spec.task,
+                seed=spec.seed,
+                group_id=spec.group_id,
+                sampling_seed=None if spec.sampling_seed is None else spec.sampling_seed + i,
+            )
+            for i in range(spec.size + spec.redundancy)
+        ]
         tasks = [asyncio.create_task(self._run_one(s)) for s in specs]
         self._groups[spec.group_id] = tasks
         kept: list[Trajectory] = []
@@ -127,8 +154,15 @@ class EnvWorker:
         if pending:
             await asyncio.gather(*pending, return_exceptions=True)
         kept.sort(key=lambda t: t.traj_id)
-        return GroupResult(spec=spec, trajectories=kept[: spec.size], failed=failed, cancelled=len(pending),
-                           worker=self.name, seconds=time.perf_counter() - start, rss_mb=process_rss_mb())
+        return GroupResult(
+            spec=spec,
+            trajectories=kept[: spec.size],
+            failed=failed,
+            cancelled=len(pending),
+            worker=self.name,
+            seconds=time.perf_counter() - start,
+            rss_mb=process_rss_mb(),
+        )
 
     async def cancel_group(self, group_id: str) -> int:
         tasks = self._groups.get(group_id, [])
@@ -142,10 +176,19 @@ class EnvWorker:
 
     def stats(self) -> dict[str, Any]:
         s = self.runner.stats
-        return {"name": self.name, "started": s.started, "finished": s.finished, "failed": s.failed,
-                "env_timeouts": s.env_timeouts, "env_errors": s.env_errors, "injected_failures": s.injected_failures,
-                "hung_threads": s.hung_threads, "pool_replacements": s.pool_replacements,
-                "failure_reasons": dict(s.failure_reasons), "running_groups": len(self._groups)}
+        return {
+            "name": self.name,
+            "started": s.started,
+            "finished": s.finished,
+            "failed": s.failed,
+            "env_timeouts": s.env_timeouts,
+            "env_errors": s.env_errors,
+            "injected_failures": s.injected_failures,
+            "hung_threads": s.hung_threads,
+            "pool_replacements": s.pool_replacements,
+            "failure_reasons": dict(s.failure_reasons),
+            "running_groups": len(self._groups),
+        }
 
     def drain_spans(self) -> list[dict[str, Any]]:
         spans, self._spans[:] = list(self._spans), []

@@ -49,5 +49,5 @@ class GroupBuffer(Generic[G]):
             self.ready = fresh
             return BatchDecision(batch=[], stale=stale)
         fresh.sort(key=lambda g: (g.min_version, g.order))
-        batch, self.ready = fresh[: self.groups_per_step], fresh[self.groups_per_step:]
+        batch, self.ready = fresh[: self.groups_per_step], fresh[self.groups_per_step :]
         return BatchDecision(batch=batch, stale=stale)

@@ -43,8 +43,9 @@ class ReloadError(RuntimeError):
 
 @ray.remote
 class OpenAIReplica:
-    def __init__(self, name: str, base_url: str, cfg: OpenAIBackendConfig, in_flight_update: str, pool: str,
-                 version: int):
+    def __init__(
+        self, name: str, base_url: str, cfg: OpenAIBackendConfig, in_flight_update: str, pool: str, version: int
+    ):
         self.name = name
         self.base_url = base_url
         self.cfg = cfg
@@ -66,7 +67,9 @@ class OpenAIReplica:
 
     def _client(self) -> aiohttp.ClientSession:
         if self._session is None:
-            self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=self.cfg.max_concurrent_requests))
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=self.cfg.max_concurrent_requests)
+            )
         return self._session
 
     async def _post(self, path: str, body: dict[str, Any], timeout_s: float) -> dict[str, Any]:
@@ -74,12 +77,22 @@ class OpenAIReplica:
         async with self._client().post(url, json=body, timeout=aiohttp.ClientTimeout(total=timeout_s)) as response:
             if response.status >= 400:
                 text = (await response.text())[:500]
-                raise aiohttp.ClientResponseError(response.request_info, (), status=response.status,
-                                                  message=f"HTTP {response.status} from {url}: {text}")
+                raise aiohttp.ClientResponseError(
+                    response.request_info,
+                    (),
+                    status=response.status,
+                    message=f"HTTP {response.status} from {url}: {text}",
+                )
             return await response.json(content_type=None)
 
-    async def generate(self, prompt_ids: list[int], params: SamplingParams, cache_key: str | None = None,
-                       task: str | None = None, step: int | None = None) -> Completion:
+    async def generate(
+        self,
+        prompt_ids: list[int],
+        params: SamplingParams,
+        cache_key: str | None = None,
+        task: str | None = None,
+        step: int | None = None,
+    ) -> Completion:
         await self._gate.wait()
         request_id = uuid.uuid4().hex
         t0 = time.perf_counter()
@@ -95,9 +108,12 @@ class OpenAIReplica:
                     raise  # the caller itself was cancelled
                 completion = self._failed(request_id, prompt_ids, "abort", None)
             except TimeoutError:
-                completion = self._failed(request_id, prompt_ids, "error",
-                                          f"no reply from {self.base_url} within {self.cfg.timeout_s:g} s "
-                                          "(rollout.openai.timeout_s)")
+                completion = self._failed(
+                    request_id,
+                    prompt_ids,
+                    "error",
+                    f"no reply from {self.base_url} within {self.cfg.timeout_s:g} s (rollout.openai.timeout_s)",
+                )
             except (aiohttp.ClientError, ValueError) as err:  # ValueError: ProtocolError, or a body that is not JSON
                 completion = self._failed(request_id, prompt_ids, "error", f"{self.base_url}: {err}")
             finally:
@@ -106,25 +122,50 @@ class OpenAIReplica:
         t1 = time.perf_counter()
         self.generated_tokens += completion.num_tokens
         self.prompt_tokens += completion.prompt_len
-        self._spans.append({"worker": self.name, "role": "rollout", "kind": "generate",
-                            "t0": t0 + self._wall_offset, "t1": t1 + self._wall_offset, "traj": cache_key,
-                            "task": task, "step": step, "prompt_tokens": completion.prompt_len,
-                            "new_tokens": completion.num_tokens, "cached_tokens": 0, "pool": self.pool})
+        self._spans.append(
+            {
+                "worker": self.name,
+                "role": "rollout",
+                "kind": "generate",
+                "t0": t0 + self._wall_offset,
+                "t1": t1 + self._wall_offset,
+                "traj": cache_key,
+                "task": task,
+                "step": step,
+                "prompt_tokens": completion.prompt_len,
+                "new_tokens": completion.num_tokens,
+                "cached_tokens": 0,
+                "pool": self.pool,
+            }
+        )
         return completion
 
     def _failed(self, request_id: str, prompt_ids: list[int], reason: str, error: str | None) -> Completion:
         self.errors += int(reason == "error")
-        return Completion(request_id=request_id, prompt_len=len(prompt_ids), token_ids=[], logprobs=[],
-                          token_versions=[], version=self.version, finish_reason=reason,  # type: ignore[arg-type]
-                          error=error)
+        return Completion(
+            request_id=request_id,
+            prompt_len=len(prompt_ids),
+            token_ids=[],
+            logprobs=[],
+            token_versions=[],
+            version=self.version,
+            finish_reason=reason,  # type: ignore[arg-type]
+            error=error,
+        )
 
     async def update_weights(self, handoff: dict[str, Any]) -> dict[str, float]:
         """Hold new turns, finish or abort running ones, load the checkpoint ``handoff`` names, then resume."""
         t0 = time.perf_counter()
         version = int(handoff["version"])
         if version <= self.version and self.reloads:
-            return {"fetch_s": 0.0, "apply_s": 0.0, "total_s": 0.0, "bytes": 0.0, "model_bytes": 0.0,
-                    "rss_mb": process_rss_mb()}
+            return {
+                "fetch_s": 0.0,
+                "apply_s": 0.0,
+                "total_s": 0.0,
+                "bytes": 0.0,
+                "model_bytes": 0.0,
+                "rss_mb": process_rss_mb(),
+            }
         self._gate.clear()
         try:
             if self.in_flight_update == "abort":
@@ -135,8 +176,10 @@ class OpenAIReplica:
             try:
                 reply = await self._post(self.cfg.reload_path, body, self.cfg.reload_timeout_s)
             except TimeoutError:
-                raise ReloadError(f"{self.base_url}{self.cfg.reload_path} did not answer within "
-                                  f"{self.cfg.reload_timeout_s:g} s (rollout.openai.reload_timeout_s)") from None
+                raise ReloadError(
+                    f"{self.base_url}{self.cfg.reload_path} did not answer within "
+                    f"{self.cfg.reload_timeout_s:g} s (rollout.openai.reload_timeout_s)"
+                ) from None
             except (aiohttp.ClientError, ValueError) as err:
                 raise ReloadError(f"reloading version {version} on {self.base_url} failed: {err}") from None
             if reply.get("success") is False or int(reply.get("rollarc_version", version)) != version:
@@ -146,10 +189,25 @@ class OpenAIReplica:
         finally:
             self._gate.set()
         t1 = time.perf_counter()
-        self._spans.append({"worker": self.name, "role": "rollout", "kind": "sync", "t0": t0 + self._wall_offset,
-                            "t1": t1 + self._wall_offset, "version": version, "pool": self.pool})
-        return {"fetch_s": float(handoff.get("write_s", 0.0)), "apply_s": t1 - t0, "total_s": t1 - t0,
-                "bytes": float(handoff.get("bytes", 0.0)), "model_bytes": 0.0, "rss_mb": process_rss_mb()}
+        self._spans.append(
+            {
+                "worker": self.name,
+                "role": "rollout",
+                "kind": "sync",
+                "t0": t0 + self._wall_offset,
+                "t1": t1 + self._wall_offset,
+                "version": version,
+                "pool": self.pool,
+            }
+        )
+        return {
+            "fetch_s": float(handoff.get("write_s", 0.0)),
+            "apply_s": t1 - t0,
+            "total_s": t1 - t0,
+            "bytes": float(handoff.get("bytes", 0.0)),
+            "model_bytes": 0.0,
+            "rss_mb": process_rss_mb(),
+        }
 
     def abort_key(self, cache_key: str) -> int:
         return self._abort([rid for rid, (_, key) in self._running.items() if key == cache_key])
@@ -165,9 +223,17 @@ class OpenAIReplica:
         return len(request_ids)
 
     def stats(self) -> dict[str, Any]:
-        return {"name": self.name, "pool": self.pool, "base_url": self.base_url, "running": len(self._running),
-                "version": self.version, "generated_tokens": self.generated_tokens,
-                "prompt_tokens": self.prompt_tokens, "errors": self.errors, "reloads": list(self.reloads)}
+        return {
+            "name": self.name,
+            "pool": self.pool,
+            "base_url": self.base_url,
+            "running": len(self._running),
+            "version": self.version,
+            "generated_tokens": self.generated_tokens,
+            "prompt_tokens": self.prompt_tokens,
+            "errors": self.errors,
+            "reloads": list(self.reloads),
+        }
 
     def drain_spans(self) -> list[dict[str, Any]]:
         spans, self._spans = self._spans, []
@@ -183,19 +249,23 @@ def start_openai_backend(workers: Any, version: int) -> Any:
     backend = cfg.rollout.openai
     pool = cfg.cluster.roles.rollout[0].pool  # labels the servers' turns in routing stats
     handoff = CheckpointHandOff.options(num_cpus=0).remote(  # type: ignore[attr-defined]  # @ray.remote class
-        workers.policy_dir, backend.checkpoint_dir.format(name=cfg.name), cfg.sync, workers.trainer, version)
+        workers.policy_dir, backend.checkpoint_dir.format(name=cfg.name), cfg.sync, workers.trainer, version
+    )
     for index, url in enumerate(backend.base_urls):
         name = f"openai-{index}"
         handle = OpenAIReplica.options(num_cpus=0, max_concurrency=10_000).remote(  # type: ignore[attr-defined]  # @ray.remote class
-            name, url, backend, cfg.async_.in_flight_update, pool, version)
+            name, url, backend, cfg.async_.in_flight_update, pool, version
+        )
         workers.rollout[name] = handle
         workers.rollout_pool[name] = pool
         ray.get(workers.router.add_replica.remote(name, handle, pool, backend.max_concurrent_requests))
     try:
         ray.get(sync_openai(workers.rollout, handoff.initial.remote()))
     except RayTaskError as err:
-        raise ConfigError(f"rollout.openai.base_urls: a server did not load the start weights: "
-                          f"{err.cause if isinstance(err.cause, ReloadError) else err}") from None
+        raise ConfigError(
+            f"rollout.openai.base_urls: a server did not load the start weights: "
+            f"{err.cause if isinstance(err.cause, ReloadError) else err}"
+        ) from None
     return handoff
 
 

@@ -50,12 +50,15 @@ def uses_gpus(cluster: ClusterConfig, device: str) -> bool:
 def check_device(device: str, resources: dict[str, float]) -> None:
     """``model.device: cuda`` on a cluster without GPUs fails here, at start-up, in one line."""
     if device == "cuda" and resources.get("GPU", 0) <= 0:
-        raise ClusterResourceError("model.device is 'cuda' but the Ray cluster has no GPU; use model.device=auto "
-                                   "or cpu, or start Ray nodes with GPUs")
+        raise ClusterResourceError(
+            "model.device is 'cuda' but the Ray cluster has no GPU; use model.device=auto "
+            "or cpu, or start Ray nodes with GPUs"
+        )
 
 
-def start_ray(cluster: ClusterConfig, address: str | None = None, plugin_paths: list[str] | None = None,
-              device: str = "auto") -> dict[str, float]:
+def start_ray(
+    cluster: ClusterConfig, address: str | None = None, plugin_paths: list[str] | None = None, device: str = "auto"
+) -> dict[str, float]:
     """Start a local Ray cluster with the pools as logical resources, or join ``address``; return resources.
 
     Raises :class:`ClusterResourceError` (after shutting Ray down) when a pool, or the GPU that
@@ -80,12 +83,19 @@ def start_ray(cluster: ClusterConfig, address: str | None = None, plugin_paths: 
         ray.init(address=address, logging_level=logging.WARNING, runtime_env=env)
     available = ray.cluster_resources()
     have = pool_capacity(cluster, address is not None, available, ray.nodes())
-    missing = [f"{what} (need {p.count}, have {have[n][1]:g})" for n, p in cluster.pools.items()
-               for what in [have[n][0]] if have[n][1] < p.count]
+    missing = [
+        f"{what} (need {p.count}, have {have[n][1]:g})"
+        for n, p in cluster.pools.items()
+        for what in [have[n][0]]
+        if have[n][1] < p.count
+    ]
     if missing:
         ray.shutdown()
-        raise ClusterResourceError("the Ray cluster lacks the configured pools: " + ", ".join(missing)
-                                   + ". Start nodes with --resources (or GPUs of that kind), or fix cluster.pools.")
+        raise ClusterResourceError(
+            "the Ray cluster lacks the configured pools: "
+            + ", ".join(missing)
+            + ". Start nodes with --resources (or GPUs of that kind), or fix cluster.pools."
+        )
     try:
         check_device(device, available)
         if address is None and uses_gpus(cluster, device):
@@ -107,12 +117,15 @@ def check_local_gpus(cluster: ClusterConfig, gpus: float) -> None:
     """On a local machine with GPUs, the roles must fit its GPUs, or their actors would wait forever."""
     need = gpu_demand(cluster)
     if need > gpus:
-        raise ClusterResourceError(f"the roles on GPU pools reserve {need:g} GPUs but this machine has {gpus:g}; "
-                                   "lower cluster.roles.*.replicas or units, or set model.device=cpu")
+        raise ClusterResourceError(
+            f"the roles on GPU pools reserve {need:g} GPUs but this machine has {gpus:g}; "
+            "lower cluster.roles.*.replicas or units, or set model.device=cpu"
+        )
 
 
-def pool_capacity(cluster: ClusterConfig, joined: bool, available: dict[str, float],
-                  nodes: list[dict[str, Any]]) -> dict[str, tuple[str, float]]:
+def pool_capacity(
+    cluster: ClusterConfig, joined: bool, available: dict[str, float], nodes: list[dict[str, Any]]
+) -> dict[str, tuple[str, float]]:
     """For each pool, what it is made of in Ray (a description) and how many units the cluster holds.
 
     A GPU-kind pool of an existing cluster without ``resource:`` counts the GPUs of the alive nodes that
@@ -122,11 +135,13 @@ def pool_capacity(cluster: ClusterConfig, joined: bool, available: dict[str, flo
     for name, pool in cluster.pools.items():
         if joined and pool.resource is None and is_gpu_kind(pool.kind):
             marker = accelerator_resource(pool.kind)
-            gpus = sum(node["Resources"].get("GPU", 0.0) for node in nodes
-                       if node.get("Alive", True) and marker in node["Resources"])
+            gpus = sum(
+                node["Resources"].get("GPU", 0.0)
+                for node in nodes
+                if node.get("Alive", True) and marker in node["Resources"]
+            )
             result[name] = (f"GPUs on nodes with {marker}", gpus)
         else:
             resource = pool_resource(name, pool)
             result[name] = (resource, available.get(resource, 0.0))
     return result
-

@@ -34,9 +34,20 @@ from rollarc.sync.versions import WHOLE, WeightPublisher, WeightReceiver
 
 @ray.remote
 class RolloutWorker:
-    def __init__(self, name: str, policy_dir: str, engine_cfg: EngineConfig, in_flight_update: str,
-                 threads: int, pool: str, version: int = 0, sync_cfg: SyncConfig | None = None, trainer: Any = None,
-                 device: str = "auto", dtype: str = "float32"):
+    def __init__(
+        self,
+        name: str,
+        policy_dir: str,
+        engine_cfg: EngineConfig,
+        in_flight_update: str,
+        threads: int,
+        pool: str,
+        version: int = 0,
+        sync_cfg: SyncConfig | None = None,
+        trainer: Any = None,
+        device: str = "auto",
+        dtype: str = "float32",
+    ):
         """``device``: ``model.device``; ``dtype``: the engine's (``engine.dtype`` or else ``model.dtype``)."""
         torch.set_num_threads(threads)
         self.name = name
@@ -63,8 +74,14 @@ class RolloutWorker:
         self.prompt_tokens = 0
         self.sync_s: list[float] = []
 
-    async def generate(self, prompt_ids: list[int], params: SamplingParams, cache_key: str | None = None,
-                       task: str | None = None, step: int | None = None) -> Completion:
+    async def generate(
+        self,
+        prompt_ids: list[int],
+        params: SamplingParams,
+        cache_key: str | None = None,
+        task: str | None = None,
+        step: int | None = None,
+    ) -> Completion:
         await self._gate.wait()
         request_id = uuid.uuid4().hex
         t0 = time.perf_counter()
@@ -76,11 +93,22 @@ class RolloutWorker:
         t1 = time.perf_counter()
         self.generated_tokens += completion.num_tokens
         self.prompt_tokens += completion.prompt_len
-        self._spans.append({"worker": self.name, "role": "rollout", "kind": "generate",
-                            "t0": t0 + self._wall_offset, "t1": t1 + self._wall_offset, "traj": cache_key,
-                            "task": task, "step": step, "prompt_tokens": completion.prompt_len,
-                            "new_tokens": completion.num_tokens, "cached_tokens": completion.cached_prompt_tokens,
-                            "pool": self.pool})
+        self._spans.append(
+            {
+                "worker": self.name,
+                "role": "rollout",
+                "kind": "generate",
+                "t0": t0 + self._wall_offset,
+                "t1": t1 + self._wall_offset,
+                "traj": cache_key,
+                "task": task,
+                "step": step,
+                "prompt_tokens": completion.prompt_len,
+                "new_tokens": completion.num_tokens,
+                "cached_tokens": completion.cached_prompt_tokens,
+                "pool": self.pool,
+            }
+        )
         return completion
 
     async def update_weights(self, payload: SyncPayload) -> dict[str, float]:
@@ -89,8 +117,14 @@ class RolloutWorker:
         (updates,) = await asyncio.gather(*payload.refs)
         fetched = time.perf_counter()
         if payload.version <= (self.receiver.version if self.receiver.version is not None else -1):
-            return {"fetch_s": fetched - t0, "apply_s": 0.0, "total_s": fetched - t0, "bytes": 0.0, "model_bytes": 0.0,
-                    "rss_mb": process_rss_mb()}
+            return {
+                "fetch_s": fetched - t0,
+                "apply_s": 0.0,
+                "total_s": fetched - t0,
+                "bytes": 0.0,
+                "model_bytes": 0.0,
+                "rss_mb": process_rss_mb(),
+            }
 
         async def fetch(have: int | None):
             return await self.trainer.fetch_weights.remote(have)
@@ -112,10 +146,25 @@ class RolloutWorker:
             self._gate.set()
         t1 = time.perf_counter()
         self.sync_s.append(t1 - t0)
-        self._spans.append({"worker": self.name, "role": "rollout", "kind": "sync", "t0": t0 + self._wall_offset,
-                            "t1": t1 + self._wall_offset, "version": version, "pool": self.pool})
-        return {"fetch_s": fetched - t0, "apply_s": t1 - fetched, "total_s": t1 - t0,
-                "bytes": float(report.nbytes), "model_bytes": float(payload.model_bytes), "rss_mb": process_rss_mb()}
+        self._spans.append(
+            {
+                "worker": self.name,
+                "role": "rollout",
+                "kind": "sync",
+                "t0": t0 + self._wall_offset,
+                "t1": t1 + self._wall_offset,
+                "version": version,
+                "pool": self.pool,
+            }
+        )
+        return {
+            "fetch_s": fetched - t0,
+            "apply_s": t1 - fetched,
+            "total_s": t1 - t0,
+            "bytes": float(report.nbytes),
+            "model_bytes": float(payload.model_bytes),
+            "rss_mb": process_rss_mb(),
+        }
 
     async def catch_up(self) -> int:
         """A replica added mid-run starts from the checkpoint's weights: fetch what it lacks from the trainer."""
@@ -143,8 +192,14 @@ class RolloutWorker:
         return len(ids)
 
     def stats(self) -> dict[str, Any]:
-        return {"name": self.name, "pool": self.pool, "running": len(self._running), **self.engine.stats(),
-                "generated_tokens": self.generated_tokens, "prompt_tokens": self.prompt_tokens}
+        return {
+            "name": self.name,
+            "pool": self.pool,
+            "running": len(self._running),
+            **self.engine.stats(),
+            "generated_tokens": self.generated_tokens,
+            "prompt_tokens": self.prompt_tokens,
+        }
 
     def drain_spans(self) -> list[dict[str, Any]]:
         spans, self._spans = self._spans, []

@@ -36,7 +36,7 @@ class Router:
         self._inflight = 0
         self.dead: list[str] = []
         self.failovers = 0
-        self.tokens: Counter[tuple[str, str]] = Counter()      # (task, pool) -> generated tokens
+        self.tokens: Counter[tuple[str, str]] = Counter()  # (task, pool) -> generated tokens
         self.prompt_tokens: Counter[tuple[str, str]] = Counter()
         self.turns: Counter[tuple[str, str]] = Counter()
         self.stolen = 0
@@ -67,16 +67,23 @@ class Router:
         self._open.set()
 
     async def abort_all(self) -> int:
-        counts = await asyncio.gather(*[h.abort_all.remote() for n, h in self.handles.items()
-                                        if self.replicas[n].alive], return_exceptions=True)
+        counts = await asyncio.gather(
+            *[h.abort_all.remote() for n, h in self.handles.items() if self.replicas[n].alive], return_exceptions=True
+        )
         return sum(c for c in counts if isinstance(c, int))
 
     async def drain(self) -> None:
         await self._idle.wait()
 
     # ---- the data path -----------------------------------------------------------------------------
-    async def generate(self, prompt_ids: list[int], params: SamplingParams, cache_key: str | None = None,
-                       task: str | None = None, step: int | None = None) -> Completion:
+    async def generate(
+        self,
+        prompt_ids: list[int],
+        params: SamplingParams,
+        cache_key: str | None = None,
+        task: str | None = None,
+        step: int | None = None,
+    ) -> Completion:
         await self._open.wait()
         preferred = self.task_pools.get(task) if task is not None else None
         self._inflight += 1
@@ -89,7 +96,8 @@ class Router:
                 state.foreign += int(route.stolen)
                 try:
                     completion = await self.handles[route.replica].generate.remote(
-                        prompt_ids, params, cache_key, task, step)
+                        prompt_ids, params, cache_key, task, step
+                    )
                 except RayActorError:
                     self._mark_dead(route.replica)
                     continue

@@ -75,8 +75,13 @@ class RoutingPolicy:
             best = min(own, key=lambda r: (r.outstanding, r.name))
             if best.outstanding < best.capacity:
                 return Route(best.name, stolen=False, sticky=False)
-            thieves = [r for r in usable if r.pool != preferred_pool and r.outstanding * 2 < r.capacity
-                       and r.foreign < self.steal_fraction * r.capacity]
+            thieves = [
+                r
+                for r in usable
+                if r.pool != preferred_pool
+                and r.outstanding * 2 < r.capacity
+                and r.foreign < self.steal_fraction * r.capacity
+            ]
             if thieves:
                 victim = min(thieves, key=lambda r: (r.outstanding, r.name))
                 return Route(victim.name, stolen=True, sticky=False)

@@ -1,6 +1,6 @@
 """The staleness bound as explicit bookkeeping: admission control and the freshness test.
 
-Definitions (exact; see the README's "Asynchrony" section):
+Definitions (exact; see docs/async.md):
 - A training step that starts from policy version ``u`` produces version ``u + 1``.
 - A group's staleness at that step is ``u - min_version``, the oldest version among its tokens.
 - With bound ``k``, a group is trained only if its staleness is at most ``k``; otherwise it is dropped

@@ -46,12 +46,24 @@ class Reservoir:
         if not self.values:
             return {"mean": float("nan"), "p50": float("nan"), "p90": float("nan"), "p99": float("nan"), "n": 0}
         q = np.quantile(self.values, [0.5, 0.9, 0.99])
-        return {"mean": self.total / self.count, "p50": float(q[0]), "p90": float(q[1]), "p99": float(q[2]),
-                "n": self.count}
+        return {
+            "mean": self.total / self.count,
+            "p50": float(q[0]),
+            "p90": float(q[1]),
+            "p99": float(q[2]),
+            "n": self.count,
+        }
 
 
-FIELDS = ("turns", "prompt_tokens_per_turn", "new_tokens_per_turn", "cached_tokens", "env_step_s", "reward_s",
-          "trajectory_s")
+FIELDS = (
+    "turns",
+    "prompt_tokens_per_turn",
+    "new_tokens_per_turn",
+    "cached_tokens",
+    "env_step_s",
+    "reward_s",
+    "trajectory_s",
+)
 
 
 class TaskProfiler:
@@ -79,5 +91,7 @@ class TaskProfiler:
         stats["trajectory_s"].add(traj.timings.get("total_s", 0.0))
 
     def profiles(self) -> dict[str, Any]:
-        return {task: {**{name: r.summary() for name, r in stats.items()}, **self.outcomes[task]}
-                for task, stats in self.tasks.items()}
+        return {
+            task: {**{name: r.summary() for name, r in stats.items()}, **self.outcomes[task]}
+            for task, stats in self.tasks.items()
+        }

@@ -33,6 +33,7 @@ from rollarc.runtime.ray_cluster import actor_options
 from rollarc.runtime.weight_sync import SyncPayload
 from rollarc.sync.versions import WHOLE, VersionedUpdate, WeightPublisher, updates_nbytes
 from rollarc.train.fsdp import SHARDED_DIR, free_port, init_process_group
+from rollarc.train.fsdp_trainer import ShardedPolicyTrainer
 
 FSDP_META = "fsdp.json"  # records the number of ranks that wrote a checkpoint
 
@@ -43,8 +44,12 @@ def start_train_group(cfg: Config, policy_dir: str, *, gpus: bool = False) -> An
     ``gpus`` (from ``uses_gpus``): each rank on a GPU-kind pool reserves its GPUs, as the single trainer does.
     """
     role = cfg.cluster.roles.train
-    ranks = [FSDPTrainRank.options(**actor_options(cfg.cluster, role, gpus=gpus)).remote(rank, role.replicas)
-             for rank in range(role.replicas)]
+    ranks = [
+        FSDPTrainRank.options(  # type: ignore[attr-defined]  # @ray.remote class
+            **actor_options(cfg.cluster, role, gpus=gpus)
+        ).remote(rank, role.replicas)
+        for rank in range(role.replicas)
+    ]
     nodes = ray.get([r.node.remote() for r in ranks])
     # All on one node: the rendezvous listens on the loopback only. Across nodes: on rank 0's node address.
     host = "127.0.0.1" if len({node_id for node_id, _ in nodes}) == 1 else nodes[0][1]
@@ -71,8 +76,6 @@ class FSDPTrainRank:
 
     def setup(self, policy_dir: str, cfg: Config, threads: int, host: str, port: int) -> None:
         """Join the process group, load the policy and shard it (every rank at once)."""
-        from rollarc.train.fsdp_trainer import ShardedPolicyTrainer
-
         torch.set_num_threads(threads)
         torch.manual_seed(cfg.seed)
         self.cfg = cfg
@@ -81,19 +84,41 @@ class FSDPTrainRank:
         model, self.tokenizer = load_policy(policy_dir)
         t = cfg.train
         self.trainer = ShardedPolicyTrainer(
-            model, cfg.algo, t.lr, reshard_after_forward=t.fsdp.reshard_after_forward,
-            temperature=cfg.sampling.temperature, weight_decay=t.weight_decay, betas=t.betas, grad_clip=t.grad_clip,
-            minibatches=t.minibatches, epochs=t.epochs, micro_batch_tokens=t.micro_batch_tokens,
-            pad_id=self.tokenizer.pad_token_id, seed=cfg.seed, dedup=t.dedup_rows, warmup_steps=t.warmup_steps,
-            device=device, autocast_dtype=resolve_dtype(cfg.model.dtype))
+            model,
+            cfg.algo,
+            t.lr,
+            reshard_after_forward=t.fsdp.reshard_after_forward,
+            temperature=cfg.sampling.temperature,
+            weight_decay=t.weight_decay,
+            betas=t.betas,
+            grad_clip=t.grad_clip,
+            minibatches=t.minibatches,
+            epochs=t.epochs,
+            micro_batch_tokens=t.micro_batch_tokens,
+            pad_id=self.tokenizer.pad_token_id,
+            seed=cfg.seed,
+            dedup=t.dedup_rows,
+            warmup_steps=t.warmup_steps,
+            device=device,
+            autocast_dtype=resolve_dtype(cfg.model.dtype),
+        )
 
     # ---- the parts every rank runs (collectives) -------------------------------------------------
     def rank_train_step(self, groups: list[list[Trajectory]], step: int) -> dict[str, Any]:
         t0 = time.time()
         stats = self.trainer.train_step(groups)
         stats["rss_mb"] = process_rss_mb()
-        self._spans.append({"worker": f"train-{self.rank}", "role": "train", "kind": "train", "t0": t0,
-                            "t1": time.time(), "step": step, "tokens": stats["tokens"]})
+        self._spans.append(
+            {
+                "worker": f"train-{self.rank}",
+                "role": "train",
+                "kind": "train",
+                "t0": t0,
+                "t1": time.time(),
+                "step": step,
+                "tokens": stats["tokens"],
+            }
+        )
         return stats
 
     def rank_gather(self) -> None:
@@ -144,10 +169,23 @@ class FSDPTrainRank:
         self._on_all("rank_gather")
         assert self.publisher is not None
         updates = self.publisher.latest(WHOLE)
-        payload = SyncPayload(version=self.trainer.version, method=self.cfg.sync.method, refs=[ray.put(updates)],
-                              nbytes=updates_nbytes(updates), model_bytes=sum(u.model_bytes for u in updates))
-        self._spans.append({"worker": "train-0", "role": "train", "kind": "sync", "t0": t0, "t1": time.time(),
-                            "version": self.trainer.version})
+        payload = SyncPayload(
+            version=self.trainer.version,
+            method=self.cfg.sync.method,
+            refs=[ray.put(updates)],
+            nbytes=updates_nbytes(updates),
+            model_bytes=sum(u.model_bytes for u in updates),
+        )
+        self._spans.append(
+            {
+                "worker": "train-0",
+                "role": "train",
+                "kind": "sync",
+                "t0": t0,
+                "t1": time.time(),
+                "version": self.trainer.version,
+            }
+        )
         return payload
 
     def fetch_weights(self, have: int | None) -> tuple[VersionedUpdate, ...]:
@@ -176,8 +214,10 @@ class FSDPTrainRank:
     def load_checkpoint(self, path: str) -> dict[str, Any]:
         path_ = Path(path)
         if not (path_ / SHARDED_DIR).is_dir():
-            raise ValueError(f"{path} was written by the single-replica trainer (no {SHARDED_DIR}/ directory); "
-                             "resume it with cluster.roles.train.replicas=1 and train.fsdp.on_one_replica=false")
+            raise ValueError(
+                f"{path} was written by the single-replica trainer (no {SHARDED_DIR}/ directory); "
+                "resume it with cluster.roles.train.replicas=1 and train.fsdp.on_one_replica=false"
+            )
         self._on_all("rank_load", path)
         self.publisher = WeightPublisher(self.cfg.sync)
         self._on_all("rank_gather")

@@ -29,11 +29,23 @@ class TrainWorker:
         self.model, self.tokenizer = load_policy(policy_dir)
         t = cfg.train
         self.trainer = PolicyTrainer(
-            self.model, cfg.algo, t.lr, temperature=cfg.sampling.temperature, weight_decay=t.weight_decay,
-            betas=t.betas, grad_clip=t.grad_clip, minibatches=t.minibatches, epochs=t.epochs,
-            micro_batch_tokens=t.micro_batch_tokens, pad_id=self.tokenizer.pad_token_id, seed=cfg.seed,
-            dedup=t.dedup_rows, warmup_steps=t.warmup_steps, device=resolve_device(cfg.model.device),
-            autocast_dtype=resolve_dtype(cfg.model.dtype))
+            self.model,
+            cfg.algo,
+            t.lr,
+            temperature=cfg.sampling.temperature,
+            weight_decay=t.weight_decay,
+            betas=t.betas,
+            grad_clip=t.grad_clip,
+            minibatches=t.minibatches,
+            epochs=t.epochs,
+            micro_batch_tokens=t.micro_batch_tokens,
+            pad_id=self.tokenizer.pad_token_id,
+            seed=cfg.seed,
+            dedup=t.dedup_rows,
+            warmup_steps=t.warmup_steps,
+            device=resolve_device(cfg.model.device),
+            autocast_dtype=resolve_dtype(cfg.model.dtype),
+        )
         self._spans: list[dict[str, Any]] = []
         self.publisher = WeightPublisher(cfg.sync)
         self.publisher.publish(self.trainer.named_weights(), version=self.trainer.version)
@@ -42,8 +54,17 @@ class TrainWorker:
         t0 = time.time()
         stats = self.trainer.train_step(groups)
         stats["rss_mb"] = process_rss_mb()
-        self._spans.append({"worker": "train-0", "role": "train", "kind": "train", "t0": t0, "t1": time.time(),
-                            "step": step, "tokens": stats["tokens"]})
+        self._spans.append(
+            {
+                "worker": "train-0",
+                "role": "train",
+                "kind": "train",
+                "t0": t0,
+                "t1": time.time(),
+                "step": step,
+                "tokens": stats["tokens"],
+            }
+        )
         return stats
 
     def publish(self) -> SyncPayload:
@@ -51,10 +72,23 @@ class TrainWorker:
         t0 = time.time()
         self.publisher.publish(self.trainer.named_weights(), version=self.trainer.version)
         updates = self.publisher.latest(WHOLE)
-        payload = SyncPayload(version=self.trainer.version, method=self.cfg.sync.method, refs=[ray.put(updates)],
-                              nbytes=updates_nbytes(updates), model_bytes=sum(u.model_bytes for u in updates))
-        self._spans.append({"worker": "train-0", "role": "train", "kind": "sync", "t0": t0, "t1": time.time(),
-                            "version": self.trainer.version})
+        payload = SyncPayload(
+            version=self.trainer.version,
+            method=self.cfg.sync.method,
+            refs=[ray.put(updates)],
+            nbytes=updates_nbytes(updates),
+            model_bytes=sum(u.model_bytes for u in updates),
+        )
+        self._spans.append(
+            {
+                "worker": "train-0",
+                "role": "train",
+                "kind": "sync",
+                "t0": t0,
+                "t1": time.time(),
+                "version": self.trainer.version,
+            }
+        )
         return payload
 
     def fetch_weights(self, have: int | None) -> tuple[VersionedUpdate, ...]:
@@ -76,8 +110,10 @@ class TrainWorker:
     def load_checkpoint(self, path: str) -> dict[str, Any]:
         path_ = Path(path)
         if (path_ / "sharded").is_dir():
-            raise ValueError(f"{path} was written by FSDP training (it holds sharded/); resume it with "
-                             "cluster.roles.train.replicas > 1 or train.fsdp.on_one_replica: true")
+            raise ValueError(
+                f"{path} was written by FSDP training (it holds sharded/); resume it with "
+                "cluster.roles.train.replicas > 1 or train.fsdp.on_one_replica: true"
+            )
         model, _ = load_policy(path_ / "policy")
         self.model.load_state_dict(model.state_dict())
         self.trainer.load_optimizer_state(torch.load(path_ / "trainer_state.pt", weights_only=False))

@@ -33,12 +33,14 @@ class Workers:
         self.gpus = uses_gpus(cfg.cluster, cfg.model.device)
         self.tasks = {t.name: t for t in cfg.tasks}
         self.router = Router.options(num_cpus=0, max_concurrency=10_000).remote(  # type: ignore[attr-defined]  # @ray.remote class
-            {t.name: t.rollout_pool for t in cfg.tasks})
+            {t.name: t.rollout_pool for t in cfg.tasks}
+        )
         if roles.train.replicas > 1 or cfg.train.fsdp.on_one_replica:
             self.trainer = start_train_group(cfg, policy_dir, gpus=self.gpus)  # FSDP rank 0, same interface
         else:
             self.trainer = TrainWorker.options(  # type: ignore[attr-defined]  # @ray.remote class
-                **actor_options(cfg.cluster, roles.train, gpus=self.gpus)).remote(policy_dir, cfg, roles.train.threads)
+                **actor_options(cfg.cluster, roles.train, gpus=self.gpus)
+            ).remote(policy_dir, cfg, roles.train.threads)
         self.rollout: dict[str, Any] = {}
         self.rollout_pool: dict[str, str] = {}
         self.handoff = start_openai_backend(self, start_version) if cfg.rollout.backend == "openai" else None
@@ -65,8 +67,18 @@ class Workers:
         """Start a rollout replica on ``group``'s pool; mid-run (``catch_up``) it first fetches the current weights."""
         options = actor_options(self.cfg.cluster, group, gpus=self.gpus)
         handle = RolloutWorker.options(**options, max_concurrency=10_000).remote(  # type: ignore[attr-defined]  # @ray.remote class
-            name, self.policy_dir, self.cfg.engine, self.cfg.async_.in_flight_update, group.threads, group.pool,
-            version, self.cfg.sync, self.trainer, self.cfg.model.device, self.cfg.engine.dtype or self.cfg.model.dtype)
+            name,
+            self.policy_dir,
+            self.cfg.engine,
+            self.cfg.async_.in_flight_update,
+            group.threads,
+            group.pool,
+            version,
+            self.cfg.sync,
+            self.trainer,
+            self.cfg.model.device,
+            self.cfg.engine.dtype or self.cfg.model.dtype,
+        )
         if catch_up:
             ray.get(handle.catch_up.remote())
         self.rollout[name] = handle
@@ -100,12 +112,22 @@ class Workers:
         name = f"env-{self._env_serial}"
         self._env_serial += 1
         role = self.cfg.cluster.roles.env
-        self.env[name] = EnvWorker.options(**actor_options(self.cfg.cluster, role, name=name, gpus=self.gpus),  # type: ignore[attr-defined]  # @ray.remote class
-                                           max_concurrency=10_000).remote(
-            name, self.tasks, self.policy_dir, self.cfg.sampling, self.router, role.threads, 64,
-            self.cfg.async_.trajectory_timeout_s, seed=self.cfg.seed * 1000 + self._env_serial,
+        self.env[name] = EnvWorker.options(  # type: ignore[attr-defined]  # @ray.remote class
+            **actor_options(self.cfg.cluster, role, name=name, gpus=self.gpus),
+            max_concurrency=10_000,
+        ).remote(
+            name,
+            self.tasks,
+            self.policy_dir,
+            self.cfg.sampling,
+            self.router,
+            role.threads,
+            64,
+            self.cfg.async_.trajectory_timeout_s,
+            seed=self.cfg.seed * 1000 + self._env_serial,
             reward_spec=self.reward_backend.client_spec() if self.reward_backend else None,
-            reward_weight=getattr(self.cfg.reward, "weight", 1.0))
+            reward_weight=getattr(self.cfg.reward, "weight", 1.0),
+        )
         return name
 
     def replace_env(self, name: str) -> str:
@@ -127,8 +149,11 @@ class Workers:
 
     # ---- gathering -------------------------------------------------------------------------------
     def drain_spans(self) -> list[dict[str, Any]]:
-        handles = [*self.env.values(), *(h for n, h in list(self.rollout.items()) if n not in self.dead_rollouts),
-                   self.trainer]
+        handles = [
+            *self.env.values(),
+            *(h for n, h in list(self.rollout.items()) if n not in self.dead_rollouts),
+            self.trainer,
+        ]
         spans: list[dict[str, Any]] = []
         for ref in [h.drain_spans.remote() for h in handles]:
             try:

@@ -60,9 +60,19 @@ class CompletionServer:
 
     @api.get("/v1/models")
     def models(self) -> dict[str, Any]:
-        return {"object": "list", "data": [{"id": self.model_name, "object": "model", "owned_by": "rollarc",
-                                            "root": self.model_path, "rollarc_version": self.engine.version,
-                                            "rollarc_weights_sha256": self.digest}]}
+        return {
+            "object": "list",
+            "data": [
+                {
+                    "id": self.model_name,
+                    "object": "model",
+                    "owned_by": "rollarc",
+                    "root": self.model_path,
+                    "rollarc_version": self.engine.version,
+                    "rollarc_weights_sha256": self.digest,
+                }
+            ],
+        }
 
     @api.post("/v1/completions")
     async def completions(self, request: Request) -> JSONResponse:
@@ -105,23 +115,46 @@ class CompletionServer:
                 model, _ = await asyncio.to_thread(load_policy, path)
                 await self.engine.update_weights(model.state_dict(), version)
             except (OSError, KeyError, ValueError) as err:
-                return JSONResponse({"success": False, "message": f"could not load {path}: {err}",
-                                     "rollarc_version": self.engine.version}, status_code=400)
+                return JSONResponse(
+                    {
+                        "success": False,
+                        "message": f"could not load {path}: {err}",
+                        "rollarc_version": self.engine.version,
+                    },
+                    status_code=400,
+                )
             self.digest = await asyncio.to_thread(state_digest, self.engine.engine.model.state_dict())
             self.model_path = path
-        return JSONResponse({"success": True, "message": f"loaded {path} as version {version}",
-                             "rollarc_version": self.engine.version, "rollarc_weights_sha256": self.digest,
-                             "load_s": time.perf_counter() - start})
+        return JSONResponse(
+            {
+                "success": True,
+                "message": f"loaded {path} as version {version}",
+                "rollarc_version": self.engine.version,
+                "rollarc_weights_sha256": self.digest,
+                "load_s": time.perf_counter() - start,
+            }
+        )
 
 
-def build_app(model_dir: str, served_model_name: str = "rollarc", version: int = 0,
-              engine_cfg: EngineConfig | None = None) -> Any:
-    return CompletionServer.bind(str(Path(model_dir).resolve()), served_model_name, version,  # type: ignore[attr-defined]  # @serve.deployment class
-                                 engine_cfg or EngineConfig())
+def build_app(
+    model_dir: str, served_model_name: str = "rollarc", version: int = 0, engine_cfg: EngineConfig | None = None
+) -> Any:
+    return CompletionServer.bind(  # type: ignore[attr-defined]  # @serve.deployment class
+        str(Path(model_dir).resolve()),
+        served_model_name,
+        version,
+        engine_cfg or EngineConfig(),
+    )
 
 
-def start_server(model_dir: str, host: str = "127.0.0.1", port: int = 8000, served_model_name: str = "rollarc",
-                 version: int = 0, engine_cfg: EngineConfig | None = None) -> str:
+def start_server(
+    model_dir: str,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    served_model_name: str = "rollarc",
+    version: int = 0,
+    engine_cfg: EngineConfig | None = None,
+) -> str:
     """Deploy the server on the connected Ray cluster; returns its base URL once it answers."""
     serve.start(http_options={"host": host, "port": port})
     serve.run(build_app(model_dir, served_model_name, version, engine_cfg), name=APP_NAME, route_prefix="/")
@@ -144,9 +177,12 @@ def main(argv: list[str]) -> int:
         print(f"rollarc serve: {args.model_dir} is not an HF-format model directory (no config.json)", file=sys.stderr)
         return 2
 
-    ray.init(address=args.address, logging_level=logging.WARNING, **({} if args.address else {"num_cpus": args.threads}))
-    engine_cfg = EngineConfig(max_num_seqs=args.max_num_seqs, max_model_len=args.max_model_len,
-                              num_threads=args.threads)
+    ray.init(
+        address=args.address, logging_level=logging.WARNING, **({} if args.address else {"num_cpus": args.threads})
+    )
+    engine_cfg = EngineConfig(
+        max_num_seqs=args.max_num_seqs, max_model_len=args.max_model_len, num_threads=args.threads
+    )
     url = start_server(args.model_dir, args.host, args.port, args.served_model_name, args.version, engine_cfg)
     print(f"rollarc serve: {args.model_dir} at {url}/v1 (version {args.version}); Ctrl-C stops", flush=True)
     stop = False

@@ -17,20 +17,29 @@ from rollarc.configio import FrozenModel
 class OpenAIBackendConfig(FrozenModel):
     """Where the completions servers are and how weights reach them."""
 
-    base_urls: list[str] = Field(default_factory=list, description="server roots, e.g. http://127.0.0.1:8000 "
-                                 "(one router replica each; /v1/completions is appended)")
+    base_urls: list[str] = Field(
+        default_factory=list,
+        description="server roots, e.g. http://127.0.0.1:8000 (one router replica each; /v1/completions is appended)",
+    )
     model: str = Field("rollarc", description="the `model` field sent with every request (the served model name)")
-    reload_path: str = Field("/update_weights_from_disk", description="POST endpoint that loads the HF checkpoint "
-                             "at `model_path` (SGLang's name; rollarc serve also accepts /reload)")
-    checkpoint_dir: str = Field("artifacts/openai_handoff/{name}", description="directory every server can read: "
-                                "each new version is written here as an HF checkpoint before the reload call "
-                                "({name} is the run name)")
-    timeout_s: float = Field(120.0, gt=0.0, description="seconds one completion request may take before the turn "
-                             "fails")
-    reload_timeout_s: float = Field(300.0, gt=0.0, description="seconds one reload call may take before the "
-                                    "weight sync fails")
-    max_concurrent_requests: int = Field(64, ge=1, description="requests in flight to one server at most (also "
-                                         "the router's capacity for it)")
+    reload_path: str = Field(
+        "/update_weights_from_disk",
+        description="POST endpoint that loads the HF checkpoint "
+        "at `model_path` (SGLang's name; rollarc serve also accepts /reload)",
+    )
+    checkpoint_dir: str = Field(
+        "artifacts/openai_handoff/{name}",
+        description="directory every server can read: "
+        "each new version is written here as an HF checkpoint before the reload call "
+        "({name} is the run name)",
+    )
+    timeout_s: float = Field(120.0, gt=0.0, description="seconds one completion request may take before the turn fails")
+    reload_timeout_s: float = Field(
+        300.0, gt=0.0, description="seconds one reload call may take before the weight sync fails"
+    )
+    max_concurrent_requests: int = Field(
+        64, ge=1, description="requests in flight to one server at most (also the router's capacity for it)"
+    )
 
     @field_validator("base_urls")
     @classmethod
@@ -49,21 +58,30 @@ class OpenAIBackendConfig(FrozenModel):
 
 
 class RolloutConfig(FrozenModel):
-    backend: Literal["builtin", "openai"] = Field("builtin", description="builtin: rollarc's engine in "
-                                                  "RolloutWorker actors; openai: OpenAI-compatible servers")
-    openai: OpenAIBackendConfig = Field(default_factory=OpenAIBackendConfig, description="settings of the openai backend")
+    backend: Literal["builtin", "openai"] = Field(
+        "builtin", description="builtin: rollarc's engine in RolloutWorker actors; openai: OpenAI-compatible servers"
+    )
+    openai: OpenAIBackendConfig = Field(
+        default_factory=OpenAIBackendConfig, description="settings of the openai backend"
+    )
 
     @model_validator(mode="after")
     def _openai_needs_servers(self) -> RolloutConfig:
         if self.backend == "openai" and not self.openai.base_urls:
-            raise ValueError("rollout.openai.base_urls is empty: list at least one server "
-                             "(e.g. http://127.0.0.1:8000, started with `rollarc serve MODEL_DIR`)")
+            raise ValueError(
+                "rollout.openai.base_urls is empty: list at least one server "
+                "(e.g. http://127.0.0.1:8000, started with `rollarc serve MODEL_DIR`)"
+            )
         return self
 
 
 def backend_problems(rollout: RolloutConfig, in_flight_update: str) -> list[str]:
     """Cross-section rules: an external server reports one version per completion, so no mid-turn swaps."""
     if rollout.backend == "openai" and in_flight_update == "continue":
-        return [("async.in_flight_update 'continue' needs per-token versions, which an OpenAI server does not "
-                 "report; use 'finish' or 'abort' with rollout.backend: openai")]
+        return [
+            (
+                "async.in_flight_update 'continue' needs per-token versions, which an OpenAI server does not "
+                "report; use 'finish' or 'abort' with rollout.backend: openai"
+            )
+        ]
     return []

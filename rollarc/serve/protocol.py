@@ -76,17 +76,21 @@ def parse_completion(body: dict[str, Any], prompt_len: int, request_id: str, fal
     if token_ids is None:
         tokens = logprobs.get("tokens")
         if tokens is None or not all(isinstance(t, str) and t.startswith(TOKEN_ID_PREFIX) for t in tokens):
-            raise ProtocolError("reply has no token ids: neither choices[0].token_ids (return_token_ids) nor "
-                                "'token_id:N' strings in logprobs.tokens (return_tokens_as_token_ids)")
-        token_ids = [t[len(TOKEN_ID_PREFIX):] for t in tokens]
+            raise ProtocolError(
+                "reply has no token ids: neither choices[0].token_ids (return_token_ids) nor "
+                "'token_id:N' strings in logprobs.tokens (return_tokens_as_token_ids)"
+            )
+        token_ids = [t[len(TOKEN_ID_PREFIX) :] for t in tokens]
     try:
         token_ids = [int(t) for t in token_ids]
     except (TypeError, ValueError):
         raise ProtocolError(f"reply has token ids that are not integers: {token_ids[:5]}") from None
     values = logprobs.get("token_logprobs")
     if values is None or len(values) != len(token_ids):
-        raise ProtocolError(f"reply has {len(token_ids)} token ids but "
-                            f"{'no' if values is None else len(values)} logprobs.token_logprobs")
+        raise ProtocolError(
+            f"reply has {len(token_ids)} token ids but "
+            f"{'no' if values is None else len(values)} logprobs.token_logprobs"
+        )
     if any(v is None or not math.isfinite(float(v)) for v in values):
         raise ProtocolError("reply has a missing or non-finite entry in logprobs.token_logprobs")
     version = int(body.get("rollarc_version", fallback_version))
@@ -96,10 +100,16 @@ def parse_completion(body: dict[str, Any], prompt_len: int, request_id: str, fal
         raise ProtocolError(f"reply has {len(token_ids)} token ids but {len(versions)} rollarc_token_versions")
     finish = choice.get("finish_reason")
     finish_reason: FinishReason = finish if finish in FINISH_REASONS else "stop"
-    return Completion(request_id=request_id, prompt_len=prompt_len, token_ids=token_ids,
-                      logprobs=[float(v) for v in values], token_versions=versions,
-                      version=min(versions, default=version), finish_reason=finish_reason,
-                      stop_reason=choice.get("stop_reason"))
+    return Completion(
+        request_id=request_id,
+        prompt_len=prompt_len,
+        token_ids=token_ids,
+        logprobs=[float(v) for v in values],
+        token_versions=versions,
+        version=min(versions, default=version),
+        finish_reason=finish_reason,
+        stop_reason=choice.get("stop_reason"),
+    )
 
 
 # ---------------------------------------------------------------------------------------------- server side
@@ -150,26 +160,45 @@ def parse_request(body: dict[str, Any], served_model: str, tokenize: Callable[[s
         )
     except (TypeError, ValueError) as err:
         raise RequestError(str(err)) from None
-    return ParsedRequest(prompt_ids, params, logprobs is not None,
-                         bool(body.get("return_tokens_as_token_ids", False)))
+    return ParsedRequest(prompt_ids, params, logprobs is not None, bool(body.get("return_tokens_as_token_ids", False)))
 
 
-def completion_response(completion: Completion, request: ParsedRequest, model: str, text: str,
-                        token_strings: Sequence[str]) -> dict[str, Any]:
+def completion_response(
+    completion: Completion, request: ParsedRequest, model: str, text: str, token_strings: Sequence[str]
+) -> dict[str, Any]:
     """The reply body for one finished completion (see the module docstring for the fields)."""
     ids = list(completion.token_ids)
-    choice: dict[str, Any] = {"index": 0, "text": text, "finish_reason": completion.finish_reason,
-                              "stop_reason": completion.stop_reason, "token_ids": ids,
-                              "rollarc_token_versions": list(completion.token_versions), "logprobs": None}
+    choice: dict[str, Any] = {
+        "index": 0,
+        "text": text,
+        "finish_reason": completion.finish_reason,
+        "stop_reason": completion.stop_reason,
+        "token_ids": ids,
+        "rollarc_token_versions": list(completion.token_versions),
+        "logprobs": None,
+    }
     if request.logprobs:
         tokens = [f"{TOKEN_ID_PREFIX}{t}" for t in ids] if request.tokens_as_ids else list(token_strings)
         offsets, at = [], 0
         for piece in token_strings:
             offsets.append(at)
             at += len(piece)
-        choice["logprobs"] = {"tokens": tokens, "token_logprobs": list(completion.logprobs),
-                              "top_logprobs": None, "text_offset": offsets}
-    return {"id": f"cmpl-{uuid.uuid4().hex}", "object": "text_completion", "created": int(time.time()),
-            "model": model, "choices": [choice], "rollarc_version": completion.version,
-            "usage": {"prompt_tokens": completion.prompt_len, "completion_tokens": len(ids),
-                      "total_tokens": completion.prompt_len + len(ids)}}
+        choice["logprobs"] = {
+            "tokens": tokens,
+            "token_logprobs": list(completion.logprobs),
+            "top_logprobs": None,
+            "text_offset": offsets,
+        }
+    return {
+        "id": f"cmpl-{uuid.uuid4().hex}",
+        "object": "text_completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [choice],
+        "rollarc_version": completion.version,
+        "usage": {
+            "prompt_tokens": completion.prompt_len,
+            "completion_tokens": len(ids),
+            "total_tokens": completion.prompt_len + len(ids),
+        },
+    }

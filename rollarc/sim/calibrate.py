@@ -146,7 +146,9 @@ def fit_costs(runs: list[RunRecord]) -> FittedCosts:
         raise ConfigError("calibration needs at least 4 generate spans and 1 train span in the timelines")
     for span in generate:
         if span.get("new_tokens") is None or span.get("prompt_tokens") is None:
-            raise ConfigError(f"generate span of worker {span.get('worker')!r} at t0={span['t0']} lacks prompt_tokens/new_tokens")
+            raise ConfigError(
+                f"generate span of worker {span.get('worker')!r} at t0={span['t0']} lacks prompt_tokens/new_tokens"
+            )
     duration = np.array([s["t1"] - s["t0"] for s in generate])
     uncached = np.array([s["prompt_tokens"] - (s.get("cached_tokens") or 0) for s in generate], dtype=float)
     new = np.array([s["new_tokens"] for s in generate], dtype=float)
@@ -269,7 +271,7 @@ def calibrate(runs: list[RunRecord], seed: int = 0, holdout: bool = False) -> di
     costs = fit_costs(runs)
     report: dict[str, Any] = {"fitted": costs.as_dict(), "holdout": holdout, "runs": []}
     for i, run in enumerate(runs):
-        run_costs = fit_costs(runs[:i] + runs[i + 1:]) if holdout else costs
+        run_costs = fit_costs(runs[:i] + runs[i + 1 :]) if holdout else costs
         async_k = run.max_staleness if run.max_staleness > 0 else 1
         predicted = {
             "sync": simulate(setup_for(run_costs, run, 0, seed)).step_time_s,
@@ -277,14 +279,16 @@ def calibrate(runs: list[RunRecord], seed: int = 0, holdout: bool = False) -> di
         }
         measured = float(np.mean(run.step_times))
         own = predicted["sync" if run.max_staleness == 0 else f"async({async_k})"]
-        report["runs"].append({
-            "run_dir": str(run.path),
-            "mode": run.mode,
-            "steps": len(run.step_times),
-            "measured_step_time_s": measured,
-            "predicted_step_time_s": predicted,
-            "error": abs(own - measured) / measured,
-            **({"fitted_on_others": run_costs.as_dict()} if holdout else {}),
-        })
+        report["runs"].append(
+            {
+                "run_dir": str(run.path),
+                "mode": run.mode,
+                "steps": len(run.step_times),
+                "measured_step_time_s": measured,
+                "predicted_step_time_s": predicted,
+                "error": abs(own - measured) / measured,
+                **({"fitted_on_others": run_costs.as_dict()} if holdout else {}),
+            }
+        )
     report["max_error"] = max(r["error"] for r in report["runs"])
     return report

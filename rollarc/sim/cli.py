@@ -1,9 +1,9 @@
 """``rollarc simulate``: run scenarios, compare against a baseline, or calibrate from real runs.
 
-    rollarc simulate configs/sim/rollarc_3072.yaml --baseline configs/sim/monolithic_h800_3072.yaml
-    rollarc simulate configs/sim/rollarc_3072.yaml steps=10 --json
-    rollarc simulate --calibrate runs/sync-run runs/async-run [--holdout] --json
-    rollarc simulate --from-run runs/multitask-RUN [--cluster C.yaml] [--workload-model W.yaml] --json
+rollarc simulate configs/sim/rollarc_3072.yaml --baseline configs/sim/monolithic_h800_3072.yaml
+rollarc simulate configs/sim/rollarc_3072.yaml steps=10 --json
+rollarc simulate --calibrate runs/sync-run runs/async-run [--holdout] --json
+rollarc simulate --from-run runs/multitask-RUN [--cluster C.yaml] [--workload-model W.yaml] --json
 """
 
 from __future__ import annotations
@@ -66,23 +66,46 @@ def main(argv: list[str]) -> int:
     parser.add_argument("scenario", nargs="?", help="scenario YAML (see configs/sim/)")
     parser.add_argument("overrides", nargs="*", help="dotted key=value overrides of the scenario, e.g. steps=10")
     parser.add_argument("--baseline", help="a second scenario to compare against (ratios > 1 favour the first)")
-    parser.add_argument("--calibrate", nargs="+", metavar="RUN_DIR", help="fit costs from run directories and report the prediction error")
-    parser.add_argument("--holdout", action="store_true",
-                        help="--calibrate: predict each run from the costs of the other runs only")
-    parser.add_argument("--from-run", metavar="RUN_DIR",
-                        help="simulate the run's measured task mix (task_profiles.json) on a heterogeneous cluster: "
-                             "affinity routing vs random routing")
-    parser.add_argument("--from-workload", metavar="W.yaml",
-                        help="the same comparison for a workload file's task mix and model (instead of a run's)")
-    parser.add_argument("--cluster", help="--from-run/--from-workload: inventory to plan on (default configs/cluster/mid_128.yaml)")
-    parser.add_argument("--workload-model", metavar="W.yaml",
-                        help="--from-run: workload file whose model and efficiency are simulated "
-                             "(default configs/cluster/workloads/moe30b_agentic.yaml)")
+    parser.add_argument(
+        "--calibrate",
+        nargs="+",
+        metavar="RUN_DIR",
+        help="fit costs from run directories and report the prediction error",
+    )
+    parser.add_argument(
+        "--holdout", action="store_true", help="--calibrate: predict each run from the costs of the other runs only"
+    )
+    parser.add_argument(
+        "--from-run",
+        metavar="RUN_DIR",
+        help="simulate the run's measured task mix (task_profiles.json) on a heterogeneous cluster: "
+        "affinity routing vs random routing",
+    )
+    parser.add_argument(
+        "--from-workload",
+        metavar="W.yaml",
+        help="the same comparison for a workload file's task mix and model (instead of a run's)",
+    )
+    parser.add_argument(
+        "--cluster", help="--from-run/--from-workload: inventory to plan on (default configs/cluster/mid_128.yaml)"
+    )
+    parser.add_argument(
+        "--workload-model",
+        metavar="W.yaml",
+        help="--from-run: workload file whose model and efficiency are simulated "
+        "(default configs/cluster/workloads/moe30b_agentic.yaml)",
+    )
     parser.add_argument("--steps", type=int, default=20, help="--from-run: training steps to simulate (default 20)")
-    parser.add_argument("--groups-per-step", type=int, default=None,
-                        help="--from-run: B on the simulated cluster (default: the run's B)")
+    parser.add_argument(
+        "--groups-per-step",
+        type=int,
+        default=None,
+        help="--from-run: B on the simulated cluster (default: the run's B)",
+    )
     parser.add_argument("--seed", type=int, default=0, help="--from-run: simulation seed (default 0)")
-    parser.add_argument("--timeline", metavar="DIR", help="also write the simulated run as a run directory (config, timeline, metrics)")
+    parser.add_argument(
+        "--timeline", metavar="DIR", help="also write the simulated run as a run directory (config, timeline, metrics)"
+    )
     parser.add_argument("--json", action="store_true", help="print the result as one JSON line (last)")
     args = parser.parse_args(argv)
     try:
@@ -92,8 +115,10 @@ def main(argv: list[str]) -> int:
             report = calibrate([load_run(path) for path in args.calibrate], holdout=args.holdout)
             for run in report["runs"]:
                 pred = ", ".join(f"{mode} {t:.2f} s" for mode, t in run["predicted_step_time_s"].items())
-                print(f"{run['run_dir']} ({run['mode']}): measured {run['measured_step_time_s']:.2f} s/step; "
-                      f"predicted {pred}; error {100 * run['error']:.1f}%")
+                print(
+                    f"{run['run_dir']} ({run['mode']}): measured {run['measured_step_time_s']:.2f} s/step; "
+                    f"predicted {pred}; error {100 * run['error']:.1f}%"
+                )
             if args.json:
                 _print_json(report)
             return 0
@@ -122,51 +147,78 @@ def main(argv: list[str]) -> int:
 
 def format_routing_comparison(report: dict[str, Any]) -> str:
     what = f"{report['run_dir']}: measured task mix" if "run_dir" in report else f"{report['source']}: task mix"
-    lines = [f"{what} on {report['cluster']} "
-             f"(model {report['model']}, B={report['batch']['groups_per_step']}, G={report['batch']['group_size']}, "
-             f"k={report['batch']['max_staleness']})",
-             "  task           share  turns  prompt/turn  uncached  new/turn  env ms  class          planned pool"]
+    lines = [
+        f"{what} on {report['cluster']} "
+        f"(model {report['model']}, B={report['batch']['groups_per_step']}, G={report['batch']['group_size']}, "
+        f"k={report['batch']['max_staleness']})",
+        "  task           share  turns  prompt/turn  uncached  new/turn  env ms  class          planned pool",
+    ]
     for row in report["tasks"]:
-        lines.append(f"  {row['task']:<14} {row['share']:>5g}  {row['turns']:5.1f}  {row['prompt_tokens_per_turn']:11.1f}  "
-                     f"{row['uncached_share']:8.2f}  {row['new_tokens_per_turn']:8.1f}  {row['env_step_ms']:6.2f}  "
-                     f"{row['class']:<14} {row['pool']}")
+        lines.append(
+            f"  {row['task']:<14} {row['share']:>5g}  {row['turns']:5.1f}  {row['prompt_tokens_per_turn']:11.1f}  "
+            f"{row['uncached_share']:8.2f}  {row['new_tokens_per_turn']:8.1f}  {row['env_step_ms']:6.2f}  "
+            f"{row['class']:<14} {row['pool']}"
+        )
     roles = report["placement"]["cluster"]["roles"]
     tasks_on: dict[str, list[str]] = {}
     for row in report["tasks"]:
         tasks_on.setdefault(row["pool"], []).append(row["task"])
-    rollouts = "; ".join(f"{r['pool']} {r['replicas']} x {r.get('units', 1)} [{', '.join(tasks_on.get(r['pool'], []))}]"
-                         for r in roles["rollout"])
-    lines.append(f"planned placement: train {roles['train']['pool']} x {roles['train']['replicas']}; rollout engines {rollouts}; "
-                 f"env {roles['env']['pool']} x {roles['env']['replicas']}")
+    rollouts = "; ".join(
+        f"{r['pool']} {r['replicas']} x {r.get('units', 1)} [{', '.join(tasks_on.get(r['pool'], []))}]"
+        for r in roles["rollout"]
+    )
+    lines.append(
+        f"planned placement: train {roles['train']['pool']} x {roles['train']['replicas']}; rollout engines {rollouts}; "
+        f"env {roles['env']['pool']} x {roles['env']['replicas']}"
+    )
     for routing in ("affinity", "random"):
         r = report[routing]
-        lines.append(f"{routing} routing: step {r['step_time_s']:.4g} s, {r['trajectories_per_s']:.4g} traj/s, "
-                     f"{r['tokens_per_s']:,.0f} tok/s")
+        lines.append(
+            f"{routing} routing: step {r['step_time_s']:.4g} s, {r['trajectories_per_s']:.4g} traj/s, "
+            f"{r['tokens_per_s']:,.0f} tok/s"
+        )
         for name, pool in r["pools"].items():
             util = "-" if pool["utilisation"] is None else f"{pool['utilisation']:.4f}"
-            lines.append(f"  {name:<8} {pool['kind']:<6} {pool['count']:>5}  busy {pool['busy_fraction']:.3f}  utilisation {util}")
-        lines.append("  generated tokens by task@pool: "
-                     + ", ".join(f"{k} {v:,.0f}" for k, v in r["generated_by_task_pool"].items()))
+            lines.append(
+                f"  {name:<8} {pool['kind']:<6} {pool['count']:>5}  busy {pool['busy_fraction']:.3f}  utilisation {util}"
+            )
+        lines.append(
+            "  generated tokens by task@pool: "
+            + ", ".join(f"{k} {v:,.0f}" for k, v in r["generated_by_task_pool"].items())
+        )
     if report["rollout_pools"] < 2:
         lines.append("the plan uses a single rollout pool, so routing cannot differ")
-    lines.append(f"affinity vs random routing: speed-up {report['speedup']:.3f}x, throughput ratio {report['throughput_ratio']:.3f}x")
+    lines.append(
+        f"affinity vs random routing: speed-up {report['speedup']:.3f}x, throughput ratio {report['throughput_ratio']:.3f}x"
+    )
     return "\n".join(lines)
 
 
 def _from_run(args: argparse.Namespace) -> int:
     if args.scenario or args.calibrate or args.baseline or (args.from_run and args.from_workload):
-        raise ConfigError("--from-run / --from-workload cannot be combined with each other, a scenario, --baseline or --calibrate")
+        raise ConfigError(
+            "--from-run / --from-workload cannot be combined with each other, a scenario, --baseline or --calibrate"
+        )
     cluster = args.cluster or DEFAULT_CLUSTER
     if args.from_run:
-        report = compare_routing(args.from_run, cluster, args.workload_model or DEFAULT_MODEL,
-                                 steps=args.steps, seed=args.seed, groups_per_step=args.groups_per_step)
+        report = compare_routing(
+            args.from_run,
+            cluster,
+            args.workload_model or DEFAULT_MODEL,
+            steps=args.steps,
+            seed=args.seed,
+            groups_per_step=args.groups_per_step,
+        )
     else:
         if args.workload_model:
-            raise ConfigError("--workload-model applies to --from-run; --from-workload uses the workload file's own model")
+            raise ConfigError(
+                "--workload-model applies to --from-run; --from-workload uses the workload file's own model"
+            )
         overrides = [f"batch.groups_per_step={args.groups_per_step}"] if args.groups_per_step else []
         workload = load_workload(args.from_workload, overrides)
-        report = compare_workload_routing(workload, cluster, args.steps, args.seed, source=args.from_workload,
-                                          label=Path(args.from_workload).stem)
+        report = compare_workload_routing(
+            workload, cluster, args.steps, args.seed, source=args.from_workload, label=Path(args.from_workload).stem
+        )
     print(format_routing_comparison(report))
     if args.json:
         _print_json(report)
@@ -177,7 +229,11 @@ def _write_timeline(path: str, loaded: LoadedScenario, result: SimResult) -> Non
     wl = loaded.workload
     k = loaded.max_staleness
     config = {
-        "train": {"groups_per_step": wl.batch.groups_per_step, "group_size": wl.batch.group_size, "steps": result.steps},
+        "train": {
+            "groups_per_step": wl.batch.groups_per_step,
+            "group_size": wl.batch.group_size,
+            "steps": result.steps,
+        },
         "async": {"mode": "sync" if k == 0 else "async", "max_staleness": k},
     }
     ends = [0.0, *result.step_ends]

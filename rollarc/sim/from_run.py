@@ -42,31 +42,46 @@ def run_workload(run_dir: str | Path, model_workload: str | Path, groups_per_ste
     """The run's measured task mix on the model and efficiencies of ``model_workload``."""
     template = load_workload(model_workload)
     profiles = read_task_profiles(run_dir)
-    return workload_from_profiles(profiles, template.model, template.efficiency, groups_per_step,
-                                  where=str(Path(run_dir) / "task_profiles.json"))
+    return workload_from_profiles(
+        profiles, template.model, template.efficiency, groups_per_step, where=str(Path(run_dir) / "task_profiles.json")
+    )
 
 
 def task_rows(workload: Workload, pools: dict[str, str]) -> list[dict[str, Any]]:
     """Each task's shape as the simulation uses it (means), its class and its planned pool."""
     rows = []
     for t in workload.tasks:
-        rows.append({
-            "task": t.name, "share": t.share, "turns": t.turns.mean(),
-            "prompt_tokens_per_turn": t.prompt_tokens.mean(), "uncached_share": 1.0,
-            "new_tokens_per_turn": t.response_tokens.mean(), "env_step_ms": 1e3 * t.env_latency_s.mean(),
-            "class": task_class(workload, t.name), "pool": pools[t.name],
-        })
+        rows.append(
+            {
+                "task": t.name,
+                "share": t.share,
+                "turns": t.turns.mean(),
+                "prompt_tokens_per_turn": t.prompt_tokens.mean(),
+                "uncached_share": 1.0,
+                "new_tokens_per_turn": t.response_tokens.mean(),
+                "env_step_ms": 1e3 * t.env_latency_s.mean(),
+                "class": task_class(workload, t.name),
+                "pool": pools[t.name],
+            }
+        )
     return rows
 
 
-def compare_routing(run_dir: str | Path, cluster: str | Path = DEFAULT_CLUSTER, model_workload: str | Path = DEFAULT_MODEL,
-                    steps: int = 20, seed: int = 0, groups_per_step: int | None = None) -> dict[str, Any]:
+def compare_routing(
+    run_dir: str | Path,
+    cluster: str | Path = DEFAULT_CLUSTER,
+    model_workload: str | Path = DEFAULT_MODEL,
+    steps: int = 20,
+    seed: int = 0,
+    groups_per_step: int | None = None,
+) -> dict[str, Any]:
     """Plan the run's workload on ``cluster``, simulate affinity and random routing; return both and the ratio."""
     run_dir = Path(run_dir)
     workload = run_workload(run_dir, model_workload, groups_per_step)
     profiles = read_task_profiles(run_dir)
-    report = compare_workload_routing(workload, cluster, steps, seed, source=str(run_dir / "task_profiles.json"),
-                                      label=run_dir.name)
+    report = compare_workload_routing(
+        workload, cluster, steps, seed, source=str(run_dir / "task_profiles.json"), label=run_dir.name
+    )
     measured = {t: profiles["tasks"][t] for t in profiles["tasks"]}
     for row in report["tasks"]:
         row["prompt_tokens_per_turn"] = measured[row["task"]]["prompt_tokens_per_turn"]["mean"]
@@ -74,8 +89,14 @@ def compare_routing(run_dir: str | Path, cluster: str | Path = DEFAULT_CLUSTER, 
     return {"run_dir": str(run_dir), "model_workload": str(model_workload), **report}
 
 
-def compare_workload_routing(workload: Workload, cluster: str | Path, steps: int = 20, seed: int = 0,
-                             source: str = "workload", label: str = "workload") -> dict[str, Any]:
+def compare_workload_routing(
+    workload: Workload,
+    cluster: str | Path,
+    steps: int = 20,
+    seed: int = 0,
+    source: str = "workload",
+    label: str = "workload",
+) -> dict[str, Any]:
     """Plan ``workload`` on ``cluster`` and simulate the plan with affinity and with random routing."""
     cluster = Path(cluster)
     inventory, catalogue = load_inventory(cluster)
@@ -83,8 +104,18 @@ def compare_workload_routing(workload: Workload, cluster: str | Path, steps: int
     catalogue_path = str((cluster.parent / inventory.catalogue).resolve())
     results: dict[str, SimResult] = {}
     for routing in ("affinity", "random"):
-        loaded = plan_scenario(fragment, inventory, catalogue, catalogue_path, workload, source, steps,
-                               name=f"{label}:{routing}", routing=routing, seed=seed)
+        loaded = plan_scenario(
+            fragment,
+            inventory,
+            catalogue,
+            catalogue_path,
+            workload,
+            source,
+            steps,
+            name=f"{label}:{routing}",
+            routing=routing,
+            seed=seed,
+        )
         try:
             results[routing] = simulate(build_setup(loaded))
         except ConfigError as err:

@@ -43,8 +43,13 @@ class PoolReport:
             self.utilisation = self.busy_fraction  # a CPU pool: busy core fraction
 
     def as_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "count": self.count, "busy_fraction": self.busy_fraction,
-                "bubble_fraction": self.bubble_fraction, "utilisation": self.utilisation}
+        return {
+            "kind": self.kind,
+            "count": self.count,
+            "busy_fraction": self.busy_fraction,
+            "bubble_fraction": self.bubble_fraction,
+            "utilisation": self.utilisation,
+        }
 
 
 @dataclass
@@ -109,8 +114,13 @@ class SimResult:
             "mean_staleness": self.mean_staleness,
             "pools": {name: pool.as_dict() for name, pool in self.pools.items()},
             "reward": self.reward,
-            "cost": {"price_per_hour_reserved": self.price_per_hour, "reserved_usd": self.reserved_usd,
-                     "serverless_usd": self.serverless_usd, "total_usd": self.cost_usd, "per_step_usd": self.cost_per_step_usd},
+            "cost": {
+                "price_per_hour_reserved": self.price_per_hour,
+                "reserved_usd": self.reserved_usd,
+                "serverless_usd": self.serverless_usd,
+                "total_usd": self.cost_usd,
+                "per_step_usd": self.cost_per_step_usd,
+            },
             "events": self.events,
             "wall_s": self.wall_s,
             "events_per_s": self.events_per_s,

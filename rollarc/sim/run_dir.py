@@ -101,7 +101,9 @@ def load_run(run_dir: str | Path) -> RunRecord:
     )
 
 
-def write_run(run_dir: str | Path, config: dict[str, Any], spans: list[dict[str, Any]], step_times: list[float]) -> Path:
+def write_run(
+    run_dir: str | Path, config: dict[str, Any], spans: list[dict[str, Any]], step_times: list[float]
+) -> Path:
     """Write a run directory in the same contract (the simulator's ``--timeline`` output and tests)."""
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -121,8 +123,10 @@ def read_task_profiles(run_dir: str | Path) -> dict[str, Any]:
     """``RUN_DIR/task_profiles.json`` (the runtime's online task profiles), with a clear error if absent."""
     path = Path(run_dir) / "task_profiles.json"
     if not path.is_file():
-        raise ConfigError(f"{path} does not exist: --from-run needs a run directory written by a rollarc version "
-                          "that records task profiles")
+        raise ConfigError(
+            f"{path} does not exist: --from-run needs a run directory written by a rollarc version "
+            "that records task profiles"
+        )
     try:
         data = json.loads(path.read_text())
     except json.JSONDecodeError as err:

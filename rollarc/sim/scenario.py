@@ -23,7 +23,9 @@ class RewardService(FrozenModel):
     ``serverless``: instances of ``device`` started on demand, paid per second used."""
 
     mode: Literal["dedicated", "serverless"] = "serverless"
-    device: str | None = Field(default=None, description="serverless instance GPU kind (default: the reward pool's kind)")
+    device: str | None = Field(
+        default=None, description="serverless instance GPU kind (default: the reward pool's kind)"
+    )
     cold_start_s: float = Field(default=30.0, ge=0)
     keep_alive_s: float = Field(default=60.0, ge=0)
     max_instances: int = Field(default=256, gt=0)
@@ -38,13 +40,18 @@ class Scenario(FrozenModel):
     steps: int = Field(default=10, gt=0)
     seed: int = 0
     mode: Literal["sync", "async"] = "async"
-    max_staleness: int | None = Field(default=None, ge=0, description="async only; default: the workload's batch.max_staleness")
+    max_staleness: int | None = Field(
+        default=None, ge=0, description="async only; default: the workload's batch.max_staleness"
+    )
     placement: Literal["disaggregated", "colocated"] = "disaggregated"
-    colocate_switch_s: float = Field(default=0.0, ge=0, description="colocated: time to switch the GPUs between rollout and training")
+    colocate_switch_s: float = Field(
+        default=0.0, ge=0, description="colocated: time to switch the GPUs between rollout and training"
+    )
     routing: Literal["affinity", "random"] = Field(
         default="affinity",
         description="affinity: a task's trajectories run on its rollout_pool; random: on any engine of any rollout "
-                    "pool, task-oblivious (the baseline that shows what affinity routing buys)")
+        "pool, task-oblivious (the baseline that shows what affinity routing buys)",
+    )
     spot_pools: list[str] = Field(default_factory=list, description="pools billed at the spot price")
     cluster: ClusterSpec
     tasks: list[TaskPlacement] = Field(min_length=1)
@@ -58,7 +65,9 @@ class Scenario(FrozenModel):
         if self.mode == "async" and self.max_staleness == 0:
             raise ValueError("mode 'async' needs max_staleness >= 1 (0 is mode 'sync')")
         if self.placement == "colocated" and self.mode != "sync":
-            raise ValueError("placement 'colocated' time-shares the GPUs between rollout and training, so mode must be 'sync'")
+            raise ValueError(
+                "placement 'colocated' time-shares the GPUs between rollout and training, so mode must be 'sync'"
+            )
         unknown = sorted(set(self.spot_pools) - set(self.cluster.pools))
         if unknown:
             raise ValueError(f"spot_pools names unknown pool(s): {', '.join(unknown)}")
@@ -92,7 +101,11 @@ def load_scenario(path: str | Path, overrides: list[str] | None = None) -> Loade
             f"{path}: tasks must place every workload task exactly once; workload has {sorted(task_names)}, "
             f"scenario places {sorted(placed)}"
         )
-    k = 0 if scenario.mode == "sync" else (scenario.max_staleness if scenario.max_staleness is not None else workload.batch.max_staleness)
+    k = (
+        0
+        if scenario.mode == "sync"
+        else (scenario.max_staleness if scenario.max_staleness is not None else workload.batch.max_staleness)
+    )
     if scenario.mode == "async" and k == 0:
         raise ConfigError(f"{path}: mode 'async' but the workload's batch.max_staleness is 0; set max_staleness >= 1")
     return LoadedScenario(scenario=scenario, catalogue=catalogue, workload=workload, max_staleness=k, source=str(path))

@@ -45,8 +45,11 @@ class ServerlessPool:
             return done
         self.queue.append((done, duration))
         self.queued_s += duration
-        if (self.instances < self.max_instances and self.starting < len(self.queue)
-                and (self.instances == 0 or self.queued_s / self.instances > self.cold_start_s)):
+        if (
+            self.instances < self.max_instances
+            and self.starting < len(self.queue)
+            and (self.instances == 0 or self.queued_s / self.instances > self.cold_start_s)
+        ):
             self._cold_start()
         return done
 

@@ -156,12 +156,16 @@ def build_setup(loaded: LoadedScenario) -> SimSetup:
             turns=t.turns,
             env_latency=t.env_latency_s,
             reward_latency=t.reward.latency_s,
-            reward_service=RooflineReward(reward_gpu, t.reward.model_params, eff.prefill_mfu) if t.reward.model_params and t.reward.kind == "model" else None,
+            reward_service=RooflineReward(reward_gpu, t.reward.model_params, eff.prefill_mfu)
+            if t.reward.model_params and t.reward.kind == "model"
+            else None,
         )
         for t in wl.tasks
     ]
     if any(t.reward_service for t in tasks) and reward.mode == "dedicated" and reward.replicas == 0:
-        raise ConfigError(f"{loaded.source}: a task has a model reward but reward.mode is 'dedicated' with cluster.roles.reward.replicas 0")
+        raise ConfigError(
+            f"{loaded.source}: a task has a model reward but reward.mode is 'dedicated' with cluster.roles.reward.replicas 0"
+        )
     env_role = roles.env
     env_slots = env_role.devices * cat.cpu(cluster.pools[env_role.pool].kind).cores
     pools = {
@@ -230,4 +234,6 @@ def _check_kinds(cluster: ClusterSpec, cat: Catalogue, colocated: bool) -> None:
         used[name] = shared + reward + env
     for name, n in used.items():
         if n > cluster.pools[name].count:
-            raise ConfigError(f"cluster.pools.{name}: roles use {n} units but the pool has count {cluster.pools[name].count}")
+            raise ConfigError(
+                f"cluster.pools.{name}: roles use {n} units but the pool has count {cluster.pools[name].count}"
+            )

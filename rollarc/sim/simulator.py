@@ -90,7 +90,8 @@ class Simulation:
                 sampler(task.reward_latency, gen),
             )
         self.engines = {
-            pool.name: [SimEngine(self.env, pool.cost, f"{pool.name}-{i}") for i in range(pool.engines)] for pool in setup.rollout
+            pool.name: [SimEngine(self.env, pool.cost, f"{pool.name}-{i}") for i in range(pool.engines)]
+            for pool in setup.rollout
         }
         self.engine_pool = {engine.name: pool for pool, engines in self.engines.items() for engine in engines}
         self._all_engines = [engine for engines in self.engines.values() for engine in engines]
@@ -155,8 +156,20 @@ class Simulation:
             if turn == 0 and (group.min_version is None or version < group.min_version):
                 group.min_version = version
             if self.timeline is not None:
-                self._span(engine.name, "rollout", "generate", t0, env.now, s.setup.name, traj, prompt_tokens=prompt + context,
-                           new_tokens=response, cached_tokens=context, batch=batch, version=version)
+                self._span(
+                    engine.name,
+                    "rollout",
+                    "generate",
+                    t0,
+                    env.now,
+                    s.setup.name,
+                    traj,
+                    prompt_tokens=prompt + context,
+                    new_tokens=response,
+                    cached_tokens=context,
+                    batch=batch,
+                    version=version,
+                )
             context += prompt + response
             routed[route] = routed.get(route, 0.0) + response
             latency = s.env_latency()
@@ -201,7 +214,9 @@ class Simulation:
                 ready = self.ready[task.name]
                 stale = sum(1 for g in ready if g.min_version is not None and g.min_version < floor)
                 if stale:
-                    self.ready[task.name] = ready = deque(g for g in ready if g.min_version is None or g.min_version >= floor)
+                    self.ready[task.name] = ready = deque(
+                        g for g in ready if g.min_version is None or g.min_version >= floor
+                    )
                     self.counters.groups_dropped += stale
                     self.outstanding[task.name] -= stale
                     dropped = True
@@ -261,6 +276,7 @@ class Simulation:
                 yield env.timeout(s.sync_s)
                 self._deliver(version)
             else:
+
                 def deliver(_event: simpy.Event, v: int = version) -> None:
                     self._deliver(v)
 
@@ -269,16 +285,29 @@ class Simulation:
 
     def _deliver(self, version: int) -> None:
         if self.timeline is not None and self.setup.sync_s > 0:
-            self._span("sync", "sync", "sync", self.env.now - self.setup.sync_s, self.env.now, None, None, step=version - 1)
+            self._span(
+                "sync", "sync", "sync", self.env.now - self.setup.sync_s, self.env.now, None, None, step=version - 1
+            )
         for engines in self.engines.values():
             for engine in engines:
                 engine.swap_weights(version, self.setup.swap_s)
         self.engine_version = version
         self._launch()
 
-    def _span(self, worker: str, role: str, kind: str, t0: float, t1: float, task: str | None, traj: str | None, **extra: Any) -> None:
+    def _span(
+        self, worker: str, role: str, kind: str, t0: float, t1: float, task: str | None, traj: str | None, **extra: Any
+    ) -> None:
         assert self.timeline is not None
-        span = {"worker": worker, "role": role, "kind": kind, "t0": t0, "t1": t1, "step": self.steps_started, "task": task, "traj": traj}
+        span = {
+            "worker": worker,
+            "role": role,
+            "kind": kind,
+            "t0": t0,
+            "t1": t1,
+            "step": self.steps_started,
+            "task": task,
+            "traj": traj,
+        }
         span.update(extra)
         self.timeline.append(span)
 
@@ -296,7 +325,7 @@ class Simulation:
         except simpy.core.EmptySchedule:
             raise RuntimeError(
                 f"simulation {self.setup.name!r} stalled at t={self.env.now:.1f}s after {len(self.counters.step_ends)} steps: "
-                f"nothing left to happen (outstanding groups {self.outstanding}, ready {({k: len(v) for k, v in self.ready.items()})})"
+                f"nothing left to happen (outstanding groups {self.outstanding}, ready { ({k: len(v) for k, v in self.ready.items()}) })"
             ) from None
         if not trainer.ok:
             assert isinstance(trainer.value, BaseException)  # a failed simpy process holds its exception
@@ -313,7 +342,10 @@ class Simulation:
             for engine in engines:
                 report.busy_device_s += engine.busy_s * engine.cost.devices
                 peak = engine.cost.peak_flops()
-                report.add_flops(engine.cost.flops(engine.decoded_tokens + engine.prefilled_tokens), None if peak is None else peak / engine.cost.devices)
+                report.add_flops(
+                    engine.cost.flops(engine.decoded_tokens + engine.prefilled_tokens),
+                    None if peak is None else peak / engine.cost.devices,
+                )
         train = pools[s.train_pool]
         train.busy_device_s += c.train_busy_s * s.train.devices
         peak = s.train.peak_flops()
@@ -327,11 +359,22 @@ class Simulation:
         if isinstance(self.reward, ServerlessPool):
             billed = self.reward.billed_seconds(total)
             serverless_usd = billed * s.reward.instance_price_per_hour / 3600.0
-            reward = {"mode": "serverless", "requests": self.reward.served, "cold_starts": self.reward.cold_starts,
-                      "peak_instances": self.reward.peak_instances, "instance_seconds": billed, "busy_s": self.reward.busy_s}
+            reward = {
+                "mode": "serverless",
+                "requests": self.reward.served,
+                "cold_starts": self.reward.cold_starts,
+                "peak_instances": self.reward.peak_instances,
+                "instance_seconds": billed,
+                "busy_s": self.reward.busy_s,
+            }
         else:
             serverless_usd = 0.0
-            reward = {"mode": "dedicated", "requests": self.reward.served, "replicas": s.reward.replicas, "busy_s": self.reward.busy_s}
+            reward = {
+                "mode": "dedicated",
+                "requests": self.reward.served,
+                "replicas": s.reward.replicas,
+                "busy_s": self.reward.busy_s,
+            }
         ends = c.step_ends
         steady = (ends[-1] - ends[0]) / (len(ends) - 1) if len(ends) > 1 else total
         generated = sum(e.decoded_tokens for engines in self.engines.values() for e in engines)

@@ -178,9 +178,14 @@ class DeltaBucket:
         return sum(p.stop - p.start for p in self.patches)
 
 
-def encode_delta(old: Mapping[str, torch.Tensor], new: Mapping[str, torch.Tensor], *,
-                 bucket_bytes: int = DEFAULT_BUCKET_BYTES, dense_threshold: float = DEFAULT_DENSE_THRESHOLD,
-                 compress: bool = True) -> Iterator[DeltaBucket]:
+def encode_delta(
+    old: Mapping[str, torch.Tensor],
+    new: Mapping[str, torch.Tensor],
+    *,
+    bucket_bytes: int = DEFAULT_BUCKET_BYTES,
+    dense_threshold: float = DEFAULT_DENSE_THRESHOLD,
+    compress: bool = True,
+) -> Iterator[DeltaBucket]:
     """Yield the buckets that turn ``old`` into ``new`` (same names, shapes and dtypes), bit-exactly."""
     if not 0.0 < dense_threshold <= 1.0:
         raise ValueError(f"dense_threshold must be in (0, 1], got {dense_threshold}")
@@ -190,8 +195,10 @@ def encode_delta(old: Mapping[str, torch.Tensor], new: Mapping[str, torch.Tensor
         raise ValueError(f"old and new hold different tensors: only in new {missing[:5]}, only in old {extra[:5]}")
     for name, tensor in new.items():
         if old[name].shape != tensor.shape or old[name].dtype != tensor.dtype:
-            raise ValueError(f"tensor {name!r}: old is {tuple(old[name].shape)} {old[name].dtype}, "
-                             f"new is {tuple(tensor.shape)} {tensor.dtype}")
+            raise ValueError(
+                f"tensor {name!r}: old is {tuple(old[name].shape)} {old[name].dtype}, "
+                f"new is {tuple(tensor.shape)} {tensor.dtype}"
+            )
     for ranges in _bucket_ranges(new, bucket_bytes):
         patches = []
         for name, start, stop in ranges:
@@ -217,8 +224,13 @@ def full_nbytes(tensors: Mapping[str, torch.Tensor], *, bucket_bytes: int = DEFA
         total += BUCKET_HEADER_BYTES
         for name, start, stop in ranges:
             tensor = tensors[name]
-            total += (PATCH_HEADER_BYTES + len(name) + 8 * tensor.dim() + STREAM_HEADER_BYTES
-                      + (stop - start) * tensor.element_size())
+            total += (
+                PATCH_HEADER_BYTES
+                + len(name)
+                + 8 * tensor.dim()
+                + STREAM_HEADER_BYTES
+                + (stop - start) * tensor.element_size()
+            )
     return total
 
 
@@ -275,8 +287,16 @@ def _bucket_ranges(tensors: Mapping[str, torch.Tensor], bucket_bytes: int) -> It
         yield current
 
 
-def _encode_range(name: str, tensor: torch.Tensor, start: int, stop: int, o: np.ndarray, n: np.ndarray,
-                  dense_threshold: float, compress: bool) -> TensorPatch:
+def _encode_range(
+    name: str,
+    tensor: torch.Tensor,
+    start: int,
+    stop: int,
+    o: np.ndarray,
+    n: np.ndarray,
+    dense_threshold: float,
+    compress: bool,
+) -> TensorPatch:
     base, result, positions = _scan(o, n)
     count = int(positions.size)
     length = stop - start
@@ -291,10 +311,16 @@ def _encode_range(name: str, tensor: torch.Tensor, start: int, stop: int, o: np.
     planes = values.view(np.uint8).reshape(count, n.itemsize)
     gap_stream = Stream.of(pack(gaps), compress)
     patch = TensorPatch(
-        name=name, dtype=_dtype_name(tensor.dtype), shape=tuple(tensor.shape), start=start, stop=stop, count=count,
+        name=name,
+        dtype=_dtype_name(tensor.dtype),
+        shape=tuple(tensor.shape),
+        start=start,
+        stop=stop,
+        count=count,
         gaps=gap_stream,
         values=tuple(Stream.of(planes[:, j], compress) for j in reversed(range(n.itemsize))),
-        base_checksum=base, result_checksum=result,
+        base_checksum=base,
+        result_checksum=result,
     )
     dense_nbytes = patch.nbytes - sum(s.nbytes for s in (gap_stream, *patch.values)) + STREAM_HEADER_BYTES + n.nbytes
     if patch.nbytes >= dense_nbytes:
@@ -302,11 +328,21 @@ def _encode_range(name: str, tensor: torch.Tensor, start: int, stop: int, o: np.
     return patch
 
 
-def _dense_patch(name: str, tensor: torch.Tensor, start: int, stop: int, n: np.ndarray, count: int,
-                 base: int | None) -> TensorPatch:
-    return TensorPatch(name=name, dtype=_dtype_name(tensor.dtype), shape=tuple(tensor.shape), start=start, stop=stop,
-                       count=count, gaps=None, values=(Stream(n.copy().view(np.uint8), n.nbytes, False),),
-                       base_checksum=base, result_checksum=checksum(n))
+def _dense_patch(
+    name: str, tensor: torch.Tensor, start: int, stop: int, n: np.ndarray, count: int, base: int | None
+) -> TensorPatch:
+    return TensorPatch(
+        name=name,
+        dtype=_dtype_name(tensor.dtype),
+        shape=tuple(tensor.shape),
+        start=start,
+        stop=stop,
+        count=count,
+        gaps=None,
+        values=(Stream(n.copy().view(np.uint8), n.nbytes, False),),
+        base_checksum=base,
+        result_checksum=checksum(n),
+    )
 
 
 def _scan(old: np.ndarray, new: np.ndarray) -> tuple[int, int, np.ndarray]:
@@ -314,7 +350,7 @@ def _scan(old: np.ndarray, new: np.ndarray) -> tuple[int, int, np.ndarray]:
     base, result = Hasher(), Hasher()
     found = []
     for start in range(0, old.size, BLOCK_ELEMENTS):
-        o, n = old[start:start + BLOCK_ELEMENTS], new[start:start + BLOCK_ELEMENTS]
+        o, n = old[start : start + BLOCK_ELEMENTS], new[start : start + BLOCK_ELEMENTS]
         base.update(o)
         result.update(n)
         positions = changed_positions(o, n)
@@ -360,16 +396,20 @@ def _target(state: MutableMapping[str, torch.Tensor], patch: TensorPatch) -> np.
         tensor = torch.empty(patch.shape, dtype=dtype)
         state[patch.name] = tensor
     if tuple(tensor.shape) != patch.shape or tensor.dtype != dtype:
-        message = (f"tensor {patch.name!r}: receiver holds {tuple(tensor.shape)} {tensor.dtype}, "
-                   f"the update is for {patch.shape} {dtype}")
+        message = (
+            f"tensor {patch.name!r}: receiver holds {tuple(tensor.shape)} {tensor.dtype}, "
+            f"the update is for {patch.shape} {dtype}"
+        )
         if patch.base_checksum is not None:
             raise BaseMismatch(message)
         raise ValueError(message)
     if tensor.device.type != "cpu" or not tensor.is_contiguous():
         raise ValueError(f"tensor {patch.name!r} must be a contiguous CPU tensor to be patched in place")
     if patch.stop > tensor.numel() or patch.start < 0 or patch.start > patch.stop:
-        raise CorruptDelta(f"tensor {patch.name!r}: range [{patch.start}, {patch.stop}) is outside {tensor.numel()} elements")
-    return _flat(tensor)[patch.start:patch.stop]
+        raise CorruptDelta(
+            f"tensor {patch.name!r}: range [{patch.start}, {patch.stop}) is outside {tensor.numel()} elements"
+        )
+    return _flat(tensor)[patch.start : patch.stop]
 
 
 def _apply_dense(patch: TensorPatch, target: np.ndarray) -> Undo:
@@ -398,7 +438,7 @@ def _apply_sparse(patch: TensorPatch, target: np.ndarray) -> Undo:
     splits = np.searchsorted(positions, np.arange(0, target.size + BLOCK_ELEMENTS, BLOCK_ELEMENTS))
     base, result = Hasher(), Hasher()
     for block, start in enumerate(range(0, target.size, BLOCK_ELEMENTS)):
-        view = target[start:start + BLOCK_ELEMENTS]
+        view = target[start : start + BLOCK_ELEMENTS]
         base.update(view)
         lo, hi = splits[block], splits[block + 1]
         if hi > lo:
@@ -414,8 +454,10 @@ def _apply_sparse(patch: TensorPatch, target: np.ndarray) -> Undo:
 
 
 def _base_mismatch(patch: TensorPatch) -> BaseMismatch:
-    return BaseMismatch(f"tensor {patch.name!r} elements [{patch.start}, {patch.stop}): the receiver's base differs "
-                        f"from the one this delta was made from; a full copy is needed")
+    return BaseMismatch(
+        f"tensor {patch.name!r} elements [{patch.start}, {patch.stop}): the receiver's base differs "
+        f"from the one this delta was made from; a full copy is needed"
+    )
 
 
 def _positions(patch: TensorPatch, length: int) -> np.ndarray:

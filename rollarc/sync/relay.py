@@ -120,8 +120,9 @@ class RelayNode:
         for child in route.children:  # forward first, so the subtree works while this node applies
             needed = directory.layouts(child)
             forward = {layout: updates for layout, updates in payload.items() if layout in needed}
-            report.transfers.append(Transfer(self.member.site, directory.members[child.member].site,
-                                             payload_nbytes(forward)))
+            report.transfers.append(
+                Transfer(self.member.site, directory.members[child.member].site, payload_nbytes(forward))
+            )
             pending.append(directory.handles[child.member].deliver.remote(forward, child, directory))
         if not self._apply(payload.get(self.member.layout, ())):
             report.lagging.append(self.member.name)
@@ -166,8 +167,13 @@ class RelayOrigin:
         for layout in layouts:
             self.publisher.register(layout)
 
-    def publish(self, state: Mapping[str, torch.Tensor], routes: Sequence[Route], directory: Directory,
-                version: int | None = None) -> PushReport:
+    def publish(
+        self,
+        state: Mapping[str, torch.Tensor],
+        routes: Sequence[Route],
+        directory: Directory,
+        version: int | None = None,
+    ) -> PushReport:
         version = self.publisher.publish(state, version)
         latest = {layout: self.publisher.latest(layout) for layout in self.publisher.layouts}
         report = DeliveryReport()
@@ -202,8 +208,13 @@ class RelayOrigin:
 class WeightRelay:
     """Driver-side handle: one RelayOrigin, one RelayNode per member, and the routes between them."""
 
-    def __init__(self, members: Sequence[Member], config: SyncConfig | None = None, origin_site: str = "origin",
-                 torch_threads: int = 1) -> None:
+    def __init__(
+        self,
+        members: Sequence[Member],
+        config: SyncConfig | None = None,
+        origin_site: str = "origin",
+        torch_threads: int = 1,
+    ) -> None:
         names = [m.name for m in members]
         if len(set(names)) != len(names):
             raise ValueError(f"relay member names must be unique, got {sorted(names)}")
@@ -214,8 +225,9 @@ class WeightRelay:
         self.attached = set(names)
         ray.get(self.origin.register.remote({m.layout for m in members}))
 
-    def publish(self, state: Mapping[str, torch.Tensor], version: int | None = None,
-                topology: Topology | None = None) -> PushReport:
+    def publish(
+        self, state: Mapping[str, torch.Tensor], version: int | None = None, topology: Topology | None = None
+    ) -> PushReport:
         """Publish ``state`` as the next version and push it to every attached member."""
         members = {name: m for name, m in self.members.items() if name in self.attached}
         sites: dict[str, list[str]] = {}
@@ -242,10 +254,14 @@ class WeightRelay:
     def verify(self) -> dict[str, bool]:
         """Per member: whether its weights are bitwise those the origin holds for its layout (by checksum)."""
         layouts = {m.layout for m in self.members.values()}
-        expected = dict(zip(layouts, ray.get([self.origin.expected_checksums.remote(layout) for layout in layouts]), strict=True))
+        expected = dict(
+            zip(layouts, ray.get([self.origin.expected_checksums.remote(layout) for layout in layouts]), strict=True)
+        )
         got = ray.get([self.handles[name].checksums.remote() for name in self.members])
-        return {name: checksums == expected[self.members[name].layout]
-                for name, checksums in zip(self.members, got, strict=True)}
+        return {
+            name: checksums == expected[self.members[name].layout]
+            for name, checksums in zip(self.members, got, strict=True)
+        }
 
     def shutdown(self) -> None:
         for handle in [self.origin, *self.handles.values()]:

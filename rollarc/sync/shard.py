@@ -83,8 +83,9 @@ def shard_state(state: Mapping[str, torch.Tensor], spec: ShardSpec) -> dict[str,
     if unknown:
         raise ValueError(f"shard spec names tensors the model does not have: {unknown[:5]}")
     splits = dict(spec.splits)
-    return {name: extract_shard(tensor, splits[name], name) if name in splits else tensor
-            for name, tensor in state.items()}
+    return {
+        name: extract_shard(tensor, splits[name], name) if name in splits else tensor for name, tensor in state.items()
+    }
 
 
 # Llama-family projections: column-parallel ones split their output features (dim 0 of the

@@ -81,9 +81,13 @@ class WeightPublisher:
         old = self._state
         if self.config.method == "delta" and self.config.history > 0 and old is not None and _same_layout(old, new):
             for layout, history in self._history.items():
-                buckets = encode_delta(shard_state(old, layout), shard_state(new, layout),
-                                       bucket_bytes=self.config.bucket_bytes,
-                                       dense_threshold=self.config.dense_threshold, compress=self.config.compress)
+                buckets = encode_delta(
+                    shard_state(old, layout),
+                    shard_state(new, layout),
+                    bucket_bytes=self.config.bucket_bytes,
+                    dense_threshold=self.config.dense_threshold,
+                    compress=self.config.compress,
+                )
                 history.append(VersionedUpdate(layout, self.version, version, tuple(buckets)))
         else:
             for history in self._history.values():
@@ -161,8 +165,12 @@ Fetch = Callable[[ShardSpec, int | None], Sequence[VersionedUpdate]]
 class WeightReceiver:
     """Rollout side: the weights of one layout, patched in place, and the version they are at."""
 
-    def __init__(self, layout: ShardSpec = WHOLE, state: MutableMapping[str, torch.Tensor] | None = None,
-                 version: int | None = None) -> None:
+    def __init__(
+        self,
+        layout: ShardSpec = WHOLE,
+        state: MutableMapping[str, torch.Tensor] | None = None,
+        version: int | None = None,
+    ) -> None:
         if version is not None and state is None:
             raise ValueError("a receiver with a version needs the state of that version")
         self.layout = layout
@@ -177,10 +185,14 @@ class WeightReceiver:
         """Apply updates in order. On any mismatch the version becomes None (a full copy is needed) and it re-raises."""
         for update in updates:
             if update.layout != self.layout:
-                raise ValueError(f"update for {update.layout.describe()} sent to a receiver of {self.layout.describe()}")
+                raise ValueError(
+                    f"update for {update.layout.describe()} sent to a receiver of {self.layout.describe()}"
+                )
             if not update.full and update.base_version != self.version:
-                raise VersionGap(f"update {update.base_version}->{update.version} does not start at the "
-                                 f"receiver's version {self.version}")
+                raise VersionGap(
+                    f"update {update.base_version}->{update.version} does not start at the "
+                    f"receiver's version {self.version}"
+                )
             try:
                 apply_delta(self.state, update.buckets)
             except SyncIntegrityError:
@@ -197,11 +209,11 @@ class WeightReceiver:
             self.version = None
             full = tuple(fetch(self.layout, None))
             self.apply(full)
-            return SyncReport(self.version, updates_nbytes(updates) + updates_nbytes(full), len(updates) + len(full),
-                              True, True)
+            return SyncReport(
+                self.version, updates_nbytes(updates) + updates_nbytes(full), len(updates) + len(full), True, True
+            )
         return SyncReport(self.version, updates_nbytes(updates), len(updates), any(u.full for u in updates), False)
 
 
 def _same_layout(old: Mapping[str, torch.Tensor], new: Mapping[str, torch.Tensor]) -> bool:
-    return old.keys() == new.keys() and all(
-        old[n].shape == new[n].shape and old[n].dtype == new[n].dtype for n in new)
+    return old.keys() == new.keys() and all(old[n].shape == new[n].shape and old[n].dtype == new[n].dtype for n in new)

@@ -18,13 +18,13 @@ from rollarc.algo.advantages import AdvantageKind, group_advantages
 
 @dataclass
 class TrainBatch:
-    input_ids: torch.Tensor       # [N, L] int64, right-padded with pad_id
+    input_ids: torch.Tensor  # [N, L] int64, right-padded with pad_id
     attention_mask: torch.Tensor  # [N, L] int64
-    loss_mask: torch.Tensor       # [N, L-1] float: 1 where the target is an assistant token
-    behav_logp: torch.Tensor      # [N, L-1] float: behaviour log-prob of each target token
-    versions: torch.Tensor        # [N, L-1] int64: version of each target token (NO_VERSION if none)
-    advantages: torch.Tensor      # [N] float: per-row (per-trajectory) advantage
-    row_traj: list[str]           # trajectory id of each row
+    loss_mask: torch.Tensor  # [N, L-1] float: 1 where the target is an assistant token
+    behav_logp: torch.Tensor  # [N, L-1] float: behaviour log-prob of each target token
+    versions: torch.Tensor  # [N, L-1] int64: version of each target token (NO_VERSION if none)
+    advantages: torch.Tensor  # [N] float: per-row (per-trajectory) advantage
+    row_traj: list[str]  # trajectory id of each row
 
     @property
     def num_rows(self) -> int:
@@ -61,8 +61,9 @@ def trajectory_advantages(groups: list[list[Trajectory]], kind: AdvantageKind, e
 
 def build_batch(groups: list[list[Trajectory]], advantage_kind: AdvantageKind, eps: float, pad_id: int) -> TrainBatch:
     advantages = trajectory_advantages(groups, advantage_kind, eps)
-    rows = [(traj.traj_id, seg) for group in groups for traj in group for seg in traj.segments
-            if any(seg.assistant_mask)]
+    rows = [
+        (traj.traj_id, seg) for group in groups for traj in group for seg in traj.segments if any(seg.assistant_mask)
+    ]
     if not rows:
         raise ValueError("no trainable tokens: every trajectory of the batch is empty")
     length = max(len(seg) for _, seg in rows)

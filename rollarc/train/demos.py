@@ -32,9 +32,15 @@ def demonstration(task: TaskConfig, seed: int, renderer: ChatRenderer, sampling:
         if action is None:
             raise NoExpert(f"task {task.name!r} has no expert action for seed {seed}")
         ids = renderer.encode_reply(action)[: params.max_tokens]
-        return Completion(request_id=cache_key, prompt_len=len(prompt_ids), token_ids=ids,
-                          logprobs=[0.0] * len(ids), token_versions=[0] * len(ids), version=0,
-                          finish_reason="stop")
+        return Completion(
+            request_id=cache_key,
+            prompt_len=len(prompt_ids),
+            token_ids=ids,
+            logprobs=[0.0] * len(ids),
+            token_versions=[0] * len(ids),
+            version=0,
+            finish_reason="stop",
+        )
 
     async def env_call(fn: Any, *args: Any, **kwargs: Any) -> Any:
         try:
@@ -43,12 +49,23 @@ def demonstration(task: TaskConfig, seed: int, renderer: ChatRenderer, sampling:
             raise EnvFailure(str(err)) from err
 
     traj = Trajectory(traj_id=f"demo-{task.name}-{seed}", task=task.name, seed=seed)
-    return asyncio.run(run_trajectory(env, renderer, expert, task.agent, sampling, traj, env_call,
-                                      instructions=instructions(env) if task.agent.instructions else ""))
+    return asyncio.run(
+        run_trajectory(
+            env,
+            renderer,
+            expert,
+            task.agent,
+            sampling,
+            traj,
+            env_call,
+            instructions=instructions(env) if task.agent.instructions else "",
+        )
+    )
 
 
-def demonstrations(tasks: list[TaskConfig], episodes: int, seed_base: int, renderer: ChatRenderer,
-                   sampling: SamplingConfig) -> list[Trajectory]:
+def demonstrations(
+    tasks: list[TaskConfig], episodes: int, seed_base: int, renderer: ChatRenderer, sampling: SamplingConfig
+) -> list[Trajectory]:
     """``episodes`` successful expert trajectories, spread over the tasks by their weights."""
     total_weight = sum(t.weight for t in tasks)
     result: list[Trajectory] = []

@@ -42,15 +42,21 @@ def backend_for(device: torch.device) -> str:
     return "cpu:gloo,cuda:nccl" if device.type == "cuda" else "gloo"
 
 
-def init_process_group(rank: int, world_size: int, address: str, port: int, device: torch.device,
-                       timeout_s: float = 600.0) -> None:
+def init_process_group(
+    rank: int, world_size: int, address: str, port: int, device: torch.device, timeout_s: float = 600.0
+) -> None:
     """Join the training process group at ``tcp://address:port`` (rank 0 hosts the rendezvous store)."""
     if dist.is_initialized():
         raise RuntimeError("this process already belongs to a process group")
     if device.type == "cuda":
         torch.cuda.set_device(device)
-    dist.init_process_group(backend_for(device), init_method=f"tcp://{address}:{port}", rank=rank,
-                            world_size=world_size, timeout=timedelta(seconds=timeout_s))
+    dist.init_process_group(
+        backend_for(device),
+        init_method=f"tcp://{address}:{port}",
+        rank=rank,
+        world_size=world_size,
+        timeout=timedelta(seconds=timeout_s),
+    )
 
 
 def decoder_layers(model: nn.Module) -> list[nn.Module]:
@@ -58,8 +64,9 @@ def decoder_layers(model: nn.Module) -> list[nn.Module]:
     names = set(getattr(model, "_no_split_modules", None) or [])
     layers = [m for m in model.modules() if type(m).__name__ in names]
     if not layers:
-        raise ValueError(f"{type(model).__name__} names no decoder-layer class in _no_split_modules; "
-                         "cannot shard it layer by layer")
+        raise ValueError(
+            f"{type(model).__name__} names no decoder-layer class in _no_split_modules; cannot shard it layer by layer"
+        )
     return layers
 
 

@@ -35,8 +35,15 @@ WHOLE_MINIBATCH_STATS = ("unique_rows_frac", "grad_norm")
 class ShardedPolicyTrainer(PolicyTrainer):
     """A ``PolicyTrainer`` on one rank of an initialised process group; its model is sharded in place."""
 
-    def __init__(self, model: PreTrainedModel, loss_cfg: LossConfig, lr: float, *, reshard_after_forward: bool = True,
-                 **kwargs: Any):
+    def __init__(
+        self,
+        model: PreTrainedModel,
+        loss_cfg: LossConfig,
+        lr: float,
+        *,
+        reshard_after_forward: bool = True,
+        **kwargs: Any,
+    ):
         if not dist.is_initialized():
             raise RuntimeError("ShardedPolicyTrainer needs an initialised process group (rollarc.train.fsdp)")
         super().__init__(model, loss_cfg, lr, **kwargs)  # the frozen reference model is copied while still whole
@@ -56,8 +63,10 @@ class ShardedPolicyTrainer(PolicyTrainer):
         """This rank's micro-batches of ``rows``; notes how many padding passes keep the ranks in step."""
         costs = batch.attention_mask[rows].sum(dim=1).tolist()
         parts = balanced_partition(costs, self.world_size)
-        chunks = [super(ShardedPolicyTrainer, self)._micro_batches(batch, rows[torch.tensor(part, dtype=torch.long)])
-                  for part in parts]
+        chunks = [
+            super(ShardedPolicyTrainer, self)._micro_batches(batch, rows[torch.tensor(part, dtype=torch.long)])
+            for part in parts
+        ]
         self._padding = max(len(c) for c in chunks) - len(chunks[self.rank])
         return chunks[self.rank]
 
@@ -99,15 +108,17 @@ class ShardedPolicyTrainer(PolicyTrainer):
         norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.grad_clip)
         return local_tensor(norm).cpu()
 
-    def _optimizer_step(self, batch: TrainBatch, rows: torch.Tensor, logp_prox: torch.Tensor | None,
-                        ref_logp: torch.Tensor | None) -> dict[str, float]:
+    def _optimizer_step(
+        self, batch: TrainBatch, rows: torch.Tensor, logp_prox: torch.Tensor | None, ref_logp: torch.Tensor | None
+    ) -> dict[str, float]:
         stats = super()._optimizer_step(batch, rows, logp_prox, ref_logp)
         gathered: list[dict[str, float] | None] = [None] * self.world_size
         dist.all_gather_object(gathered, stats)
         parts = [part or {} for part in gathered]
         keys = sorted(set().union(*parts))
-        return {key: stats[key] if key in WHOLE_MINIBATCH_STATS else sum(p.get(key, 0.0) for p in parts)
-                for key in keys}
+        return {
+            key: stats[key] if key in WHOLE_MINIBATCH_STATS else sum(p.get(key, 0.0) for p in parts) for key in keys
+        }
 
     # ---- weights and state -----------------------------------------------------------------------
     def named_weights(self) -> dict[str, torch.Tensor]:
@@ -123,8 +134,11 @@ class ShardedPolicyTrainer(PolicyTrainer):
 
     def loop_state(self) -> dict[str, Any]:
         """What the sharded checkpoint does not hold: scheduler, version and minibatch-order generator."""
-        return {"scheduler": self.scheduler.state_dict(), "version": self.version,
-                "generator": self.generator.get_state()}
+        return {
+            "scheduler": self.scheduler.state_dict(),
+            "version": self.version,
+            "generator": self.generator.get_state(),
+        }
 
     def load_loop_state(self, state: dict[str, Any]) -> None:
         self.scheduler.load_state_dict(state["scheduler"])

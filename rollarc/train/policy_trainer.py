@@ -38,11 +38,27 @@ class NonFiniteError(FloatingPointError):
 
 
 class PolicyTrainer:
-    def __init__(self, model: PreTrainedModel, loss_cfg: LossConfig, lr: float, *, temperature: float = 1.0,
-                 weight_decay: float = 0.0, betas: tuple[float, float] = (0.9, 0.999), grad_clip: float = 1.0,
-                 minibatches: int = 1, epochs: int = 1, micro_batch_tokens: int = 16384, pad_id: int = 0,
-                 seed: int = 0, version: int = 0, dedup: bool = True, warmup_steps: int = 0,
-                 device: torch.device | str | None = None, autocast_dtype: torch.dtype | None = None):
+    def __init__(
+        self,
+        model: PreTrainedModel,
+        loss_cfg: LossConfig,
+        lr: float,
+        *,
+        temperature: float = 1.0,
+        weight_decay: float = 0.0,
+        betas: tuple[float, float] = (0.9, 0.999),
+        grad_clip: float = 1.0,
+        minibatches: int = 1,
+        epochs: int = 1,
+        micro_batch_tokens: int = 16384,
+        pad_id: int = 0,
+        seed: int = 0,
+        version: int = 0,
+        dedup: bool = True,
+        warmup_steps: int = 0,
+        device: torch.device | str | None = None,
+        autocast_dtype: torch.dtype | None = None,
+    ):
         if device is not None:
             torch.nn.Module.to(model, device)  # in place; transformers' typed wrapper of .to rejects a device
         self.model = model.train()
@@ -61,7 +77,8 @@ class PolicyTrainer:
         # Linear warmup over the first training steps: Adam's first updates are about lr * sign(grad) for every
         # weight at once, which can knock a freshly fine-tuned policy off its feet.
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
-            self.optimizer, lambda step: min(1.0, (step + 1) / warmup_steps) if warmup_steps else 1.0)
+            self.optimizer, lambda step: min(1.0, (step + 1) / warmup_steps) if warmup_steps else 1.0
+        )
         self.generator = torch.Generator().manual_seed(seed)
         self.ref_model = None
         if loss_cfg.kl_coef > 0:
@@ -70,11 +87,15 @@ class PolicyTrainer:
     # ---- log-probs -------------------------------------------------------------------------------
     def _forward_logits(self, model: PreTrainedModel, batch: TrainBatch) -> torch.Tensor:
         """Logits ``[N, L-1, vocab]`` on the model's device (bf16 under autocast, else the model's dtype)."""
-        autocast = (torch.autocast(self.device.type, dtype=self.autocast_dtype) if self.autocast_dtype is not None
-                    else contextlib.nullcontext())
+        autocast = (
+            torch.autocast(self.device.type, dtype=self.autocast_dtype)
+            if self.autocast_dtype is not None
+            else contextlib.nullcontext()
+        )
         with autocast:
-            return model(input_ids=batch.input_ids.to(self.device),
-                         attention_mask=batch.attention_mask.to(self.device)).logits[:, :-1]
+            return model(
+                input_ids=batch.input_ids.to(self.device), attention_mask=batch.attention_mask.to(self.device)
+            ).logits[:, :-1]
 
     @torch.no_grad()
     def logprobs(self, batch: TrainBatch, model: PreTrainedModel | None = None) -> torch.Tensor:
@@ -113,8 +134,9 @@ class PolicyTrainer:
         start = time.perf_counter()
         bad = [t.traj_id for g in groups for t in g if not torch.isfinite(torch.tensor(t.reward))]
         if bad:
-            raise NonFiniteError(f"non-finite reward in trajectories {bad[:3]} at version {self.version}; "
-                                 "refusing to train on it")
+            raise NonFiniteError(
+                f"non-finite reward in trajectories {bad[:3]} at version {self.version}; refusing to train on it"
+            )
         batch = build_batch(groups, self.loss_cfg.advantage, self.loss_cfg.eps, self.pad_id)
         logp_prox = self.logprobs(batch) if needs_proximal_logprobs(self.loss_cfg.correction) else None
         ref_logp = self.logprobs(batch, self.ref_model) if self.ref_model is not None else None
@@ -133,19 +155,22 @@ class PolicyTrainer:
         result["lr"] = float(self.scheduler.get_last_lr()[0])
         self.scheduler.step()
         stale = batch.versions[batch.loss_mask.bool()]
-        result.update({
-            "version": self.version,
-            "optimizer_steps": steps,
-            "rows": batch.num_rows,
-            "target_tokens": batch.num_target_tokens,
-            "tokens": int(batch.attention_mask.sum().item()),
-            "train_s": time.perf_counter() - start,
-            "token_staleness_max": float((self.version - 1) - stale.min().item()) if stale.numel() else 0.0,
-        })
+        result.update(
+            {
+                "version": self.version,
+                "optimizer_steps": steps,
+                "rows": batch.num_rows,
+                "target_tokens": batch.num_target_tokens,
+                "tokens": int(batch.attention_mask.sum().item()),
+                "train_s": time.perf_counter() - start,
+                "token_staleness_max": float((self.version - 1) - stale.min().item()) if stale.numel() else 0.0,
+            }
+        )
         return result
 
-    def _optimizer_step(self, batch: TrainBatch, rows: torch.Tensor, logp_prox: torch.Tensor | None,
-                        ref_logp: torch.Tensor | None) -> dict[str, float]:
+    def _optimizer_step(
+        self, batch: TrainBatch, rows: torch.Tensor, logp_prox: torch.Tensor | None, ref_logp: torch.Tensor | None
+    ) -> dict[str, float]:
         mini = batch.rows(rows)
         total_tokens = max(1.0, float(mini.loss_mask.sum().item()))
         total_rows = max(1.0, float((mini.loss_mask.sum(dim=1) > 0).sum().item()))
@@ -168,9 +193,15 @@ class PolicyTrainer:
             entropy = entropy_from_logits(logits, self.temperature) if need_entropy else None
             loss_mask = micro.loss_mask.to(dev)
             loss, stats = policy_loss(
-                logp, micro.behav_logp.to(dev), None if logp_prox is None else logp_prox[index, :width].to(dev),
-                broadcast_to_tokens(micro.advantages.to(dev), loss_mask), loss_mask, self.loss_cfg,
-                ref_logp=None if ref_logp is None else ref_logp[index, :width].to(dev), entropy=entropy)
+                logp,
+                micro.behav_logp.to(dev),
+                None if logp_prox is None else logp_prox[index, :width].to(dev),
+                broadcast_to_tokens(micro.advantages.to(dev), loss_mask),
+                loss_mask,
+                self.loss_cfg,
+                ref_logp=None if ref_logp is None else ref_logp[index, :width].to(dev),
+                entropy=entropy,
+            )
             if self.loss_cfg.agg == "token_mean":
                 weight = float(micro.loss_mask.sum().item()) / total_tokens
             else:
@@ -221,8 +252,12 @@ class PolicyTrainer:
         return {name: tensor.detach().cpu() for name, tensor in self.model.state_dict().items()}
 
     def optimizer_state(self) -> dict[str, Any]:
-        return {"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
-                "version": self.version, "generator": self.generator.get_state()}
+        return {
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+            "version": self.version,
+            "generator": self.generator.get_state(),
+        }
 
     def load_optimizer_state(self, state: dict[str, Any]) -> None:
         self.optimizer.load_state_dict(state["optimizer"])

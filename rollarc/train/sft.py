@@ -38,9 +38,18 @@ def nll_loss(model: PreTrainedModel, batch: TrainBatch) -> torch.Tensor:
     return -masked_mean(logp, batch.loss_mask.bool())
 
 
-def train_sft(model: PreTrainedModel, demos: list[Trajectory], pad_id: int, steps: int, batch_size: int, lr: float,
-              weight_decay: float = 0.0, warmup_steps: int = 10, seed: int = 0,
-              on_step: Callable[[int, float], None] | None = None) -> SFTResult:
+def train_sft(
+    model: PreTrainedModel,
+    demos: list[Trajectory],
+    pad_id: int,
+    steps: int,
+    batch_size: int,
+    lr: float,
+    weight_decay: float = 0.0,
+    warmup_steps: int = 10,
+    seed: int = 0,
+    on_step: Callable[[int, float], None] | None = None,
+) -> SFTResult:
     """Adam on random minibatches of demonstration rows, linear warmup then cosine decay to 10%."""
     data = sft_rows(demos, pad_id)
     rng = random.Random(seed)
@@ -70,5 +79,10 @@ def train_sft(model: PreTrainedModel, demos: list[Trajectory], pad_id: int, step
         if on_step is not None:
             on_step(step, loss_value)
     model.eval()
-    return SFTResult(steps=steps, final_loss=loss_value, seconds=time.perf_counter() - start,
-                     rows=data.num_rows, target_tokens=data.num_target_tokens)
+    return SFTResult(
+        steps=steps,
+        final_loss=loss_value,
+        seconds=time.perf_counter() - start,
+        rows=data.num_rows,
+        target_tokens=data.num_target_tokens,
+    )

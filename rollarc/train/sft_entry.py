@@ -40,16 +40,40 @@ def run_sft(cfg: Config, log: Callable[[str], None] = print) -> Path:
         if step % 50 == 0 or step == cfg.sft.steps - 1:
             log(f"  sft step {step:4d}  loss {loss:.4f}")
 
-    result = train_sft(model, demos, tokenizer.pad_token_id, cfg.sft.steps, cfg.sft.batch_size, cfg.sft.lr,
-                       cfg.sft.weight_decay, cfg.sft.warmup_steps, seed=cfg.seed, on_step=on_step)
-    meta: dict[str, Any] = {"steps": result.steps, "episodes": len(demos), "final_loss": result.final_loss,
-                            "train_s": result.seconds, "demo_s": demo_s, "rows": result.rows,
-                            "target_tokens": result.target_tokens, "lr": cfg.sft.lr,
-                            "batch_size": cfg.sft.batch_size}
+    result = train_sft(
+        model,
+        demos,
+        tokenizer.pad_token_id,
+        cfg.sft.steps,
+        cfg.sft.batch_size,
+        cfg.sft.lr,
+        cfg.sft.weight_decay,
+        cfg.sft.warmup_steps,
+        seed=cfg.seed,
+        on_step=on_step,
+    )
+    meta: dict[str, Any] = {
+        "steps": result.steps,
+        "episodes": len(demos),
+        "final_loss": result.final_loss,
+        "train_s": result.seconds,
+        "demo_s": demo_s,
+        "rows": result.rows,
+        "target_tokens": result.target_tokens,
+        "lr": cfg.sft.lr,
+        "batch_size": cfg.sft.batch_size,
+    }
     if cfg.sft.eval_episodes:
         # SFT trains and evaluates its float32 model on the CPU, whatever the engine's dtype for RL.
-        score = evaluate_local(model, tokenizer, list(cfg.tasks), cfg.sft.eval_episodes, cfg.train.eval_seed_base,
-                               cfg.sampling, cfg.engine.model_copy(update={"dtype": None}))
+        score = evaluate_local(
+            model,
+            tokenizer,
+            list(cfg.tasks),
+            cfg.sft.eval_episodes,
+            cfg.train.eval_seed_base,
+            cfg.sampling,
+            cfg.engine.model_copy(update={"dtype": None}),
+        )
         meta["heldout_success"] = score["success"]
         meta["heldout_episodes"] = score["episodes"]
         log(f"SFT held-out success {score['success']:.3f} on {score['episodes']} episodes")

@@ -16,10 +16,14 @@ pytestmark = pytest.mark.slow
 
 
 def test_async_run_respects_the_bound_and_overlaps(nano_policy_dir, tmp_path):
-    cfg = config(nano_policy_dir, tmp_path, env_kwargs={"turns": 3},
-                 **{"async": {"mode": "async", "max_staleness": 2, "in_flight_update": "continue"}},
-                 train={"steps": 6, "groups_per_step": 2, "group_size": 2, "checkpoint_every": 0},
-                 algo={"correction": "decoupled_ppo"})
+    cfg = config(
+        nano_policy_dir,
+        tmp_path,
+        env_kwargs={"turns": 3},
+        **{"async": {"mode": "async", "max_staleness": 2, "in_flight_update": "continue"}},
+        train={"steps": 6, "groups_per_step": 2, "group_size": 2, "checkpoint_every": 0},
+        algo={"correction": "decoupled_ppo"},
+    )
     assert run_training(cfg) == 0
     run = only_run(tmp_path)
     rows = metrics(run)
@@ -32,11 +36,22 @@ def test_async_run_respects_the_bound_and_overlaps(nano_policy_dir, tmp_path):
 
 
 def test_killing_an_env_worker_mid_run_is_survived_and_counted(nano_policy_dir, tmp_path):
-    cfg = config(nano_policy_dir, tmp_path, env_kwargs={"turns": 3},
-                 cluster={"roles": {"env": {"pool": "cpu", "replicas": 2}}},
-                 train={"steps": 8, "checkpoint_every": 0})
-    cfg = cfg.model_copy(update={"tasks": [cfg.tasks[0].model_copy(update={"latency": cfg.tasks[0].latency.model_copy(
-        update={"kind": "fixed", "fixed_s": 0.1})})]})
+    cfg = config(
+        nano_policy_dir,
+        tmp_path,
+        env_kwargs={"turns": 3},
+        cluster={"roles": {"env": {"pool": "cpu", "replicas": 2}}},
+        train={"steps": 8, "checkpoint_every": 0},
+    )
+    cfg = cfg.model_copy(
+        update={
+            "tasks": [
+                cfg.tasks[0].model_copy(
+                    update={"latency": cfg.tasks[0].latency.model_copy(update={"kind": "fixed", "fixed_s": 0.1})}
+                )
+            ]
+        }
+    )
     killed: list[str] = []
 
     def killer() -> None:
@@ -63,9 +78,13 @@ def test_killing_an_env_worker_mid_run_is_survived_and_counted(nano_policy_dir, 
 
 
 def test_fifty_steps_keep_buffer_and_memory_flat(nano_policy_dir, tmp_path):
-    cfg = config(nano_policy_dir, tmp_path, env_kwargs={"turns": 2},
-                 **{"async": {"mode": "async", "max_staleness": 1}},
-                 train={"steps": 50, "groups_per_step": 2, "group_size": 2, "checkpoint_every": 0})
+    cfg = config(
+        nano_policy_dir,
+        tmp_path,
+        env_kwargs={"turns": 2},
+        **{"async": {"mode": "async", "max_staleness": 1}},
+        train={"steps": 50, "groups_per_step": 2, "group_size": 2, "checkpoint_every": 0},
+    )
     assert run_training(cfg) == 0
     rows = metrics(only_run(tmp_path))
     assert len(rows) == 50
@@ -85,12 +104,23 @@ def test_adding_and_removing_rollout_replicas_mid_run(nano_policy_dir, tmp_path)
     from rollarc.runtime.ray_cluster import start_ray
     from rollarc.runtime.workers import Workers
 
-    cfg = config(nano_policy_dir, tmp_path, env_kwargs={"turns": 3},
-                 **{"async": {"mode": "async", "max_staleness": 1}},
-                 cluster={"pools": {"compute": {"count": 3}, "cpu": {"count": 2}}},
-                 train={"steps": 8, "checkpoint_every": 0})
-    cfg = cfg.model_copy(update={"tasks": [cfg.tasks[0].model_copy(update={"latency": cfg.tasks[0].latency.model_copy(
-        update={"kind": "fixed", "fixed_s": 0.05})})]})
+    cfg = config(
+        nano_policy_dir,
+        tmp_path,
+        env_kwargs={"turns": 3},
+        **{"async": {"mode": "async", "max_staleness": 1}},
+        cluster={"pools": {"compute": {"count": 3}, "cpu": {"count": 2}}},
+        train={"steps": 8, "checkpoint_every": 0},
+    )
+    cfg = cfg.model_copy(
+        update={
+            "tasks": [
+                cfg.tasks[0].model_copy(
+                    update={"latency": cfg.tasks[0].latency.model_copy(update={"kind": "fixed", "fixed_s": 0.05})}
+                )
+            ]
+        }
+    )
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     start_ray(cfg.cluster)

@@ -13,8 +13,20 @@ pytestmark = pytest.mark.slow
 
 
 def test_quick_bench_reports_every_mode(tmp_path, capsys):
-    assert main(["--quick", "--no-docs", "--ks", "1,2", "--runs", str(tmp_path / "runs"),
-                 f"sft.checkpoint={tmp_path / 'sft'}"]) == 0
+    assert (
+        main(
+            [
+                "--quick",
+                "--no-docs",
+                "--ks",
+                "1,2",
+                "--runs",
+                str(tmp_path / "runs"),
+                f"sft.checkpoint={tmp_path / 'sft'}",
+            ]
+        )
+        == 0
+    )
     result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert set(result["async_s"]) == {"1", "2"}
     for key in ("sync_s", "monolithic_s", "speedup_k1", "speedup_k2"):

@@ -22,15 +22,24 @@ from tests.integration.test_runtime import config, metrics
 
 pytestmark = pytest.mark.slow
 
-TWO_RANKS = {"num_cpus": 2, "pools": {"compute": {"count": 3}, "cpu": {"count": 2}},
-             "roles": {"train": {"pool": "compute", "replicas": 2, "threads": 1},
-                       "rollout": {"pool": "compute"}, "env": {"pool": "cpu"}}}
+TWO_RANKS = {
+    "num_cpus": 2,
+    "pools": {"compute": {"count": 3}, "cpu": {"count": 2}},
+    "roles": {
+        "train": {"pool": "compute", "replicas": 2, "threads": 1},
+        "rollout": {"pool": "compute"},
+        "env": {"pool": "cpu"},
+    },
+}
 
 
 def engine_state(handle) -> dict[str, torch.Tensor]:
     """The weights the rollout engine generates with (read inside the actor)."""
-    return ray.get(handle.__ray_call__.remote(
-        lambda worker: {k: v.detach().clone() for k, v in worker.engine.engine.model.state_dict().items()}))
+    return ray.get(
+        handle.__ray_call__.remote(
+            lambda worker: {k: v.detach().clone() for k, v in worker.engine.engine.model.state_dict().items()}
+        )
+    )
 
 
 def test_two_ranks_train_sync_checkpoint_and_resume(nano_policy_dir, tmp_path):
@@ -52,8 +61,9 @@ def test_two_ranks_train_sync_checkpoint_and_resume(nano_policy_dir, tmp_path):
         rollout = engine_state(workers.rollout["rollout-0"])
         for name, tensor in gathered.items():  # what rank 0 gathered is what the engine runs, bit for bit
             assert torch.equal(rollout[name], tensor), name
-        spans = workers.drain_spans() + [json.loads(line) for line in (run_dir / "timeline.jsonl").read_text()
-                                         .splitlines()]
+        spans = workers.drain_spans() + [
+            json.loads(line) for line in (run_dir / "timeline.jsonl").read_text().splitlines()
+        ]
         assert {"train-0", "train-1"} <= {s["worker"] for s in spans if s["kind"] == "train"}
     finally:
         ray.shutdown()
@@ -85,7 +95,8 @@ def test_a_sharded_checkpoint_refuses_the_single_trainer(nano_policy_dir, tmp_pa
     start_ray(cfg.cluster)
     try:
         trainer = TrainWorker.options(**actor_options(cfg.cluster, cfg.cluster.roles.train)).remote(
-            str(nano_policy_dir), cfg, 1)
+            str(nano_policy_dir), cfg, 1
+        )
         with pytest.raises(ray.exceptions.RayTaskError, match="written by FSDP training"):
             ray.get(trainer.load_checkpoint.remote(str(checkpoint)))
     finally:

@@ -39,11 +39,17 @@ def two_nodes():
 
 
 def _cluster_config(address: str, **pools: dict) -> ClusterConfig:
-    return ClusterConfig.model_validate({
-        "address": address,
-        "pools": {"compute": {"count": 2, "kind": "cpu"}, "cpu": {"count": 4, "kind": "cpu"}, **pools},
-        "roles": {"train": {"pool": "compute"}, "rollout": {"pool": "compute"}, "env": {"pool": "cpu", "replicas": 2}},
-    })
+    return ClusterConfig.model_validate(
+        {
+            "address": address,
+            "pools": {"compute": {"count": 2, "kind": "cpu"}, "cpu": {"count": 4, "kind": "cpu"}, **pools},
+            "roles": {
+                "train": {"pool": "compute"},
+                "rollout": {"pool": "compute"},
+                "env": {"pool": "cpu", "replicas": 2},
+            },
+        }
+    )
 
 
 def test_each_role_lands_on_a_node_of_its_pool(two_nodes) -> None:

@@ -49,14 +49,18 @@ def rollarc(*args: str) -> list[str]:
 
 @pytest.fixture(scope="module")
 def server(nano_policy_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Any:
-    ray.init(num_cpus=2, resources={"pool_compute": 2.0, "pool_cpu": 2.0}, include_dashboard=False,
-             logging_level="warning")
+    ray.init(
+        num_cpus=2, resources={"pool_compute": 2.0, "pool_cpu": 2.0}, include_dashboard=False, logging_level="warning"
+    )
     address = ray.get_runtime_context().gcs_address
     port = free_port()
     log = tmp_path_factory.mktemp("serve") / "serve.log"
     with log.open("w") as out:
-        proc = subprocess.Popen(rollarc("serve", str(nano_policy_dir), "--port", str(port), "--address", address,
-                                        "--max-num-seqs", "16"), stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            rollarc("serve", str(nano_policy_dir), "--port", str(port), "--address", address, "--max-num-seqs", "16"),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + STARTUP_S
     try:
@@ -89,8 +93,10 @@ def test_served_completions_equal_the_builtin_engine(server, nano_policy_dir):
     model, _ = load_policy(nano_policy_dir)
     engine = LLMEngine(model, EngineConfig(max_num_seqs=4, num_threads=1))
     prompts = [[5, 17, 33, 2, 9], [40, 41]]
-    for params in [SamplingParams(temperature=0.0, max_tokens=8, ignore_eos=True),
-                   SamplingParams(temperature=1.0, max_tokens=8, seed=1234, ignore_eos=True)]:
+    for params in [
+        SamplingParams(temperature=0.0, max_tokens=8, ignore_eos=True),
+        SamplingParams(temperature=1.0, max_tokens=8, seed=1234, ignore_eos=True),
+    ]:
         for prompt in prompts:
             (local,) = engine.generate([prompt], params)
             served = complete(server["url"], prompt, params)
@@ -122,11 +128,25 @@ def test_a_run_whose_server_is_unreachable_stops_at_start_with_a_config_error(se
     from rollarc.runtime.router import Router
 
     dead_url = f"http://127.0.0.1:{free_port()}"
-    cfg = validate(Config, {"name": "dead", "tasks": [{"name": "t", "env": {"id": "frozen_lake"}}],
-                            "rollout": {"backend": "openai", "openai": {
-                                "base_urls": [dead_url], "checkpoint_dir": str(tmp_path / "h"), "reload_timeout_s": 10}}})
-    workers = SimpleNamespace(cfg=cfg, policy_dir=str(nano_policy_dir), trainer=None, rollout={}, rollout_pool={},
-                              router=Router.options(num_cpus=0).remote({"t": None}))
+    cfg = validate(
+        Config,
+        {
+            "name": "dead",
+            "tasks": [{"name": "t", "env": {"id": "frozen_lake"}}],
+            "rollout": {
+                "backend": "openai",
+                "openai": {"base_urls": [dead_url], "checkpoint_dir": str(tmp_path / "h"), "reload_timeout_s": 10},
+            },
+        },
+    )
+    workers = SimpleNamespace(
+        cfg=cfg,
+        policy_dir=str(nano_policy_dir),
+        trainer=None,
+        rollout={},
+        rollout_pool={},
+        router=Router.options(num_cpus=0).remote({"t": None}),
+    )
     with pytest.raises(ConfigError, match=f"rollout.openai.base_urls: .*reloading version 0 on {dead_url} failed"):
         start_openai_backend(workers, 0)
     assert (tmp_path / "h" / "v00000000" / "config.json").is_file()  # the start weights were handed off first
@@ -141,21 +161,48 @@ def test_training_with_the_openai_backend_reloads_the_trainers_weights(server, n
         "name": "oai",
         "model": {"path": str(nano_policy_dir)},
         "plugin_paths": [str(PLUGINS)],
-        "tasks": [{"name": "scripted", "env": {"entry_point": "runtime_plugins:ScriptedEnv",
-                                               "kwargs": {"turns": 2, "reward_by_length": True}},
-                   "agent": {"max_turns": 4, "max_tokens_per_turn": 3, "history": "full", "context_limit": 200}}],
-        "train": {"steps": 2, "groups_per_step": 2, "group_size": 2, "lr": 1e-3, "eval_every": 0,
-                  "eval_episodes": 2, "checkpoint_every": 1},
-        "rollout": {"backend": "openai", "openai": {"base_urls": [server["url"]], "checkpoint_dir": str(handoff),
-                                                    "timeout_s": 60, "reload_timeout_s": 120}},
-        "cluster": {"pools": {"compute": {"count": 2}, "cpu": {"count": 2}},
-                    "roles": {"train": {"pool": "compute"}, "rollout": {"pool": "compute"}, "env": {"pool": "cpu"}}},
+        "tasks": [
+            {
+                "name": "scripted",
+                "env": {"entry_point": "runtime_plugins:ScriptedEnv", "kwargs": {"turns": 2, "reward_by_length": True}},
+                "agent": {"max_turns": 4, "max_tokens_per_turn": 3, "history": "full", "context_limit": 200},
+            }
+        ],
+        "train": {
+            "steps": 2,
+            "groups_per_step": 2,
+            "group_size": 2,
+            "lr": 1e-3,
+            "eval_every": 0,
+            "eval_episodes": 2,
+            "checkpoint_every": 1,
+        },
+        "rollout": {
+            "backend": "openai",
+            "openai": {
+                "base_urls": [server["url"]],
+                "checkpoint_dir": str(handoff),
+                "timeout_s": 60,
+                "reload_timeout_s": 120,
+            },
+        },
+        "cluster": {
+            "pools": {"compute": {"count": 2}, "cpu": {"count": 2}},
+            "roles": {"train": {"pool": "compute"}, "rollout": {"pool": "compute"}, "env": {"pool": "cpu"}},
+        },
         "run": {"dir": str(tmp_path / "runs"), "progress": False, "tensorboard": False},
     }
     path = tmp_path / "oai.yaml"
     path.write_text(yaml.safe_dump(config))
-    result = subprocess.run(rollarc("train", str(path), "--address", server["address"]), cwd=tmp_path,
-                            capture_output=True, text=True, timeout=900, env=os.environ.copy(), check=False)
+    result = subprocess.run(
+        rollarc("train", str(path), "--address", server["address"]),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env=os.environ.copy(),
+        check=False,
+    )
     assert result.returncode == 0, result.stderr[-4000:]
     (run,) = [p for p in (tmp_path / "runs").iterdir() if p.is_dir()]
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
@@ -177,7 +224,8 @@ def test_reload_with_abort_ends_the_running_turn_and_serves_the_new_version(serv
 
     cfg = OpenAIBackendConfig(base_urls=[server["url"]], timeout_s=120.0)
     replica = OpenAIReplica.options(num_cpus=0, max_concurrency=100).remote(
-        "aborting", server["url"], cfg, "abort", "compute", 0)
+        "aborting", server["url"], cfg, "abort", "compute", 0
+    )
     long_turn = replica.generate.remote([1, 2], SamplingParams(max_tokens=250, ignore_eos=True))
     deadline = time.monotonic() + 60.0
     while ray.get(replica.stats.remote())["running"] == 0:  # the request is on the wire before the reload

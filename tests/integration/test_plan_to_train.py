@@ -18,20 +18,48 @@ REPO = Path(__file__).resolve().parents[2]
 
 def test_planned_multitask_config_trains_and_routes_by_the_plan(nano_policy_dir, tmp_path, capsys):
     planned = tmp_path / "planned.yaml"
-    assert plan_main(["--cluster", str(REPO / "configs/cluster/laptop_hetero.yaml"),
-                      "--workload", str(REPO / "configs/cluster/workloads/multitask_laptop.yaml"),
-                      "--base", str(REPO / "configs/multitask.yaml"), "--emit-config", str(planned), "--json"]) == 0
+    assert (
+        plan_main(
+            [
+                "--cluster",
+                str(REPO / "configs/cluster/laptop_hetero.yaml"),
+                "--workload",
+                str(REPO / "configs/cluster/workloads/multitask_laptop.yaml"),
+                "--base",
+                str(REPO / "configs/multitask.yaml"),
+                "--emit-config",
+                str(planned),
+                "--json",
+            ]
+        )
+        == 0
+    )
     plan = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     pools = {t["name"]: t["rollout_pool"] for t in plan["plan"]["fragment"]["tasks"]}
     assert len(set(pools.values())) == 2  # a heterogeneous plan: two rollout pools
 
     # The emitted file as it is; the overrides only shrink the job and point at a tiny (256-position) policy.
-    cfg = load_train_config(planned, [
-        f"model.path={nano_policy_dir}", "tasks.1.agent.context_limit=256", f"plugin_paths=[{REPO / 'examples'}]", f"run.dir={tmp_path / 'runs'}",
-        "run.progress=false", "run.tensorboard=false", "train.steps=2", "train.groups_per_step=4", "train.group_size=2",
-        "train.eval_every=0", "train.eval_episodes=4", "train.checkpoint_every=0", "cluster.num_cpus=2",
-        "tasks.0.agent.max_turns=4", "tasks.1.agent.max_turns=2", "tasks.2.agent.max_turns=2",
-    ])
+    cfg = load_train_config(
+        planned,
+        [
+            f"model.path={nano_policy_dir}",
+            "tasks.1.agent.context_limit=256",
+            f"plugin_paths=[{REPO / 'examples'}]",
+            f"run.dir={tmp_path / 'runs'}",
+            "run.progress=false",
+            "run.tensorboard=false",
+            "train.steps=2",
+            "train.groups_per_step=4",
+            "train.group_size=2",
+            "train.eval_every=0",
+            "train.eval_episodes=4",
+            "train.checkpoint_every=0",
+            "cluster.num_cpus=2",
+            "tasks.0.agent.max_turns=4",
+            "tasks.1.agent.max_turns=2",
+            "tasks.2.agent.max_turns=2",
+        ],
+    )
     assert {t.name: t.rollout_pool for t in cfg.tasks} == pools
     assert run_training(cfg) == 0
 

@@ -18,8 +18,15 @@ pytestmark = pytest.mark.slow
 def test_quick_bench_reports_every_set_up(tmp_path, capsys):
     tokenizer = build_tokenizer()
     torch.manual_seed(0)
-    spec = JudgeSpec(vocab_size=len(tokenizer), pad_id=tokenizer.pad_token_id, context_tokens=32, d_model=16,
-                     heads=2, layers=1, tokenizer_sha256=tokenizer_fingerprint(tokenizer.get_vocab()))
+    spec = JudgeSpec(
+        vocab_size=len(tokenizer),
+        pad_id=tokenizer.pad_token_id,
+        context_tokens=32,
+        d_model=16,
+        heads=2,
+        layers=1,
+        tokenizer_sha256=tokenizer_fingerprint(tokenizer.get_vocab()),
+    )
     judge = save_judge(ProgressJudge(spec), tmp_path / "judge", {})
     assert main(["--quick", "--no-docs", "--json", "--model", str(judge)]) == 0
     result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
@@ -28,7 +35,8 @@ def test_quick_bench_reports_every_set_up(tmp_path, capsys):
         assert all(math.isfinite(v) and v > 0 for v in result[key].values()), key
     assert result["failed"] == {m: 0 for m in MODES}
     assert result["cost_ratio_serverless_vs_peak"] == pytest.approx(
-        result["replica_s"]["serverless"] / result["replica_s"]["dedicated_peak"])
+        result["replica_s"]["serverless"] / result["replica_s"]["dedicated_peak"]
+    )
     assert result["pool_sizes"]["dedicated_peak"] >= result["pool_sizes"]["dedicated_mean"] >= 1
     assert result["cold_start"]["cold_start_s"] > result["cold_start"]["warm_s"] > 0
     assert result["capacity_per_replica"] > 0 and result["real_model"]["capacity_per_replica"] > 0

@@ -34,15 +34,26 @@ APP = "reward-test"
 def judge_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tokenizer = build_tokenizer()
     torch.manual_seed(0)
-    spec = JudgeSpec(vocab_size=len(tokenizer), pad_id=tokenizer.pad_token_id, context_tokens=16, d_model=16, heads=2,
-                     layers=1, tokenizer_sha256=tokenizer_fingerprint(tokenizer.get_vocab()))
+    spec = JudgeSpec(
+        vocab_size=len(tokenizer),
+        pad_id=tokenizer.pad_token_id,
+        context_tokens=16,
+        d_model=16,
+        heads=2,
+        layers=1,
+        tokenizer_sha256=tokenizer_fingerprint(tokenizer.get_vocab()),
+    )
     return save_judge(ProgressJudge(spec), tmp_path_factory.mktemp("reward") / "judge", {})
 
 
 @pytest.fixture(scope="module")
 def local_ray() -> Iterator[None]:
-    ray.init(num_cpus=2, resources={"pool_reward": 8, "pool_compute": 2, "pool_cpu": 4}, include_dashboard=False,
-             logging_level="warning")
+    ray.init(
+        num_cpus=2,
+        resources={"pool_reward": 8, "pool_compute": 2, "pool_cpu": 4},
+        include_dashboard=False,
+        logging_level="warning",
+    )
     try:
         yield
     finally:
@@ -51,8 +62,10 @@ def local_ray() -> Iterator[None]:
 
 
 def deploy(judge_dir: Path, kind: str, replicas: int = 0, **reward: object) -> tuple[RewardBackend, RewardClient]:
-    cluster = ClusterConfig(pools={"compute": {"count": 2}, "cpu": {"count": 4}, "reward": {"count": 8}},
-                            roles={"reward": {"pool": "reward", "replicas": replicas, "units": 1}})
+    cluster = ClusterConfig(
+        pools={"compute": {"count": 2}, "cpu": {"count": 4}, "reward": {"count": 8}},
+        roles={"reward": {"pool": "reward", "replicas": replicas, "units": 1}},
+    )
     cfg = RewardConfig(kind=kind, app_name=APP, retry_backoff_s=0.05, **reward)
     backend = RewardBackend(cfg, str(judge_dir), cluster).start()
     return backend, connect(backend.client_spec())
@@ -74,13 +87,22 @@ def tokens(i: int) -> list[int]:
 
 
 def test_serverless_scales_up_under_load_and_back_to_zero(local_ray, judge_dir):
-    backend, client = deploy(judge_dir, "serverless",
-                             autoscaling={"min_replicas": 0, "max_replicas": 2, "target_ongoing_requests": 1,
-                                          "upscale_delay_s": 0.0, "downscale_delay_s": 0.5,
-                                          "downscale_to_zero_delay_s": 0.5, "metrics_interval_s": 0.2,
-                                          "look_back_period_s": 0.4},
-                             batching={"max_batch_size": 2, "batch_wait_timeout_s": 0.01},
-                             service_cost={"fixed_s": 0.5})
+    backend, client = deploy(
+        judge_dir,
+        "serverless",
+        autoscaling={
+            "min_replicas": 0,
+            "max_replicas": 2,
+            "target_ongoing_requests": 1,
+            "upscale_delay_s": 0.0,
+            "downscale_delay_s": 0.5,
+            "downscale_to_zero_delay_s": 0.5,
+            "metrics_interval_s": 0.2,
+            "look_back_period_s": 0.4,
+        },
+        batching={"max_batch_size": 2, "batch_wait_timeout_s": 0.01},
+        service_cost={"fixed_s": 0.5},
+    )
     try:
         assert replicas() == {}  # min_replicas 0: nothing runs before the first request
         seen: list[int] = []
@@ -101,8 +123,9 @@ def test_serverless_scales_up_under_load_and_back_to_zero(local_ray, judge_dir):
 
 
 def test_requests_are_batched_and_each_gets_its_own_score(local_ray, judge_dir):
-    backend, client = deploy(judge_dir, "dedicated", replicas=1,
-                             batching={"max_batch_size": 8, "batch_wait_timeout_s": 0.5})
+    backend, client = deploy(
+        judge_dir, "dedicated", replicas=1, batching={"max_batch_size": 8, "batch_wait_timeout_s": 0.5}
+    )
     try:
         sequences = [tokens(i) for i in range(8)]
 
@@ -119,8 +142,15 @@ def test_requests_are_batched_and_each_gets_its_own_score(local_ray, judge_dir):
 
 
 def test_a_replica_that_dies_mid_request_is_retried_and_replaced(local_ray, judge_dir):
-    backend, client = deploy(judge_dir, "dedicated", replicas=2, batching={"max_batch_size": 1},
-                             service_cost={"fixed_s": 2.0}, timeout_s=60.0, max_retries=2)
+    backend, client = deploy(
+        judge_dir,
+        "dedicated",
+        replicas=2,
+        batching={"max_batch_size": 1},
+        service_cost={"fixed_s": 2.0},
+        timeout_s=60.0,
+        max_retries=2,
+    )
     try:
         handle = serve.get_deployment_handle(DEPLOYMENT_NAME, APP)
         pids: set[int] = set()

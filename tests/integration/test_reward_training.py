@@ -16,10 +16,20 @@ pytestmark = pytest.mark.slow
 def test_two_steps_with_a_serverless_reward_model(nano_policy_dir, tmp_path):
     judge = tmp_path / "judge"
     runs = tmp_path / "runs"
-    reward = {"kind": "serverless", "model_path": str(judge), "weight": 0.5, "timeout_s": 60,
-              "autoscaling": {"min_replicas": 0, "initial_replicas": 1, "max_replicas": 1},
-              "train": {"episodes": 24, "steps": 5, "epsilons": [0.0, 1.0], "random_actions": ["D"],
-                        "judge": {"context_tokens": 32, "d_model": 16, "heads": 2, "layers": 1}}}
+    reward = {
+        "kind": "serverless",
+        "model_path": str(judge),
+        "weight": 0.5,
+        "timeout_s": 60,
+        "autoscaling": {"min_replicas": 0, "initial_replicas": 1, "max_replicas": 1},
+        "train": {
+            "episodes": 24,
+            "steps": 5,
+            "epsilons": [0.0, 1.0],
+            "random_actions": ["D"],
+            "judge": {"context_tokens": 32, "d_model": 16, "heads": 2, "layers": 1},
+        },
+    }
     assert run_training(config(nano_policy_dir, runs, reward=reward)) == 0
     assert read_meta(judge)["heldout"]["examples"] > 0  # the judge was trained before the run started
     run = only_run(runs)

@@ -22,15 +22,31 @@ def config(policy: Path, runs: Path, **sections: Any) -> Config:
     data: dict[str, Any] = {
         "name": "it",
         "model": {"path": str(policy)},
-        "tasks": [{"name": "scripted", "env": {"entry_point": "runtime_plugins:ScriptedEnv",
-                                               "kwargs": {"turns": 2, "reward_by_length": True,
-                                                          **env_kwargs}},
-                   "agent": {"max_turns": 4, "max_tokens_per_turn": 3, "history": "full", "context_limit": 200}}],
+        "tasks": [
+            {
+                "name": "scripted",
+                "env": {
+                    "entry_point": "runtime_plugins:ScriptedEnv",
+                    "kwargs": {"turns": 2, "reward_by_length": True, **env_kwargs},
+                },
+                "agent": {"max_turns": 4, "max_tokens_per_turn": 3, "history": "full", "context_limit": 200},
+            }
+        ],
         "engine": {"max_num_seqs": 16, "prefix_cache_tokens": 4096},
-        "train": {"steps": 2, "groups_per_step": 2, "group_size": 2, "lr": 1e-3, "eval_every": 0,
-                  "eval_episodes": 4, "checkpoint_every": 1},
-        "cluster": {"num_cpus": 2, "pools": {"compute": {"count": 2}, "cpu": {"count": 2}},
-                    "roles": {"train": {"pool": "compute"}, "rollout": {"pool": "compute"}, "env": {"pool": "cpu"}}},
+        "train": {
+            "steps": 2,
+            "groups_per_step": 2,
+            "group_size": 2,
+            "lr": 1e-3,
+            "eval_every": 0,
+            "eval_episodes": 4,
+            "checkpoint_every": 1,
+        },
+        "cluster": {
+            "num_cpus": 2,
+            "pools": {"compute": {"count": 2}, "cpu": {"count": 2}},
+            "roles": {"train": {"pool": "compute"}, "rollout": {"pool": "compute"}, "env": {"pool": "cpu"}},
+        },
         "run": {"dir": str(runs), "progress": False},
     }
     for key, value in sections.items():

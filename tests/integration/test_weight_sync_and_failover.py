@@ -32,8 +32,9 @@ def workers(nano_policy_dir, tmp_path):
     ray.shutdown()
 
 
-@pytest.mark.parametrize("sync", [{"method": "full"}, {"method": "delta", "dtype": "bfloat16"}],
-                         ids=["full-fp32", "delta-bf16"])
+@pytest.mark.parametrize(
+    "sync", [{"method": "full"}, {"method": "delta", "dtype": "bfloat16"}], ids=["full-fp32", "delta-bf16"]
+)
 def test_engine_greedy_after_sync_equals_the_trainer_model(workers, nano_policy_dir, tmp_path, sync):
     w = workers(train={"lr": 0.05}, sync=sync)
     tok = load_tokenizer(nano_policy_dir)
@@ -61,12 +62,14 @@ def test_engine_greedy_after_sync_equals_the_trainer_model(workers, nano_policy_
             for p in model.parameters():
                 p.copy_(p.to(torch.bfloat16).float())
     expected = model.generate(torch.tensor([prompt]), max_new_tokens=12, do_sample=False, min_new_tokens=12)
-    assert after.token_ids == expected[0, len(prompt):].tolist()
+    assert after.token_ids == expected[0, len(prompt) :].tolist()
     assert after.token_ids != before.token_ids  # the update changed what the engine generates
 
 
 def test_router_fails_over_when_a_replica_dies_and_errors_when_none_is_left(workers):
-    w = workers(cluster={"roles": {"rollout": {"pool": "compute", "replicas": 2}, "train": {"pool": "compute", "units": 0}}})
+    w = workers(
+        cluster={"roles": {"rollout": {"pool": "compute", "replicas": 2}, "train": {"pool": "compute", "units": 0}}}
+    )
     assert sorted(ray.get(w.router.alive.remote())) == ["rollout-0", "rollout-1"]
     ray.kill(w.rollout["rollout-0"])
     results = ray.get([w.router.generate.remote([3, 40, 5, 4], GREEDY, f"k{i}") for i in range(6)])

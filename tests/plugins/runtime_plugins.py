@@ -17,8 +17,16 @@ class ScriptedEnv(gymnasium.Env[str, str]):
     instead (so even a random policy sees reward differences within a group).
     """
 
-    def __init__(self, turns: int = 3, raise_on_seed_mod: int = 0, hang_on_seed_mod: int = 0, hang_s: float = 5.0,
-                 nan_reward: bool = False, obs_len: int = 4, reward_by_length: bool = False) -> None:
+    def __init__(
+        self,
+        turns: int = 3,
+        raise_on_seed_mod: int = 0,
+        hang_on_seed_mod: int = 0,
+        hang_s: float = 5.0,
+        nan_reward: bool = False,
+        obs_len: int = 4,
+        reward_by_length: bool = False,
+    ) -> None:
         self.reward_by_length = reward_by_length
         self.turns = turns
         self.raise_on_seed_mod = raise_on_seed_mod

@@ -38,17 +38,22 @@ class ScriptedEngine:
             return Completion(cache_key, len(prompt_ids), [], [], [], self.version, "abort")
         text = self.replies[(len(self.prompts) - 1) % len(self.replies)] if self.replies else "U"
         ids = RENDERER.encode_reply(text)
-        return Completion(cache_key, len(prompt_ids), ids, [-0.5] * len(ids), [self.version] * len(ids),
-                          self.version, "stop")
+        return Completion(
+            cache_key, len(prompt_ids), ids, [-0.5] * len(ids), [self.version] * len(ids), self.version, "stop"
+        )
 
 
 def task(**env_kwargs) -> TaskConfig:
     agent = env_kwargs.pop("agent", {})
     latency = env_kwargs.pop("latency", {})
     timeout = env_kwargs.pop("step_timeout_s", 5.0)
-    return TaskConfig(name="scripted", env={"entry_point": "runtime_plugins:ScriptedEnv", "kwargs": env_kwargs},
-                      agent=AgentConfig(**{"max_turns": 10, "max_tokens_per_turn": 4, **agent}),
-                      latency=LatencyConfig(**latency), step_timeout_s=timeout)
+    return TaskConfig(
+        name="scripted",
+        env={"entry_point": "runtime_plugins:ScriptedEnv", "kwargs": env_kwargs},
+        agent=AgentConfig(**{"max_turns": 10, "max_tokens_per_turn": 4, **agent}),
+        latency=LatencyConfig(**latency),
+        step_timeout_s=timeout,
+    )
 
 
 def run(task_cfg: TaskConfig, engine: ScriptedEngine, seed: int = 1, sampling_seed: int | None = None) -> Trajectory:
@@ -69,8 +74,10 @@ def test_full_history_is_one_segment_and_only_sampled_tokens_are_trained():
     assert len(traj.segments) == 1
     seg = traj.segments[0]
     text = TOKENIZER.decode(seg.token_ids)
-    assert text == ("<|user|>t0..<|end|><|assistant|>U<|end|><|user|>t1..<|end|><|assistant|>U<|end|>"
-                    "<|user|>t2..<|end|><|assistant|>U<|end|>")
+    assert text == (
+        "<|user|>t0..<|end|><|assistant|>U<|end|><|user|>t1..<|end|><|assistant|>U<|end|>"
+        "<|user|>t2..<|end|><|assistant|>U<|end|>"
+    )
     trained = [tok for tok, m in zip(seg.token_ids, seg.assistant_mask, strict=True) if m]
     assert TOKENIZER.decode(trained) == "U<|end|>U<|end|>U<|end|>"
     assert all(v == 7 for v, m in zip(seg.versions, seg.assistant_mask, strict=True) if m)
@@ -86,7 +93,8 @@ def test_last_k_history_starts_a_segment_per_turn():
     traj = run(task(turns=3, agent={"history": "last_k", "history_k": 0}), engine)
     assert len(traj.segments) == 3
     assert [TOKENIZER.decode(s.token_ids) for s in traj.segments] == [
-        f"<|user|>t{i}..<|end|><|assistant|>U<|end|>" for i in range(3)]
+        f"<|user|>t{i}..<|end|><|assistant|>U<|end|>" for i in range(3)
+    ]
     assert window([1, 2, 3, 4, 5], "full", 0) == [1, 2, 3, 4, 5]
 
 
@@ -174,14 +182,16 @@ def test_greedy_spec_overrides_temperature():
 def test_trajectory_masks_feed_the_batch(mode):
     from rollarc.train.batch import build_batch
 
-    trajs = [run(task(turns=2, agent={"history": mode}), ScriptedEngine(replies=[r]), seed=s)
-             for s, r in [(1, "U"), (2, "D")]]
+    trajs = [
+        run(task(turns=2, agent={"history": mode}), ScriptedEngine(replies=[r]), seed=s)
+        for s, r in [(1, "U"), (2, "D")]
+    ]
     for i, t in enumerate(trajs):
         t.traj_id = f"t{i}"
     batch = build_batch([trajs], "grpo", 1e-6, TOKENIZER.pad_token_id)
     # rewards 2 and 0 -> sample-std GRPO advantages +1/sqrt(2), -1/sqrt(2)
     adv = {t: round(a, 4) for t, a in zip(batch.row_traj, batch.advantages.tolist(), strict=True)}
-    assert adv == {"t0": round(2 ** -0.5, 4), "t1": round(-(2 ** -0.5), 4)}
+    assert adv == {"t0": round(2**-0.5, 4), "t1": round(-(2**-0.5), 4)}
     targets = batch.input_ids[:, 1:][batch.loss_mask.bool()]
     assert TOKENIZER.decode(targets.tolist()).replace("<|end|>", "|") == "U|U|D|D|"
     assert (batch.behav_logp[batch.loss_mask.bool()] == -0.5).all()

@@ -77,11 +77,14 @@ def test_dispatcher_matches_functions_and_integer_rewards_work():
     torch.testing.assert_close(group_advantages(rewards, "rloo"), torch.tensor([[2 / 3, -2 / 3, -2 / 3, 2 / 3]]))
 
 
-@pytest.mark.parametrize("rewards, message", [
-    (torch.tensor([1.0, 0.0]), "num_groups, group_size"),
-    (torch.zeros(2, 0), "num_groups, group_size"),
-    (torch.tensor([[1.0, float("nan")]]), r"rewards\[0, 1\] = nan"),
-])
+@pytest.mark.parametrize(
+    "rewards, message",
+    [
+        (torch.tensor([1.0, 0.0]), "num_groups, group_size"),
+        (torch.zeros(2, 0), "num_groups, group_size"),
+        (torch.tensor([[1.0, float("nan")]]), r"rewards\[0, 1\] = nan"),
+    ],
+)
 def test_bad_rewards_are_rejected_with_a_clear_message(rewards, message):
     with pytest.raises(ValueError, match=message):
         group_advantages(rewards, "grpo")
@@ -102,8 +105,9 @@ def test_broadcast_to_tokens_by_hand():
         broadcast_to_tokens(torch.tensor([2.0]), mask)
 
 
-reward_groups = st.integers(2, 6).flatmap(lambda g: st.lists(
-    st.lists(st.integers(-5, 5), min_size=g, max_size=g), min_size=1, max_size=4))
+reward_groups = st.integers(2, 6).flatmap(
+    lambda g: st.lists(st.lists(st.integers(-5, 5), min_size=g, max_size=g), min_size=1, max_size=4)
+)
 
 
 @settings(max_examples=60, deadline=None)

@@ -9,23 +9,33 @@ from rollarc.configio import ConfigError, dump_yaml, load_config
 def test_defaults():
     cfg = LossConfig()
     assert (cfg.advantage, cfg.clip_low, cfg.clip_high, cfg.agg, cfg.correction, cfg.tis_cap, cfg.eps) == (
-        "grpo", 0.2, 0.28, "token_mean", "none", 2.0, 1e-6)
+        "grpo",
+        0.2,
+        0.28,
+        "token_mean",
+        "none",
+        2.0,
+        1e-6,
+    )
     assert (cfg.kl_coef, cfg.entropy_coef, cfg.decoupled_cap) == (0.0, 0.0, None)
 
 
-@pytest.mark.parametrize("override, message", [
-    ("clip_low=1.2", "clip_low: Input should be less than 1"),
-    ("clip_high=0", "clip_high: Input should be greater than 0"),
-    ("kl_coef=-0.1", "kl_coef"),
-    ("eps=.nan", "eps"),
-    ("tis_cap=0.5", "tis_cap: Input should be greater than or equal to 1"),
-    ("correction=decoupled_ppo", None),
-    ("correction=importance", "correction: Input should be 'none', 'tis' or 'decoupled_ppo'"),
-    ("agg=sum", "agg"),
-    ("clip=0.2", "clip: unknown key; allowed keys here: advantage, clip_low"),
-    ("tis_cap=3", "tis_cap=3.0 has no effect .* only applies with correction='tis'"),
-    ("decoupled_cap=5", "decoupled_cap=5.0 has no effect"),
-])
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("clip_low=1.2", "clip_low: Input should be less than 1"),
+        ("clip_high=0", "clip_high: Input should be greater than 0"),
+        ("kl_coef=-0.1", "kl_coef"),
+        ("eps=.nan", "eps"),
+        ("tis_cap=0.5", "tis_cap: Input should be greater than or equal to 1"),
+        ("correction=decoupled_ppo", None),
+        ("correction=importance", "correction: Input should be 'none', 'tis' or 'decoupled_ppo'"),
+        ("agg=sum", "agg"),
+        ("clip=0.2", "clip: unknown key; allowed keys here: advantage, clip_low"),
+        ("tis_cap=3", "tis_cap=3.0 has no effect .* only applies with correction='tis'"),
+        ("decoupled_cap=5", "decoupled_cap=5.0 has no effect"),
+    ],
+)
 def test_overrides_are_validated_with_the_key_named(override, message):
     if message is None:
         assert load_config(LossConfig, overrides=[override]).correction == "decoupled_ppo"

@@ -67,13 +67,16 @@ def test_gradient_reaches_only_the_scoring_position():
     torch.testing.assert_close(logits.grad, expected)
 
 
-@pytest.mark.parametrize("logits, ids, temperature, message", [
-    (torch.zeros(3), torch.zeros(3, dtype=torch.long), 1.0, r"\[\.\.\., tokens, vocab\]"),
-    (torch.zeros(1, 3, 4), torch.zeros(1, 2, dtype=torch.long), 1.0, "target_ids has shape"),
-    (torch.zeros(1, 3, 4), torch.tensor([[0, 4, 1]]), 1.0, r"\[0, 4\)"),
-    (torch.zeros(1, 3, 4), torch.zeros(1, 3), 1.0, "integer"),
-    (torch.zeros(1, 3, 4), torch.zeros(1, 3, dtype=torch.long), 0.0, "temperature"),
-])
+@pytest.mark.parametrize(
+    "logits, ids, temperature, message",
+    [
+        (torch.zeros(3), torch.zeros(3, dtype=torch.long), 1.0, r"\[\.\.\., tokens, vocab\]"),
+        (torch.zeros(1, 3, 4), torch.zeros(1, 2, dtype=torch.long), 1.0, "target_ids has shape"),
+        (torch.zeros(1, 3, 4), torch.tensor([[0, 4, 1]]), 1.0, r"\[0, 4\)"),
+        (torch.zeros(1, 3, 4), torch.zeros(1, 3), 1.0, "integer"),
+        (torch.zeros(1, 3, 4), torch.zeros(1, 3, dtype=torch.long), 0.0, "temperature"),
+    ],
+)
 def test_bad_input_is_rejected(logits, ids, temperature, message):
     with pytest.raises(ValueError, match=message):
         token_logprobs(logits, ids, temperature)
@@ -84,8 +87,7 @@ def test_bad_input_is_rejected(logits, ids, temperature, message):
 def test_probabilities_of_all_targets_sum_to_one(tokens, vocab, temperature, seed):
     generator = torch.Generator().manual_seed(seed)
     logits = torch.randn(1, tokens, vocab, generator=generator, dtype=torch.float64) * 4
-    per_choice = torch.stack([token_logprobs(logits, torch.full((1, tokens), v), temperature)[0]
-                              for v in range(vocab)])
+    per_choice = torch.stack([token_logprobs(logits, torch.full((1, tokens), v), temperature)[0] for v in range(vocab)])
     assert (per_choice <= 0).all()
     torch.testing.assert_close(per_choice.exp().sum(0), torch.ones(tokens, dtype=torch.float64))
     entropy = entropy_from_logits(logits, temperature)[0]

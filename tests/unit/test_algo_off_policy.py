@@ -45,13 +45,16 @@ def test_anchor_is_behaviour_for_none_and_proximal_otherwise():
         correction_terms("tis", BEHAV, None)
 
 
-@pytest.mark.parametrize("cfg, expected", [
-    # theta = prox, so rho = 1 and each token's loss is -w * A, averaged over the 4 tokens.
-    (LossConfig(correction="tis"), (-1.5 * 1 - 2.0 * 1 + 0.5 * 1 - 1.0 * 2) / 4),  # -1.25
-    (LossConfig(correction="decoupled_ppo"), (-1.5 - 3.0 + 0.5 - 2.0) / 4),  # -1.5
-    # The token with weight 3 > cap is dropped but stays in the denominator.
-    (LossConfig(correction="decoupled_ppo", decoupled_cap=2.0), (-1.5 + 0.0 + 0.5 - 2.0) / 4),  # -0.75
-])
+@pytest.mark.parametrize(
+    "cfg, expected",
+    [
+        # theta = prox, so rho = 1 and each token's loss is -w * A, averaged over the 4 tokens.
+        (LossConfig(correction="tis"), (-1.5 * 1 - 2.0 * 1 + 0.5 * 1 - 1.0 * 2) / 4),  # -1.25
+        (LossConfig(correction="decoupled_ppo"), (-1.5 - 3.0 + 0.5 - 2.0) / 4),  # -1.5
+        # The token with weight 3 > cap is dropped but stays in the denominator.
+        (LossConfig(correction="decoupled_ppo", decoupled_cap=2.0), (-1.5 + 0.0 + 0.5 - 2.0) / 4),  # -0.75
+    ],
+)
 def test_corrections_at_the_proximal_policy_by_hand(cfg, expected):
     logp = PROX.clone().requires_grad_(True)
     loss, stats = policy_loss(logp, BEHAV, PROX, ADV, MASK, cfg)

@@ -12,8 +12,13 @@ def test_quick_engine_bench_reports_all_keys(capsys) -> None:
     assert bench_engine.main(["--quick", "--no-docs", "--requests", "12"]) == 0
     last = capsys.readouterr().out.strip().splitlines()[-1]
     result = json.loads(last)
-    for key in ("rollarc_tok_s", "hf_generate_tok_s", "hf_generate_batch_tok_s", "ratio_vs_hf_generate",
-                "ratio_vs_hf_generate_batch"):
+    for key in (
+        "rollarc_tok_s",
+        "hf_generate_tok_s",
+        "hf_generate_batch_tok_s",
+        "ratio_vs_hf_generate",
+        "ratio_vs_hf_generate_batch",
+    ):
         assert math.isfinite(result[key]) and result[key] > 0, key
     assert result["ratio_vs_hf_generate"] == result["rollarc_tok_s"] / result["hf_generate_tok_s"]
     assert result["requests"] == 12 and result["useful_tokens"] > 0

@@ -42,8 +42,9 @@ def test_full_run_replaces_only_its_block_and_writes_json(tmp_path):
     page = tmp_path / "benchmarks.md"
     page.write_text(PAGE)
     result = {"rollarc_tok_s": 1980.5, "ratio_vs_hf_generate": 7.66, "requests": 256}
-    written = publish("engine", "| new | table |", result, "rollarc bench engine", quick=False, no_docs=False,
-                      page=page)
+    written = publish(
+        "engine", "| new | table |", result, "rollarc bench engine", quick=False, no_docs=False, page=page
+    )
     assert written == [page, tmp_path / "benchmarks" / "engine.json"]
     text = page.read_text()
     block = text.split("<!-- bench:engine:start -->\n", 1)[1].split("<!-- bench:engine:end -->", 1)[0]
@@ -55,8 +56,13 @@ def test_full_run_replaces_only_its_block_and_writes_json(tmp_path):
     assert text.startswith(before) and text.endswith(after)
     assert "sim figures" in text and "Measured 2026-01-02 on old, 1 cores with `rollarc bench sim`" in text
     saved = json.loads((tmp_path / "benchmarks" / "engine.json").read_text())
-    assert saved == {"bench": "engine", "date": block.split()[1], "machine": machine(),
-                     "command": "rollarc bench engine", **result}
+    assert saved == {
+        "bench": "engine",
+        "date": block.split()[1],
+        "machine": machine(),
+        "command": "rollarc bench engine",
+        **result,
+    }
     assert not list(tmp_path.glob("*.tmp")) and not list(tmp_path.glob(".*.tmp"))
 
 
@@ -74,8 +80,15 @@ def test_rerun_is_idempotent_apart_from_the_block(tmp_path):
 
 def test_missing_page_is_created_with_the_header_and_a_new_block_is_appended(tmp_path):
     page = tmp_path / "benchmarks.md"
-    publish("reward", "reward body", {"bench": "reward", "cost": 0.64}, "rollarc bench reward", quick=False,
-            no_docs=False, page=page)
+    publish(
+        "reward",
+        "reward body",
+        {"bench": "reward", "cost": 0.64},
+        "rollarc bench reward",
+        quick=False,
+        no_docs=False,
+        page=page,
+    )
     text = page.read_text()
     assert text.startswith(HEADER)
     assert "\n## `rollarc bench reward`\n\n<!-- bench:reward:start -->\n" in text

@@ -20,7 +20,17 @@ WORKLOAD = REPO / "configs/cluster/workloads/moe30b_agentic.yaml"
 def test_sync_estimate_is_the_sum_of_its_phases():
     catalogue = load_catalogue(REPO / "configs/cluster/hardware.yaml")
     workload = load_workload(WORKLOAD)
-    p = Placement("h800", 16, {"h20": 64, "h800": 4}, {"swe": "h20", "webqa": "h800", "math": "h20"}, "cpu", 4, "dedicated", "h800", 2)
+    p = Placement(
+        "h800",
+        16,
+        {"h20": 64, "h800": 4},
+        {"swe": "h20", "webqa": "h800", "math": "h20"},
+        "cpu",
+        4,
+        "dedicated",
+        "h800",
+        2,
+    )
     e = estimate(p, catalogue, workload, max_staleness=0)
     busiest = max([*e.rollout_s.values(), e.env_s, e.reward_s])
     assert e.step_time_s > max(busiest, e.tail_s) + e.train_s + e.sync_s
@@ -57,7 +67,9 @@ def test_plan_cli_writes_a_valid_fragment(tmp_path, capsys):
 
 def test_plan_cli_reports_bad_input(tmp_path, capsys):
     bad = tmp_path / "c.yaml"
-    bad.write_text(yaml.safe_dump({"catalogue": str(REPO / "configs/cluster/hardware.yaml"), "available": {"b300": 8, "cpu": 1}}))
+    bad.write_text(
+        yaml.safe_dump({"catalogue": str(REPO / "configs/cluster/hardware.yaml"), "available": {"b300": 8, "cpu": 1}})
+    )
     assert plan_main(["--cluster", str(bad), "--workload", str(WORKLOAD)]) == 2
     assert "unknown device kind 'b300'" in capsys.readouterr().err
 
@@ -70,7 +82,9 @@ def test_planner_sends_long_prompts_to_compute_and_long_answers_to_bandwidth():
     planner = Planner(inventory, catalogue, workload)
     plan = planner.plan()
     assert plan.placement.task_kind == {"swe": "h20", "webqa": "h800", "math": "h20"}
-    swapped = planner.evaluate(Placement(**{**plan.placement.__dict__, "task_kind": {"swe": "h800", "webqa": "h20", "math": "h20"}}))
+    swapped = planner.evaluate(
+        Placement(**{**plan.placement.__dict__, "task_kind": {"swe": "h800", "webqa": "h20", "math": "h20"}})
+    )
     assert plan.estimate.step_time_s < swapped.estimate.step_time_s
 
 

@@ -48,14 +48,24 @@ def test_bad_summaries_are_named():
 
 
 def profile(prompt=100.0, cached=150.0, turns=2.0, new=10.0):
-    return {"turns": summary(turns, turns, turns, turns), "prompt_tokens_per_turn": summary(prompt, prompt, prompt, prompt),
-            "new_tokens_per_turn": summary(new, new, new, new), "cached_tokens": summary(cached, cached, cached, cached),
-            "env_step_s": summary(0.01, 0.01, 0.01, 0.01), "reward_s": {"mean": float("nan"), "n": 0}}
+    return {
+        "turns": summary(turns, turns, turns, turns),
+        "prompt_tokens_per_turn": summary(prompt, prompt, prompt, prompt),
+        "new_tokens_per_turn": summary(new, new, new, new),
+        "cached_tokens": summary(cached, cached, cached, cached),
+        "env_step_s": summary(0.01, 0.01, 0.01, 0.01),
+        "reward_s": {"mean": float("nan"), "n": 0},
+    }
 
 
 def test_workload_from_profiles_prefills_only_uncached_tokens():
-    profiles = {"tasks": {"a": profile(), "b": profile(prompt=40, cached=0, turns=1, new=300)},
-                "groups_per_step": 6, "group_size": 4, "max_staleness": 2, "weights": {"a": 2.0, "b": 1.0}}
+    profiles = {
+        "tasks": {"a": profile(), "b": profile(prompt=40, cached=0, turns=1, new=300)},
+        "groups_per_step": 6,
+        "group_size": 4,
+        "max_staleness": 2,
+        "weights": {"a": 2.0, "b": 1.0},
+    }
     assert uncached_share(profiles["tasks"]["a"]) == pytest.approx(0.25)  # 1 - 150 / (100 · 2)
     wl = workload_from_profiles(profiles, MODEL, Efficiency())
     a, b = wl.task("a"), wl.task("b")
@@ -68,8 +78,13 @@ def test_workload_from_profiles_prefills_only_uncached_tokens():
 
 
 def test_unprofiled_tasks_are_errors():
-    profiles = {"tasks": {"a": profile()}, "groups_per_step": 2, "group_size": 2, "max_staleness": 0,
-                "weights": {"a": 1.0, "b": 1.0}}
+    profiles = {
+        "tasks": {"a": profile()},
+        "groups_per_step": 2,
+        "group_size": 2,
+        "max_staleness": 0,
+        "weights": {"a": 1.0, "b": 1.0},
+    }
     with pytest.raises(ConfigError, match="b have a weight but no profile"):
         workload_from_profiles(profiles, MODEL, Efficiency())
     empty = {**profile(), "turns": {"mean": float("nan"), "n": 0}}

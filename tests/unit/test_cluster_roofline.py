@@ -55,7 +55,9 @@ def test_train_is_six_flops_per_active_param_per_token():
     # 6 * 7e9 * 1e6 / (8 * 989e12 * 0.35) = 4.2e16 / 2.7692e15
     assert roofline.train_time(H800, 7e9, 1e6, devices=8, mfu=0.35) == pytest.approx(15.16684, rel=1e-5)
     # one extra forward pass adds 2 FLOPs per param per token: 8/6 of that
-    assert roofline.train_time(H800, 7e9, 1e6, devices=8, mfu=0.35, extra_forward_passes=1) == pytest.approx(15.16684 * 8 / 6, rel=1e-5)
+    assert roofline.train_time(H800, 7e9, 1e6, devices=8, mfu=0.35, extra_forward_passes=1) == pytest.approx(
+        15.16684 * 8 / 6, rel=1e-5
+    )
 
 
 def test_weight_sync_is_bytes_over_link_per_shard():

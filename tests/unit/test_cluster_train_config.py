@@ -22,28 +22,45 @@ PLANNED = REPO / "configs/multitask_planned.yaml"
 
 
 def fragment(train_devices: int = 4) -> PlacementFragment:
-    return PlacementFragment.model_validate({
-        "cluster": {
-            "pools": {"h800": {"count": train_devices + 2, "kind": "h800"}, "h20": {"count": 3, "kind": "h20"},
-                      "cpu": {"count": 1, "kind": "cpu"}, "spare": {"count": 0, "kind": "h800"}},
-            "roles": {"train": {"pool": "h800", "replicas": train_devices}, "env": {"pool": "cpu", "replicas": 1},
-                      "reward": {"pool": "spare", "replicas": 0},
-                      "rollout": [{"pool": "h800", "replicas": 1, "units": 2}, {"pool": "h20", "replicas": 3}]},
-        },
-        "tasks": [{"name": "frozen_lake", "rollout_pool": "h800"}, {"name": "countdown", "rollout_pool": "h20"},
-                  {"name": "guess", "rollout_pool": "h20"}],
-    })
+    return PlacementFragment.model_validate(
+        {
+            "cluster": {
+                "pools": {
+                    "h800": {"count": train_devices + 2, "kind": "h800"},
+                    "h20": {"count": 3, "kind": "h20"},
+                    "cpu": {"count": 1, "kind": "cpu"},
+                    "spare": {"count": 0, "kind": "h800"},
+                },
+                "roles": {
+                    "train": {"pool": "h800", "replicas": train_devices},
+                    "env": {"pool": "cpu", "replicas": 1},
+                    "reward": {"pool": "spare", "replicas": 0},
+                    "rollout": [{"pool": "h800", "replicas": 1, "units": 2}, {"pool": "h20", "replicas": 3}],
+                },
+            },
+            "tasks": [
+                {"name": "frozen_lake", "rollout_pool": "h800"},
+                {"name": "countdown", "rollout_pool": "h20"},
+                {"name": "guess", "rollout_pool": "h20"},
+            ],
+        }
+    )
 
 
 def test_plan_replaces_only_the_placement():
     base = read_yaml(BASE)
     out = planned_config(base, fragment(train_devices=4))
-    assert out["cluster"]["pools"] == {"h800": {"count": 6, "kind": "h800"}, "h20": {"count": 3, "kind": "h20"},
-                                       "cpu": {"count": 1, "kind": "cpu"}}  # the empty pool is dropped
+    assert out["cluster"]["pools"] == {
+        "h800": {"count": 6, "kind": "h800"},
+        "h20": {"count": 3, "kind": "h20"},
+        "cpu": {"count": 1, "kind": "cpu"},
+    }  # the empty pool is dropped
     roles = out["cluster"]["roles"]
     assert roles["train"] == {"pool": "h800", "replicas": 1, "units": 4, "threads": 1}  # one trainer over 4 devices
-    assert roles["rollout"] == [{"pool": "h800", "replicas": 1, "units": 2, "threads": 1},
-                                {"pool": "h20", "replicas": 3, "units": 1, "threads": 1}]
+    assert roles["rollout"] == [
+        {"pool": "h800", "replicas": 1, "units": 2, "threads": 1},
+        {"pool": "h20", "replicas": 3, "units": 1, "threads": 1},
+    ]
     assert roles["reward"] == {"pool": "cpu", "replicas": 0}
     assert [t["rollout_pool"] for t in out["tasks"]] == ["h800", "h20", "h20"]
     for key in ("name", "model", "sft", "train", "async", "algo", "engine", "plugin_paths"):
@@ -82,7 +99,16 @@ def test_committed_multitask_plan_is_what_the_planner_emits():
 
 def test_plan_cli_emits_a_runnable_config(tmp_path, capsys):
     out = tmp_path / "planned.yaml"
-    args = ["--cluster", str(LAPTOP), "--workload", str(MULTITASK_WORKLOAD), "--base", str(BASE), "--emit-config", str(out)]
+    args = [
+        "--cluster",
+        str(LAPTOP),
+        "--workload",
+        str(MULTITASK_WORKLOAD),
+        "--base",
+        str(BASE),
+        "--emit-config",
+        str(out),
+    ]
     assert plan_main(args) == 0
     assert out.read_text().startswith("# Written by: rollarc plan")
     assert load_train_config(out).cluster.pools["h20"].kind == "h20"
@@ -92,7 +118,9 @@ def test_plan_cli_emits_a_runnable_config(tmp_path, capsys):
 
 def test_a_served_reward_keeps_its_own_pool():
     base = read_yaml(REPO / "configs/serverless_reward.yaml")
-    lake = PlacementFragment.model_validate({**fragment().model_dump(), "tasks": [{"name": "frozen_lake", "rollout_pool": "h20"}]})
+    lake = PlacementFragment.model_validate(
+        {**fragment().model_dump(), "tasks": [{"name": "frozen_lake", "rollout_pool": "h20"}]}
+    )
     out = planned_config(base, lake)
     assert out["cluster"]["pools"]["reward"] == base["cluster"]["pools"]["reward"]
     assert out["cluster"]["roles"]["reward"] == {"pool": "reward", "replicas": 0, "units": 1.0, "threads": 1}

@@ -82,9 +82,18 @@ def test_roles_must_use_declared_pools_within_capacity(tmp_path):
     with pytest.raises(ConfigError, match="not a declared pool"):
         load_train_config(write(tmp_path, MINIMAL), ["cluster.roles.train.pool=h800"])
     with pytest.raises(ConfigError, match="roles need 3 units but count is 2"):
-        load_train_config(write(tmp_path, {**MINIMAL, "cluster": {
-            "pools": {"compute": {"count": 2}, "cpu": {"count": 4}},
-            "roles": {"rollout": {"pool": "compute", "replicas": 2}}}}))
+        load_train_config(
+            write(
+                tmp_path,
+                {
+                    **MINIMAL,
+                    "cluster": {
+                        "pools": {"compute": {"count": 2}, "cpu": {"count": 4}},
+                        "roles": {"rollout": {"pool": "compute", "replicas": 2}},
+                    },
+                },
+            )
+        )
 
 
 def test_task_rollout_pool_must_have_replicas(tmp_path):

@@ -48,8 +48,12 @@ def test_every_field_of_every_config_model_has_a_description():
     models = _all_models(Config)
     assert {RoleConfig, LatencyConfig, JudgeArchConfig} <= models  # the walk reaches the deep sections
     assert models == set(reachable_models())
-    missing = [f"{m.__module__}.{m.__name__}.{name}" for m in models for name, f in m.model_fields.items()
-               if not (f.description or "").strip()]
+    missing = [
+        f"{m.__module__}.{m.__name__}.{name}"
+        for m in models
+        for name, f in m.model_fields.items()
+        if not (f.description or "").strip()
+    ]
     assert not missing, "config fields without Field(description=...): " + ", ".join(sorted(missing))
 
 

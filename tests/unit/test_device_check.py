@@ -16,14 +16,18 @@ SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "device_check.py"
 
 def _run(args: list[str], out: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "OUT": str(out), "CUDA_VISIBLE_DEVICES": ""}
-    return subprocess.run([sys.executable, str(SCRIPT), *args], check=False, env=env, capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), *args], check=False, env=env, capture_output=True, text=True, timeout=600
+    )
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU")
 def test_without_a_gpu_it_exits_2_with_one_line(tmp_path: Path) -> None:
     result = _run([], tmp_path)
     assert result.returncode == 2
-    assert result.stderr.strip().count("\n") == 0 and "no CUDA device" in result.stderr and "--allow-cpu" in result.stderr
+    assert (
+        result.stderr.strip().count("\n") == 0 and "no CUDA device" in result.stderr and "--allow-cpu" in result.stderr
+    )
     assert not (tmp_path / "device_check.json").exists()
 
 

@@ -40,7 +40,9 @@ def test_bf16_engine_on_cpu_gives_fp32_logprobs_and_mostly_the_fp32_greedy_token
     logprobs = torch.tensor([lp for c in out for lp in c.logprobs], dtype=torch.float64)
     assert logprobs.numel() == 32 * 24 and bool(torch.isfinite(logprobs).all()) and bool((logprobs <= 0).all())
     total = sum(len(c.token_ids) for c in reference)
-    agree = sum(a == b for r, c in zip(reference, out, strict=True) for a, b in zip(r.token_ids, c.token_ids, strict=False))
+    agree = sum(
+        a == b for r, c in zip(reference, out, strict=True) for a, b in zip(r.token_ids, c.token_ids, strict=False)
+    )
     assert agree / total >= BF16_GREEDY_AGREEMENT_MIN
 
 
@@ -94,8 +96,9 @@ def test_trainer_under_bf16_autocast_keeps_fp32_master_weights_and_optimiser_sta
     torch.manual_seed(0)
     model, tokenizer = new_policy("nano", max_position_embeddings=64)
     renderer = ChatRenderer(tokenizer)
-    trainer = PolicyTrainer(model, LossConfig(), lr=1e-2, pad_id=tokenizer.pad_token_id, device="cpu",
-                            autocast_dtype=torch.bfloat16)
+    trainer = PolicyTrainer(
+        model, LossConfig(), lr=1e-2, pad_id=tokenizer.pad_token_id, device="cpu", autocast_dtype=torch.bfloat16
+    )
     before = {k: v.clone() for k, v in model.state_dict().items()}
     group = [make_traj(renderer, "r", "R", 1.0), make_traj(renderer, "d", "D", 0.0)]
     stats = trainer.train_step([group])
@@ -110,8 +113,12 @@ def test_device_and_dtype_keys_are_validated(tmp_path) -> None:
     path = tmp_path / "c.yaml"
     path.write_text("tasks: [{name: fl, env: {id: frozen_lake}}]\n")
     cfg = load_train_config(path, ["model.device=cuda", "model.dtype=bfloat16", "engine.kv_cache_gb=2"])
-    assert (cfg.model.device, cfg.model.dtype, cfg.engine.dtype, cfg.engine.kv_cache_gb) == ("cuda", "bfloat16",
-                                                                                             None, 2.0)
+    assert (cfg.model.device, cfg.model.dtype, cfg.engine.dtype, cfg.engine.kv_cache_gb) == (
+        "cuda",
+        "bfloat16",
+        None,
+        2.0,
+    )
     defaults = load_train_config(path, [])
     assert (defaults.model.device, defaults.model.dtype) == ("auto", "float32")
     with pytest.raises(ConfigError, match=r"model\.device"):

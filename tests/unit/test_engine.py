@@ -14,7 +14,7 @@ GREEDY = SamplingParams(temperature=0.0, max_tokens=12)
 def _teacher_forced_logprobs(model, prompt: list[int], tokens: list[int], temperature: float) -> list[float]:
     ids = torch.tensor([prompt + tokens])
     with torch.no_grad():
-        logits = model(ids).logits[0, len(prompt) - 1:-1]
+        logits = model(ids).logits[0, len(prompt) - 1 : -1]
     logprobs = torch.log_softmax(logits / temperature, dim=-1)
     return logprobs.gather(-1, torch.tensor(tokens)[:, None])[:, 0].tolist()
 
@@ -26,7 +26,7 @@ def test_nano_policy_greedy_matches_hf_generate_when_batched() -> None:
     params = [SamplingParams(temperature=0.0, max_tokens=n, ignore_eos=True) for n in (5, 12, 9, 12, 3)]
     completions = engine.generate(prompts, params)
     for prompt, sp, completion in zip(prompts, params, completions, strict=True):
-        assert completion.token_ids == hf_greedy(model, prompt, sp.max_tokens)[:len(completion.token_ids)]
+        assert completion.token_ids == hf_greedy(model, prompt, sp.max_tokens)[: len(completion.token_ids)]
         assert completion.prompt_len == len(prompt)
     assert engine.stats()["running"] == 0
 
@@ -36,8 +36,9 @@ def test_logprobs_equal_teacher_forced_forward(temperature: float) -> None:
     model = tiny_hf_model()
     prompts = random_prompts([4, 11, 23])
     engine = LLMEngine(model, EngineConfig(max_num_seqs=4))
-    completions = engine.generate(prompts, [SamplingParams(temperature=temperature, max_tokens=15, seed=s)
-                                            for s in range(3)])
+    completions = engine.generate(
+        prompts, [SamplingParams(temperature=temperature, max_tokens=15, seed=s) for s in range(3)]
+    )
     for prompt, completion in zip(prompts, completions, strict=True):
         expected = _teacher_forced_logprobs(model, prompt, completion.token_ids, temperature)
         assert completion.logprobs == pytest.approx(expected, abs=1e-4)
@@ -47,8 +48,9 @@ def test_greedy_logprobs_are_t1_log_softmax() -> None:
     model = tiny_hf_model()
     prompt = random_prompts([9])[0]
     completion = LLMEngine(model).generate([prompt], GREEDY)[0]
-    assert completion.logprobs == pytest.approx(_teacher_forced_logprobs(model, prompt, completion.token_ids, 1.0),
-                                                abs=1e-4)
+    assert completion.logprobs == pytest.approx(
+        _teacher_forced_logprobs(model, prompt, completion.token_ids, 1.0), abs=1e-4
+    )
 
 
 def test_seeded_sampling_does_not_depend_on_the_batch() -> None:
@@ -58,9 +60,12 @@ def test_seeded_sampling_does_not_depend_on_the_batch() -> None:
     alone = LLMEngine(model).generate([prompt], seeded)[0]
     others = random_prompts([5, 30, 2], seed=9)
     engine = LLMEngine(model, EngineConfig(seed=3))
-    crowd = engine.generate([*others[:2], prompt, *others[2:]],
-                            [SamplingParams(temperature=1.0, max_tokens=20)] * 2 + [seeded] +
-                            [SamplingParams(temperature=0.5, max_tokens=4, seed=1)])[2]
+    crowd = engine.generate(
+        [*others[:2], prompt, *others[2:]],
+        [SamplingParams(temperature=1.0, max_tokens=20)] * 2
+        + [seeded]
+        + [SamplingParams(temperature=0.5, max_tokens=4, seed=1)],
+    )[2]
     assert crowd.token_ids == alone.token_ids
     assert crowd.logprobs == pytest.approx(alone.logprobs, abs=1e-4)
     again = LLMEngine(model).generate([prompt], SamplingParams(temperature=1.0, max_tokens=20, seed=43))[0]
@@ -178,7 +183,7 @@ def test_stop_token_is_kept_and_reported() -> None:
     params = SamplingParams(temperature=0.0, max_tokens=12, stop_token_ids=[reference[stop_at]])
     completion = LLMEngine(model).generate([prompt], params)[0]
     assert completion.finish_reason == "stop" and completion.stop_reason == reference[stop_at]
-    assert completion.token_ids == reference[:stop_at + 1]
+    assert completion.token_ids == reference[: stop_at + 1]
 
 
 def test_model_eos_stops_unless_ignored() -> None:
@@ -188,7 +193,7 @@ def test_model_eos_stops_unless_ignored() -> None:
     stop_at = next(i for i, t in enumerate(reference) if t not in reference[:i] and i >= 2)
     model.generation_config.eos_token_id = reference[stop_at]
     stopped = LLMEngine(model).generate([prompt], GREEDY)[0]
-    assert stopped.token_ids == reference[:stop_at + 1] and stopped.finish_reason == "stop"
+    assert stopped.token_ids == reference[: stop_at + 1] and stopped.finish_reason == "stop"
     ignored = LLMEngine(model).generate([prompt], SamplingParams(temperature=0.0, max_tokens=12, ignore_eos=True))[0]
     assert ignored.token_ids == reference and ignored.finish_reason == "length"
 
@@ -197,7 +202,8 @@ def test_stop_string_with_tokenizer() -> None:
     model, tokenizer = nano_policy()
     prompt = tokenizer.encode("hello there")
     reference = LLMEngine(model, tokenizer=tokenizer).generate(
-        [prompt], SamplingParams(temperature=0.0, max_tokens=12, ignore_eos=True))[0]
+        [prompt], SamplingParams(temperature=0.0, max_tokens=12, ignore_eos=True)
+    )[0]
     text = tokenizer.decode(reference.token_ids)
     stop = text[3:5]
     cut = next(i for i in range(1, 13) if stop in tokenizer.decode(reference.token_ids[:i]))
@@ -305,8 +311,9 @@ def test_identical_prompts_in_one_step_are_prefilled_once_with_identical_results
     model, _ = nano_policy()
     shared, other = random_prompts([21, 13], low=6, high=100, seed=5)
     prompts = [shared, other, shared, shared]
-    params = [SamplingParams(temperature=0.0, max_tokens=8, ignore_eos=True)] * 2 + \
-             [SamplingParams(temperature=1.0, max_tokens=8, ignore_eos=True, seed=s) for s in (1, 2)]
+    params = [SamplingParams(temperature=0.0, max_tokens=8, ignore_eos=True)] * 2 + [
+        SamplingParams(temperature=1.0, max_tokens=8, ignore_eos=True, seed=s) for s in (1, 2)
+    ]
     engine = LLMEngine(model, EngineConfig(max_num_seqs=8))
     completions = engine.generate(prompts, params)
     assert engine.counters["shared_prefill_tokens"] == 2 * len(shared)

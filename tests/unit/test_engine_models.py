@@ -43,11 +43,24 @@ def scramble(model: PreTrainedModel, seed: int = 0) -> PreTrainedModel:
 
 def tiny_hf_model(family: str = "llama", seed: int = 0, **overrides) -> PreTrainedModel:
     """A 2-layer, 4-head (2 KV heads) model of ``family`` with vocabulary ``VOCAB`` and no EOS."""
-    classes = {"llama": (LlamaConfig, LlamaForCausalLM), "qwen2": (Qwen2Config, Qwen2ForCausalLM),
-               "qwen3": (Qwen3Config, Qwen3ForCausalLM), "mistral": (MistralConfig, MistralForCausalLM)}
+    classes = {
+        "llama": (LlamaConfig, LlamaForCausalLM),
+        "qwen2": (Qwen2Config, Qwen2ForCausalLM),
+        "qwen3": (Qwen3Config, Qwen3ForCausalLM),
+        "mistral": (MistralConfig, MistralForCausalLM),
+    }
     config_cls, model_cls = classes[family]
-    kwargs = dict(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-                  num_key_value_heads=2, max_position_embeddings=128, eos_token_id=None, pad_token_id=0)
+    kwargs = dict(
+        vocab_size=VOCAB,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=128,
+        eos_token_id=None,
+        pad_token_id=0,
+    )
     kwargs.update(overrides)
     torch.manual_seed(seed)
     return scramble(model_cls(config_cls(**kwargs)), seed)
@@ -60,9 +73,14 @@ def nano_policy(seed: int = 0):
 
 
 def hf_greedy(model: PreTrainedModel, prompt: list[int], max_new_tokens: int) -> list[int]:
-    out = model.generate(torch.tensor([prompt]), attention_mask=torch.ones(1, len(prompt), dtype=torch.long),
-                         do_sample=False, max_new_tokens=max_new_tokens, pad_token_id=0)
-    return out[0, len(prompt):].tolist()
+    out = model.generate(
+        torch.tensor([prompt]),
+        attention_mask=torch.ones(1, len(prompt), dtype=torch.long),
+        do_sample=False,
+        max_new_tokens=max_new_tokens,
+        pad_token_id=0,
+    )
+    return out[0, len(prompt) :].tolist()
 
 
 def random_prompts(lengths: list[int], seed: int = 1, low: int = 1, high: int = VOCAB) -> list[list[int]]:

@@ -19,8 +19,7 @@ def _row(values: list[float]) -> torch.Tensor:
 
 
 def _params(temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0, rows: int = 1):
-    return (torch.full((rows,), temperature), torch.full((rows,), top_k, dtype=torch.long),
-            torch.full((rows,), top_p))
+    return (torch.full((rows,), temperature), torch.full((rows,), top_k, dtype=torch.long), torch.full((rows,), top_p))
 
 
 PROBS = [0.5, 0.3, 0.15, 0.05]
@@ -89,14 +88,20 @@ def test_nan_and_inf_rows_are_flagged_and_others_unaffected() -> None:
 
 
 @settings(max_examples=200, deadline=None)
-@given(logits=st.lists(st.floats(-8.0, 8.0, allow_nan=False, width=32), min_size=2, max_size=12),
-       top_k=st.integers(0, 12), top_p=st.floats(0.05, 1.0), temperature=st.floats(0.2, 2.0),
-       uniform=st.floats(0.0, 0.999999))
+@given(
+    logits=st.lists(st.floats(-8.0, 8.0, allow_nan=False, width=32), min_size=2, max_size=12),
+    top_k=st.integers(0, 12),
+    top_p=st.floats(0.05, 1.0),
+    temperature=st.floats(0.2, 2.0),
+    uniform=st.floats(0.0, 0.999999),
+)
 @example(logits=[0.0, 0.0], top_k=0, top_p=0.5, temperature=1.0, uniform=0.0)  # regression: exactly on the boundary
-def test_sampled_token_is_always_in_the_allowed_set(logits: list[float], top_k: int, top_p: float,
-                                                     temperature: float, uniform: float) -> None:
-    out = sample(_row(logits), *_params(temperature=temperature, top_k=top_k, top_p=top_p),
-                 uniforms=torch.tensor([uniform]))
+def test_sampled_token_is_always_in_the_allowed_set(
+    logits: list[float], top_k: int, top_p: float, temperature: float, uniform: float
+) -> None:
+    out = sample(
+        _row(logits), *_params(temperature=temperature, top_k=top_k, top_p=top_p), uniforms=torch.tensor([uniform])
+    )
     # Independent reference in float64: the allowed set and its renormalised log-probs.
     scaled = np.array(logits, dtype=np.float64) / np.float32(temperature)
     order = np.argsort(-scaled, kind="stable")
@@ -135,8 +140,18 @@ def test_draw_uniforms_uses_each_rows_own_generator() -> None:
     assert in_batch.min().item() >= 0.0 and in_batch.max().item() < 1.0
 
 
-@pytest.mark.parametrize(("field", "value"), [("temperature", -1.0), ("temperature", float("nan")), ("top_p", 0.0),
-                                              ("top_p", 1.5), ("top_k", -1), ("max_tokens", 0), ("stop", ("",))])
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("temperature", -1.0),
+        ("temperature", float("nan")),
+        ("top_p", 0.0),
+        ("top_p", 1.5),
+        ("top_k", -1),
+        ("max_tokens", 0),
+        ("stop", ("",)),
+    ],
+)
 def test_bad_sampling_params_name_the_field(field: str, value: object) -> None:
     with pytest.raises(ValueError, match=f"SamplingParams.{field}"):
         SamplingParams(**{field: value})

@@ -65,9 +65,16 @@ def test_replies_longer_than_max_action_length_are_invalid() -> None:
 @pytest.mark.parametrize(
     ("text", "strict", "lenient"),
     [
-        ("U", Move.U, Move.U), ("u", None, Move.U), ("Up", None, Move.U), ("DOWN", None, Move.D),
-        (" left.", None, Move.L), ("'R'", None, Move.R), ("R R", None, None), ("", None, None),
-        ("rightward", None, None), ("UP!?", None, Move.U),
+        ("U", Move.U, Move.U),
+        ("u", None, Move.U),
+        ("Up", None, Move.U),
+        ("DOWN", None, Move.D),
+        (" left.", None, Move.L),
+        ("'R'", None, Move.R),
+        ("R R", None, None),
+        ("", None, None),
+        ("rightward", None, None),
+        ("UP!?", None, Move.U),
     ],
 )
 def test_parse_move(text: str, strict: Move | None, lenient: Move | None) -> None:

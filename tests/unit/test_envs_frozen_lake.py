@@ -55,10 +55,18 @@ def test_walking_into_the_edge_is_a_legal_no_op() -> None:
     assert new_obs == obs and reward == 0.0 and not terminated and info["invalid_action"] is False
 
 
-@pytest.mark.parametrize(("mode", "action", "invalid"), [
-    ("strict", "R", False), ("strict", "right", True), ("lenient", "right", False),
-    ("lenient", " Down. ", False), ("strict", "d", True), ("lenient", "jump", True), ("lenient", "", True),
-])
+@pytest.mark.parametrize(
+    ("mode", "action", "invalid"),
+    [
+        ("strict", "R", False),
+        ("strict", "right", True),
+        ("lenient", "right", False),
+        ("lenient", " Down. ", False),
+        ("strict", "d", True),
+        ("lenient", "jump", True),
+        ("lenient", "", True),
+    ],
+)
 def test_invalid_actions_cost_and_change_nothing(mode: str, action: str, invalid: bool) -> None:
     env, obs = env_on(SMALL, parse_mode=mode)
     new_obs, reward, _, _, info = env.step(action)
@@ -81,7 +89,9 @@ def test_maps_differ_per_seed_and_repeat_per_seed() -> None:
     assert len(set(first)) >= 18
     assert [env.reset(seed=seed)[0] for seed in range(20)] == first
     env.reset(seed=5)
-    assert ["".join(row.decode() for row in line) for line in env.lake.unwrapped.desc] == env.map  # the real env plays it
+    assert [
+        "".join(row.decode() for row in line) for line in env.lake.unwrapped.desc
+    ] == env.map  # the real env plays it
 
 
 @pytest.mark.parametrize("size", [4, 6, 8])

@@ -130,7 +130,9 @@ def test_load_errors_name_the_entry_point(plugins: None, entry_point: str, messa
 def test_kwarg_errors_name_the_env_and_the_kwarg(plugins: None) -> None:
     with pytest.raises(EnvLoadError, match=r"'text_plugins:EchoEnv' got unknown kwarg\(s\) wrd; it accepts: word"):
         make_env(EnvSpec(entry_point="text_plugins:EchoEnv", kwargs={"wrd": "x"}))
-    with pytest.raises(EnvLoadError, match=r"(?s)env 'sokoban' \(rollarc.envs.sokoban:SokobanEnv\) rejected .*widht: unknown key"):
+    with pytest.raises(
+        EnvLoadError, match=r"(?s)env 'sokoban' \(rollarc.envs.sokoban:SokobanEnv\) rejected .*widht: unknown key"
+    ):
         make_env(EnvSpec(id="sokoban", kwargs={"widht": 5}))
     with pytest.raises(EnvLoadError, match=r"(?s)rejected .*height: Input should be greater than or equal to 2"):
         make_env(EnvSpec(id="sokoban", kwargs={"height": 1}))

@@ -10,9 +10,10 @@ import yaml
 from rollarc.config import load_train_config
 from rollarc.configio import ConfigError
 
-MINIMAL = {"tasks": [{"name": "fl", "env": {"id": "frozen_lake"}}],
-           "cluster": {"pools": {"compute": {"count": 3}, "cpu": {"count": 4}},
-                       "roles": {"train": {"pool": "compute"}}}}
+MINIMAL = {
+    "tasks": [{"name": "fl", "env": {"id": "frozen_lake"}}],
+    "cluster": {"pools": {"compute": {"count": 3}, "cpu": {"count": 4}}, "roles": {"train": {"pool": "compute"}}},
+}
 
 
 def load(tmp_path: Path, *overrides: str):
@@ -27,12 +28,12 @@ def test_two_train_replicas_are_fsdp_ranks(tmp_path):
 
 
 def test_no_train_replica_is_refused(tmp_path):
-    with pytest.raises(ConfigError, match="train.replicas must be at least 1"):
+    with pytest.raises(ConfigError, match=r"train\.replicas must be at least 1"):
         load(tmp_path, "cluster.roles.train.replicas=0")
 
 
 def test_ranks_must_fit_the_train_pool(tmp_path):
-    with pytest.raises(ConfigError, match="cluster.pools.compute: roles need 4 units but count is 3"):
+    with pytest.raises(ConfigError, match=r"cluster\.pools\.compute: roles need 4 units but count is 3"):
         load(tmp_path, "cluster.roles.train.replicas=3")
 
 

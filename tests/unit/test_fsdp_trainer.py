@@ -26,10 +26,14 @@ from rollarc.train.policy_trainer import NonFiniteError, PolicyTrainer
 # normalisers, the proximal and the reference log-prob passes, duplicate rows, several micro-batches per rank
 # (uneven counts, so padding passes) and several minibatches.
 SCENARIOS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
-    "token_mean_decoupled_kl": ({"correction": "decoupled_ppo", "kl_coef": 0.1, "entropy_coef": 0.01},
-                                {"micro_batch_tokens": 44, "dedup": True}),
-    "seq_mean_two_minibatches": ({"agg": "seq_mean", "correction": "tis"},
-                                 {"micro_batch_tokens": 64, "dedup": False, "minibatches": 2}),
+    "token_mean_decoupled_kl": (
+        {"correction": "decoupled_ppo", "kl_coef": 0.1, "entropy_coef": 0.01},
+        {"micro_batch_tokens": 44, "dedup": True},
+    ),
+    "seq_mean_two_minibatches": (
+        {"agg": "seq_mean", "correction": "tis"},
+        {"micro_batch_tokens": 64, "dedup": False, "minibatches": 2},
+    ),
 }
 # SGD with lr 1 makes the update the gradient itself: parameters then differ by exactly the gradient's rounding.
 # Two ranks add the same per-token terms in another order (each rank sums its rows, then FSDP sums the ranks),
@@ -49,11 +53,15 @@ def make_traj(renderer: ChatRenderer, traj_id: str, prompt: str, action: str, re
 
 def make_groups(renderer: ChatRenderer) -> list[list[Trajectory]]:
     """Three groups of different prompt lengths; group 0 holds duplicate rows (same tokens, other rewards)."""
-    spec = [("PFH\nFFG", [("R", 1.0), ("R", 0.0), ("D", 0.5), ("R", 1.0)]),
-            ("PFFFH\nFFFFG\nHHFF", [("U", 1.0), ("LLD", 0.0), ("R", 0.2)]),
-            ("PG", [("D", 0.0), ("RRRR", 1.0), ("U", 0.3), ("L", 0.9)])]
-    return [[make_traj(renderer, f"g{g}t{i}", prompt, a, r) for i, (a, r) in enumerate(acts)]
-            for g, (prompt, acts) in enumerate(spec)]
+    spec = [
+        ("PFH\nFFG", [("R", 1.0), ("R", 0.0), ("D", 0.5), ("R", 1.0)]),
+        ("PFFFH\nFFFFG\nHHFF", [("U", 1.0), ("LLD", 0.0), ("R", 0.2)]),
+        ("PG", [("D", 0.0), ("RRRR", 1.0), ("U", 0.3), ("L", 0.9)]),
+    ]
+    return [
+        [make_traj(renderer, f"g{g}t{i}", prompt, a, r) for i, (a, r) in enumerate(acts)]
+        for g, (prompt, acts) in enumerate(spec)
+    ]
 
 
 def train_once(loss: dict[str, Any], opts: dict[str, Any], sharded: bool) -> tuple[dict[str, torch.Tensor], dict]:

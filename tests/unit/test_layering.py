@@ -35,8 +35,13 @@ LAYERS: list[tuple[str, set[str]]] = [
 LAYER_OF = {unit: rank for rank, (_, units) in enumerate(LAYERS) for unit in units}
 
 # Modules that must stay free of Ray and of the runtime (pure maths and wire formats, testable without Ray).
-RAY_FREE_PREFIXES = ("rollarc.algo", "rollarc.sync.codec", "rollarc.sync.varint", "rollarc.sync.checksum",
-                     "rollarc.sync.shard")
+RAY_FREE_PREFIXES = (
+    "rollarc.algo",
+    "rollarc.sync.codec",
+    "rollarc.sync.varint",
+    "rollarc.sync.checksum",
+    "rollarc.sync.shard",
+)
 # Only these units may import rollarc.runtime (the orchestration layer and the entry points above it).
 RUNTIME_IMPORTERS = {"runtime", "cli", "bench"}
 
@@ -69,7 +74,8 @@ def _is_type_checking_block(node: ast.AST) -> bool:
         return False
     test = node.test
     return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
 
 
 def _walk_runtime_nodes(node: ast.AST) -> Iterator[ast.AST]:
@@ -105,8 +111,11 @@ def parse_imports(source: str, module: str, is_package: bool = False) -> list[Im
                 target = node.module or ""
             found.append(Import(module, node.lineno, target))
             # ``from rollarc.runtime import entry`` imports the submodule rollarc.runtime.entry.
-            found += [Import(module, node.lineno, f"{target}.{alias.name}") for alias in node.names
-                      if target.split(".")[0] == "rollarc" and _is_rollarc_module(f"{target}.{alias.name}")]
+            found += [
+                Import(module, node.lineno, f"{target}.{alias.name}")
+                for alias in node.names
+                if target.split(".")[0] == "rollarc" and _is_rollarc_module(f"{target}.{alias.name}")
+            ]
     return found
 
 
@@ -129,10 +138,13 @@ def _fail_if(broken: list[str], rule: str) -> None:
 
 
 def test_every_unit_has_a_layer():
-    units = {unit_of(imp.module) for imp in all_imports()} | {unit_of(module_name(p)) for p in
-                                                              PACKAGE_ROOT.rglob("*.py")}
-    _fail_if(sorted(u for u in units if u not in LAYER_OF),
-             "these rollarc units are in no layer of tests/unit/test_layering.py (add them, and to docs/layering.md)")
+    units = {unit_of(imp.module) for imp in all_imports()} | {
+        unit_of(module_name(p)) for p in PACKAGE_ROOT.rglob("*.py")
+    }
+    _fail_if(
+        sorted(u for u in units if u not in LAYER_OF),
+        "these rollarc units are in no layer of tests/unit/test_layering.py (add them, and to docs/layering.md)",
+    )
 
 
 def test_imports_go_down_the_layers():
@@ -140,36 +152,47 @@ def test_imports_go_down_the_layers():
     for imp in internal(all_imports()):
         src, dst = unit_of(imp.module), unit_of(imp.target)
         if src in LAYER_OF and dst in LAYER_OF and LAYER_OF[dst] > LAYER_OF[src]:  # unknown units: test above
-            broken.append(f"{imp.where()}: layer {LAYERS[LAYER_OF[src]][0]!r} may not import the higher layer "
-                          f"{LAYERS[LAYER_OF[dst]][0]!r}")
+            broken.append(
+                f"{imp.where()}: layer {LAYERS[LAYER_OF[src]][0]!r} may not import the higher layer "
+                f"{LAYERS[LAYER_OF[dst]][0]!r}"
+            )
     _fail_if(broken, "upward imports")
 
 
 def test_pure_modules_import_neither_ray_nor_the_runtime():
-    broken = [f"{imp.where()}: {imp.module} must stay free of Ray and rollarc.runtime"
-              for imp in all_imports() if imp.module.startswith(RAY_FREE_PREFIXES)
-              and (imp.target.split(".")[0] == "ray" or imp.target.startswith("rollarc.runtime"))]
+    broken = [
+        f"{imp.where()}: {imp.module} must stay free of Ray and rollarc.runtime"
+        for imp in all_imports()
+        if imp.module.startswith(RAY_FREE_PREFIXES)
+        and (imp.target.split(".")[0] == "ray" or imp.target.startswith("rollarc.runtime"))
+    ]
     _fail_if(broken, "Ray in pure modules")
 
 
 def test_only_the_orchestration_layer_and_entry_points_import_the_runtime():
-    broken = [f"{imp.where()}: only {sorted(RUNTIME_IMPORTERS)} may import rollarc.runtime"
-              for imp in internal(all_imports())
-              if imp.target.startswith("rollarc.runtime") and unit_of(imp.module) not in RUNTIME_IMPORTERS]
+    broken = [
+        f"{imp.where()}: only {sorted(RUNTIME_IMPORTERS)} may import rollarc.runtime"
+        for imp in internal(all_imports())
+        if imp.target.startswith("rollarc.runtime") and unit_of(imp.module) not in RUNTIME_IMPORTERS
+    ]
     _fail_if(broken, "runtime imported from below")
 
 
 def test_cluster_planner_does_not_import_the_simulator():
-    broken = [f"{imp.where()}: rollarc.cluster is below rollarc.sim (sim checks plans, not the reverse)"
-              for imp in internal(all_imports())
-              if unit_of(imp.module) == "cluster" and unit_of(imp.target) == "sim"]
+    broken = [
+        f"{imp.where()}: rollarc.cluster is below rollarc.sim (sim checks plans, not the reverse)"
+        for imp in internal(all_imports())
+        if unit_of(imp.module) == "cluster" and unit_of(imp.target) == "sim"
+    ]
     _fail_if(broken, "cluster -> sim")
 
 
 def test_rewards_do_not_import_the_training_config():
-    broken = [f"{imp.where()}: rollarc.rewards is below rollarc.config (config.py imports rewards)"
-              for imp in internal(all_imports())
-              if unit_of(imp.module) == "rewards" and imp.target == "rollarc.config"]
+    broken = [
+        f"{imp.where()}: rollarc.rewards is below rollarc.config (config.py imports rewards)"
+        for imp in internal(all_imports())
+        if unit_of(imp.module) == "rewards" and imp.target == "rollarc.config"
+    ]
     _fail_if(broken, "rewards -> config")
 
 
@@ -190,7 +213,7 @@ def function_local_imports(source: str) -> list[tuple[int, list[int]]]:
                     previous_end = None
                     continue
                 end = stmt.end_lineno or stmt.lineno
-                between = lines[previous_end:stmt.lineno - 1] if previous_end is not None else None
+                between = lines[previous_end : stmt.lineno - 1] if previous_end is not None else None
                 if between is not None and all(not line.strip() for line in between):
                     groups[-1][1].append(stmt.lineno)
                 else:
@@ -220,8 +243,10 @@ def test_function_local_imports_say_what_they_defer():
         for first, group in function_local_imports(source):
             if "# deferred:" not in lines[first - 1]:
                 statements = ", ".join(str(n) for n in group)
-                broken.append(f"{module_name(path)} (line {statements}): a function-local import without a "
-                              "'# deferred: <what is heavy>' comment; hoist it to the top, or say what it defers")
+                broken.append(
+                    f"{module_name(path)} (line {statements}): a function-local import without a "
+                    "'# deferred: <what is heavy>' comment; hoist it to the top, or say what it defers"
+                )
     _fail_if(broken, "function-local imports")
 
 
@@ -244,7 +269,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
         path.append(node)
         for nxt in sorted(graph.get(node, ())):
             if state.get(nxt) == 1:
-                return [*path[path.index(nxt):], nxt]
+                return [*path[path.index(nxt) :], nxt]
             if nxt not in state and (cycle := visit(nxt)):
                 return cycle
         path.pop()
@@ -270,12 +295,22 @@ def test_no_import_cycles_between_units():
 
 def test_the_checker_itself_can_fail():
     """Function-local, relative and ``from package import module`` imports are seen; type-only ones are not."""
-    source = ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import rollarc.config\n"
-              "def f():\n    import ray\n    from rollarc.runtime import entry\n"
-              "from . import loop\nfrom ..engine import types\n")
+    source = (
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import rollarc.config\n"
+        "def f():\n    import ray\n    from rollarc.runtime import entry\n"
+        "from . import loop\nfrom ..engine import types\n"
+    )
     targets = [imp.target for imp in parse_imports(source, "rollarc.agent.probe")]
-    assert targets == ["typing", "ray", "rollarc.runtime", "rollarc.runtime.entry", "rollarc.agent",
-                       "rollarc.agent.loop", "rollarc.engine", "rollarc.engine.types"]
+    assert targets == [
+        "typing",
+        "ray",
+        "rollarc.runtime",
+        "rollarc.runtime.entry",
+        "rollarc.agent",
+        "rollarc.agent.loop",
+        "rollarc.engine",
+        "rollarc.engine.types",
+    ]
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b"}, "b": {"c"}}) is None
     source = "def f():\n    import ray  # deferred: Ray\n\n    import json\n    x = 1\n    import os\n"

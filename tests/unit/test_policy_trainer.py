@@ -12,8 +12,9 @@ from rollarc.models import new_policy
 from rollarc.train.policy_trainer import NonFiniteError, PolicyTrainer
 
 
-def make_traj(renderer: ChatRenderer, traj_id: str, action: str, reward: float, model=None,
-              version: int = 0) -> Trajectory:
+def make_traj(
+    renderer: ChatRenderer, traj_id: str, action: str, reward: float, model=None, version: int = 0
+) -> Trajectory:
     """A one-turn trajectory; its behaviour log-probs are the model's own (on-policy), or -1 without a model."""
     seg = Segment()
     prompt = renderer.prompt_ids([Message("user", "PFH\nFFG")])
@@ -22,7 +23,7 @@ def make_traj(renderer: ChatRenderer, traj_id: str, action: str, reward: float, 
     logps = [-1.0] * len(reply)
     if model is not None:
         with torch.no_grad():
-            logits = model(torch.tensor([prompt + reply])).logits[0, len(prompt) - 1: -1]
+            logits = model(torch.tensor([prompt + reply])).logits[0, len(prompt) - 1 : -1]
         logps = torch.log_softmax(logits, -1).gather(1, torch.tensor(reply)[:, None])[:, 0].tolist()
     seg.extend_generated(reply, logps, [version] * len(reply))
     return Trajectory(traj_id=traj_id, task="t", seed=0, segments=[seg], reward=reward)
@@ -44,8 +45,9 @@ def test_step_moves_probability_toward_the_rewarded_action(correction):
     trainer = PolicyTrainer(model, LossConfig(correction=correction), lr=3e-3, pad_id=tok.pad_token_id)
     before_r, before_d = action_logprob(model, renderer, "R"), action_logprob(model, renderer, "D")
     for _ in range(3):
-        group = [make_traj(renderer, f"r{i}", "R", 1.0, model) for i in range(2)] + \
-                [make_traj(renderer, f"d{i}", "D", 0.0, model) for i in range(2)]
+        group = [make_traj(renderer, f"r{i}", "R", 1.0, model) for i in range(2)] + [
+            make_traj(renderer, f"d{i}", "D", 0.0, model) for i in range(2)
+        ]
         stats = trainer.train_step([group])
     assert trainer.version == 3 and stats["version"] == 3 and stats["target_tokens"] == 8
     assert action_logprob(model, renderer, "R") > before_r + 0.1
@@ -89,8 +91,9 @@ def test_staleness_of_trained_tokens_is_reported():
     model, tok = new_policy("nano", max_position_embeddings=64)
     renderer = ChatRenderer(tok)
     trainer = PolicyTrainer(model, LossConfig(), lr=1e-3, pad_id=tok.pad_token_id, version=5)
-    stats = trainer.train_step([[make_traj(renderer, "a", "R", 1.0, version=3),
-                                 make_traj(renderer, "b", "D", 0.0, version=5)]])
+    stats = trainer.train_step(
+        [[make_traj(renderer, "a", "R", 1.0, version=3), make_traj(renderer, "b", "D", 0.0, version=5)]]
+    )
     assert stats["token_staleness_max"] == 2.0 and trainer.version == 6
 
 
@@ -117,13 +120,21 @@ def test_deduplicated_rows_give_exactly_the_same_update(correction):
     for dedup in (False, True):
         model, tok = new_policy("nano", max_position_embeddings=64, seed=4)
         renderer = ChatRenderer(tok)
-        trainer = PolicyTrainer(model, LossConfig(correction=correction), lr=1e-2, pad_id=tok.pad_token_id,
-                                micro_batch_tokens=40, dedup=dedup)
+        trainer = PolicyTrainer(
+            model,
+            LossConfig(correction=correction),
+            lr=1e-2,
+            pad_id=tok.pad_token_id,
+            micro_batch_tokens=40,
+            dedup=dedup,
+        )
         # plain SGD: Adam's first step is about lr * sign(grad), which would amplify float rounding
         trainer.optimizer = torch.optim.SGD(model.parameters(), lr=1.0)
         trainer.scheduler = torch.optim.lr_scheduler.LambdaLR(trainer.optimizer, lambda _: 1.0)
-        group = [make_traj(renderer, f"t{i}", a, r) for i, (a, r) in
-                 enumerate([("R", 1.0), ("R", 0.0), ("D", 0.5), ("R", 1.0), ("U", 0.0), ("D", 0.2)])]
+        group = [
+            make_traj(renderer, f"t{i}", a, r)
+            for i, (a, r) in enumerate([("R", 1.0), ("R", 0.0), ("D", 0.5), ("R", 1.0), ("U", 0.0), ("D", 0.2)])
+        ]
         group[1].segments[0].logprobs[-1] = -3.0  # same tokens as t0, different behaviour log-prob
         stats = trainer.train_step([group])
         results.append((torch.cat([p.detach().flatten() for p in model.parameters()]), stats))

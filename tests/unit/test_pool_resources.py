@@ -19,12 +19,17 @@ from rollarc.runtime.ray_cluster import (
 
 
 def _cfg(address: str | None = None, **h800: object) -> ClusterConfig:
-    return ClusterConfig.model_validate({
-        "address": address,
-        "pools": {"train": {"count": 4, "kind": "h800", **h800}, "cpu": {"count": 8, "kind": "cpu"}},
-        "roles": {"train": {"pool": "train", "units": 2}, "rollout": {"pool": "train", "units": 0.5},
-                  "env": {"pool": "cpu"}},
-    })
+    return ClusterConfig.model_validate(
+        {
+            "address": address,
+            "pools": {"train": {"count": 4, "kind": "h800", **h800}, "cpu": {"count": 8, "kind": "cpu"}},
+            "roles": {
+                "train": {"pool": "train", "units": 2},
+                "rollout": {"pool": "train", "units": 0.5},
+                "env": {"pool": "cpu"},
+            },
+        }
+    )
 
 
 def test_gpu_kinds_come_from_the_catalogue() -> None:
@@ -60,10 +65,12 @@ def test_joined_cluster_with_a_named_resource_uses_it_with_the_gpus() -> None:
 
 
 def test_pool_capacity_counts_gpus_on_nodes_of_the_kind() -> None:
-    nodes = [{"Alive": True, "Resources": {"GPU": 8.0, "accelerator_type:H800": 1.0}},
-             {"Alive": True, "Resources": {"GPU": 8.0, "accelerator_type:H20": 1.0}},
-             {"Alive": False, "Resources": {"GPU": 8.0, "accelerator_type:H800": 1.0}},
-             {"Alive": True, "Resources": {"CPU": 64.0, "pool_cpu": 64.0}}]
+    nodes = [
+        {"Alive": True, "Resources": {"GPU": 8.0, "accelerator_type:H800": 1.0}},
+        {"Alive": True, "Resources": {"GPU": 8.0, "accelerator_type:H20": 1.0}},
+        {"Alive": False, "Resources": {"GPU": 8.0, "accelerator_type:H800": 1.0}},
+        {"Alive": True, "Resources": {"CPU": 64.0, "pool_cpu": 64.0}},
+    ]
     have = pool_capacity(_cfg(address="x:1"), True, {"pool_cpu": 64.0, "GPU": 16.0}, nodes)
     assert have == {"train": ("GPUs on nodes with accelerator_type:H800", 8.0), "cpu": ("pool_cpu", 64.0)}
     local = pool_capacity(_cfg(), False, {"pool_train": 4.0, "pool_cpu": 8.0}, nodes)

@@ -15,49 +15,112 @@ from rollarc.report.build import ReportError, build_report
 
 
 def _eval(label: str, version: int, success: float, lake: float, box: float) -> dict:
-    return {"label": label, "version": version, "episodes": 200, "success": success, "reward": success - 0.5,
-            "failed": 1, "per_task": {"lake": lake, "box": box}, "seconds": 3.0, "wall_s": 1.0 + version}
+    return {
+        "label": label,
+        "version": version,
+        "episodes": 200,
+        "success": success,
+        "reward": success - 0.5,
+        "failed": 1,
+        "per_task": {"lake": lake, "box": box},
+        "seconds": 3.0,
+        "wall_s": 1.0 + version,
+    }
 
 
 def _step(step: int, success: float, reward: float, **extra: float) -> dict:
     """One metrics.jsonl line as Controller._step_record and _batch_stats write it (the keys the report reads)."""
-    return {"step": step, "version": step, "wall_s": 2.0 * step, "step_time_s": 2.0 + step, "train_s": 0.5,
-            "sync_s": 0.1, "tokens": 900, "gen_tok_s": 100.0 * step, "trajectories_per_s": 8.0, "buffer_groups": 0,
-            "trajectories": 16, "reward": reward, "success": success, "turns": 5.0, "staleness_hist": {"0": 16},
-            "staleness_max": step - 1, "per_task": {}, "loss": 0.1 * step, "groups_trained": 2 * step, **extra}
+    return {
+        "step": step,
+        "version": step,
+        "wall_s": 2.0 * step,
+        "step_time_s": 2.0 + step,
+        "train_s": 0.5,
+        "sync_s": 0.1,
+        "tokens": 900,
+        "gen_tok_s": 100.0 * step,
+        "trajectories_per_s": 8.0,
+        "buffer_groups": 0,
+        "trajectories": 16,
+        "reward": reward,
+        "success": success,
+        "turns": 5.0,
+        "staleness_hist": {"0": 16},
+        "staleness_max": step - 1,
+        "per_task": {},
+        "loss": 0.1 * step,
+        "groups_trained": 2 * step,
+        **extra,
+    }
 
 
 SPANS = [  # (role, worker, kind, t0, t1); RL window [0, 10]
-    ("train", "trainer", "train", 2.0, 4.0), ("train", "trainer", "train", 6.0, 8.0),       # busy 4 s: bubble 0.6
-    ("rollout", "rollout-0", "generate", 0.0, 5.0), ("rollout", "rollout-0", "generate", 4.0, 9.0),  # 9 s: 0.1
-    ("env", "env-0", "env_step", 0.0, 10.0), ("env", "env-1", "env_step", 0.0, 5.0),       # 0.0 and 0.5: 0.25
-    ("controller", "controller", "eval", 0.0, 10.0),                                       # evaluation: left out
+    ("train", "trainer", "train", 2.0, 4.0),
+    ("train", "trainer", "train", 6.0, 8.0),  # busy 4 s: bubble 0.6
+    ("rollout", "rollout-0", "generate", 0.0, 5.0),
+    ("rollout", "rollout-0", "generate", 4.0, 9.0),  # 9 s: 0.1
+    ("env", "env-0", "env_step", 0.0, 10.0),
+    ("env", "env-1", "env_step", 0.0, 5.0),  # 0.0 and 0.5: 0.25
+    ("controller", "controller", "eval", 0.0, 10.0),  # evaluation: left out
 ]
 
 
 def _summary() -> dict:
-    evals = [_eval("before_rl", 0, 0.315, 0.4, 0.23), _eval("step_2", 2, 0.37, 0.45, 0.29),
-             _eval("after_rl", 3, 0.42, 0.5, 0.34)]
-    return {"name": "demo", "mode": "async", "max_staleness": 2, "steps": 3, "wall_s": 61.5, "rl_wall_s": 10.0,
-            "rl_window": [0.0, 10.0], "trajectories_trained": 48, "trajectories_per_s": 4.8,
-            "heldout_success_before_rl": 0.315, "heldout_success_after_rl": 0.42, "heldout_episodes": 200,
-            "evals": evals, "max_buffer_groups": 3, "max_in_flight_groups_bound": 6, "last_checkpoint": "ck",
-            "routing": {"dead_replicas": ["rollout-1"], "failovers": 2}, "groups_started": 29, "groups_trained": 24,
-            "dropped_stale_groups": 3, "restarted_stale_groups": 0, "dropped_failed_groups": 1,
-            "failed_trajectories": 7, "failure_reasons": {"env step timed out": 5, "EnvFailure: boom": 2},
-            "env_worker_restarts": 1, "retried_groups": 2, "sft": None, "total_wall_s": 75.25}
+    evals = [
+        _eval("before_rl", 0, 0.315, 0.4, 0.23),
+        _eval("step_2", 2, 0.37, 0.45, 0.29),
+        _eval("after_rl", 3, 0.42, 0.5, 0.34),
+    ]
+    return {
+        "name": "demo",
+        "mode": "async",
+        "max_staleness": 2,
+        "steps": 3,
+        "wall_s": 61.5,
+        "rl_wall_s": 10.0,
+        "rl_window": [0.0, 10.0],
+        "trajectories_trained": 48,
+        "trajectories_per_s": 4.8,
+        "heldout_success_before_rl": 0.315,
+        "heldout_success_after_rl": 0.42,
+        "heldout_episodes": 200,
+        "evals": evals,
+        "max_buffer_groups": 3,
+        "max_in_flight_groups_bound": 6,
+        "last_checkpoint": "ck",
+        "routing": {"dead_replicas": ["rollout-1"], "failovers": 2},
+        "groups_started": 29,
+        "groups_trained": 24,
+        "dropped_stale_groups": 3,
+        "restarted_stale_groups": 0,
+        "dropped_failed_groups": 1,
+        "failed_trajectories": 7,
+        "failure_reasons": {"env step timed out": 5, "EnvFailure: boom": 2},
+        "env_worker_restarts": 1,
+        "retried_groups": 2,
+        "sft": None,
+        "total_wall_s": 75.25,
+    }
 
 
 def write_run(run: Path, *, summary: bool = True) -> Path:
     run.mkdir()
-    cfg = validate(Config, {"name": "demo", "tasks": [{"name": "lake", "env": {"id": "frozen_lake"}},
-                                                      {"name": "box", "env": {"id": "sokoban"}}]})
+    cfg = validate(
+        Config,
+        {
+            "name": "demo",
+            "tasks": [{"name": "lake", "env": {"id": "frozen_lake"}}, {"name": "box", "env": {"id": "sokoban"}}],
+        },
+    )
     (run / "config.yaml").write_text(dump_yaml(cfg))
     steps = [_step(1, 0.25, 0.1), _step(2, 0.5, 0.3, heldout_success=0.37), _step(3, 0.75, 0.6)]
     (run / "metrics.jsonl").write_text("".join(json.dumps(m) + "\n" for m in steps))
-    (run / "timeline.jsonl").write_text("".join(
-        json.dumps({"worker": w, "role": r, "kind": k, "t0": t0, "t1": t1, "step": 1}) + "\n"
-        for r, w, k, t0, t1 in SPANS))
+    (run / "timeline.jsonl").write_text(
+        "".join(
+            json.dumps({"worker": w, "role": r, "kind": k, "t0": t0, "t1": t1, "step": 1}) + "\n"
+            for r, w, k, t0, t1 in SPANS
+        )
+    )
     if summary:
         (run / "summary.json").write_text(json.dumps(_summary(), indent=1))
     return run
@@ -70,8 +133,10 @@ def test_report_md_holds_the_run_in_numbers(tmp_path):
     text = (run / "report.md").read_text()
     assert text.startswith("# Run report: demo-20261130-120000\n")
     assert "Held-out success **0.315 before RL -> 0.42 after RL** (200 greedy episodes" in text
-    assert "| evaluation | policy version | episodes | success | mean reward | failed | success: box | success: lake |" \
+    assert (
+        "| evaluation | policy version | episodes | success | mean reward | failed | success: box | success: lake |"
         in text
+    )
     assert "| before RL | 0 | 200 | 0.315 | -0.185 | 1 | 0.23 | 0.4 |" in text
     assert "| step 2 | 2 | 200 | 0.37 | -0.13 | 1 | 0.29 | 0.45 |" in text
     assert "| after RL | 3 | 200 | 0.42 | -0.08 | 1 | 0.34 | 0.5 |" in text
@@ -83,11 +148,18 @@ def test_report_md_holds_the_run_in_numbers(tmp_path):
     assert "| env | 0.25 |" in text and "| rollout | 0.1 |" in text and "| train | 0.6 |" in text
     assert "| controller |" not in text
     assert json.loads((run / "summary.json").read_text())["bubble_fraction"] == pytest.approx(
-        {"env": 0.25, "rollout": 0.1, "train": 0.6})
+        {"env": 0.25, "rollout": 0.1, "train": 0.6}
+    )
     # Counters and failure reasons.
-    for row in ("| groups trained | 24 |", "| groups dropped as stale | 3 |", "| failed trajectories | 7 |",
-                "| total wall time, s (SFT and Ray start-up included) | 75.25 |", "| dead rollout replicas | rollout-1 |",
-                "| env step timed out | 5 |", "| EnvFailure: boom | 2 |"):
+    for row in (
+        "| groups trained | 24 |",
+        "| groups dropped as stale | 3 |",
+        "| failed trajectories | 7 |",
+        "| total wall time, s (SFT and Ray start-up included) | 75.25 |",
+        "| dead rollout replicas | rollout-1 |",
+        "| env step timed out | 5 |",
+        "| EnvFailure: boom | 2 |",
+    ):
         assert row in text, row
     # The resolved config, verbatim.
     assert "```yaml\n" + (run / "config.yaml").read_text() + "```\n" in text

@@ -44,10 +44,12 @@ def test_rates_and_sizing_by_hand():
 
 
 def test_recorded_timeline_arrivals(tmp_path):
-    spans = [{"kind": "env_step", "traj": "a", "t0": 100.0, "t1": 101.0},
-             {"kind": "env_step", "traj": "a", "t0": 101.0, "t1": 103.5},
-             {"kind": "generate", "traj": "a", "t0": 104.0, "t1": 109.0},
-             {"kind": "env_step", "traj": "b", "t0": 100.0, "t1": 102.0}]
+    spans = [
+        {"kind": "env_step", "traj": "a", "t0": 100.0, "t1": 101.0},
+        {"kind": "env_step", "traj": "a", "t0": 101.0, "t1": 103.5},
+        {"kind": "generate", "traj": "a", "t0": 104.0, "t1": 109.0},
+        {"kind": "env_step", "traj": "b", "t0": 100.0, "t1": 102.0},
+    ]
     path = tmp_path / "timeline.jsonl"
     path.write_text("\n".join(json.dumps(s) for s in spans) + "\n")
     assert timeline_arrivals(path).tolist() == [0.0, 1.5]

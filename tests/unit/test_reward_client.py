@@ -46,8 +46,15 @@ class Service:
 
 
 def client(service: Service, timeout_s: float = 5.0, max_retries: int = 2) -> RewardClient:
-    return RewardClient(service, context_tokens=4, timeout_s=timeout_s, max_retries=max_retries, backoff_s=0.001,
-                        lost=(Lost,), errors=(Broken,))
+    return RewardClient(
+        service,
+        context_tokens=4,
+        timeout_s=timeout_s,
+        max_retries=max_retries,
+        backoff_s=0.001,
+        lost=(Lost,),
+        errors=(Broken,),
+    )
 
 
 def score(c: RewardClient, tokens: list[int] | None = None) -> float:
@@ -98,8 +105,11 @@ async def say_up(prompt_ids: list[int], params: SamplingParams, cache_key: str) 
 
 
 def test_a_pending_reward_fails_only_its_trajectory_and_blocks_no_other():
-    task = TaskConfig(name="scripted", env={"entry_point": "runtime_plugins:ScriptedEnv", "kwargs": {"turns": 2}},
-                      agent=AgentConfig(max_turns=4, max_tokens_per_turn=2))
+    task = TaskConfig(
+        name="scripted",
+        env={"entry_point": "runtime_plugins:ScriptedEnv", "kwargs": {"turns": 2}},
+        agent=AgentConfig(max_turns=4, max_tokens_per_turn=2),
+    )
     finished: list[str] = []
 
     async def go_client():
@@ -112,8 +122,15 @@ def test_a_pending_reward_fails_only_its_trajectory_and_blocks_no_other():
             return 0.5
 
         c = RewardClient(service_slow_for_one, context_tokens=16, timeout_s=0.3, max_retries=0, backoff_s=0.0)
-        runner = EpisodeRunner({task.name: task}, RENDERER, say_up, SamplingConfig(), max_env_threads=2,
-                               reward_fn=c.score, reward_weight=2.0)
+        runner = EpisodeRunner(
+            {task.name: task},
+            RENDERER,
+            say_up,
+            SamplingConfig(),
+            max_env_threads=2,
+            reward_fn=c.score,
+            reward_weight=2.0,
+        )
 
         async def one(seed: int):
             traj = await runner.run(EpisodeSpec(f"t{seed}", task.name, seed))

@@ -47,8 +47,9 @@ def test_service_cost_is_fixed_plus_per_item():
 
 
 def cluster(reward_role: dict) -> ClusterConfig:
-    return ClusterConfig(pools={"compute": {"count": 2}, "cpu": {"count": 2}, "reward": {"count": 3}},
-                         roles={"reward": reward_role})
+    return ClusterConfig(
+        pools={"compute": {"count": 2}, "cpu": {"count": 2}, "reward": {"count": 3}}, roles={"reward": reward_role}
+    )
 
 
 def test_dedicated_pool_needs_replicas():

@@ -69,8 +69,16 @@ def synthetic(count: int, seed: int) -> list[Example]:
     for i in range(count):
         body = torch.randint(1, 7, (4,), generator=g).tolist()
         success = bool(i % 2)
-        examples.append(Example(tokens=[*body, 7 if success else 8], progress=1.0 if success else body.count(3) / 4,
-                                success=success, task="synthetic", seed=i, epsilon=0.0))
+        examples.append(
+            Example(
+                tokens=[*body, 7 if success else 8],
+                progress=1.0 if success else body.count(3) / 4,
+                success=success,
+                task="synthetic",
+                seed=i,
+                epsilon=0.0,
+            )
+        )
     return examples
 
 

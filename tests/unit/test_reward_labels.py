@@ -22,8 +22,9 @@ SAMPLING = SamplingConfig()
 
 
 def test_reward_tokens_are_the_tail_of_the_last_segment():
-    traj = Trajectory(traj_id="t", task="x", seed=0, segments=[Segment(token_ids=[1, 2, 3]),
-                                                               Segment(token_ids=[4, 5, 6, 7])])
+    traj = Trajectory(
+        traj_id="t", task="x", seed=0, segments=[Segment(token_ids=[1, 2, 3]), Segment(token_ids=[4, 5, 6, 7])]
+    )
     assert reward_tokens(traj, 3) == [5, 6, 7]
     assert reward_tokens(traj, 10) == [4, 5, 6, 7]
     assert reward_tokens(Trajectory(traj_id="t", task="x", seed=0), 5) == []
@@ -53,14 +54,18 @@ def test_expert_distance_on_a_given_map_leaves_the_env_alone():
 
 
 def scripted_task(turns: int = 3) -> TaskConfig:
-    return TaskConfig(name="scripted", env={"entry_point": "runtime_plugins:ScriptedEnv", "kwargs": {"turns": turns}},
-                      agent=AgentConfig(max_turns=10, max_tokens_per_turn=2, history="full"))
+    return TaskConfig(
+        name="scripted",
+        env={"entry_point": "runtime_plugins:ScriptedEnv", "kwargs": {"turns": turns}},
+        agent=AgentConfig(max_turns=10, max_tokens_per_turn=2, history="full"),
+    )
 
 
 def episode(task: TaskConfig, epsilon: float, cut_at: int | None, actions: list[str] | None = None):
     train = RewardTrainConfig(episodes=10, random_actions=actions or ["D"])
-    return asyncio.run(labelled_episode(task, 5, epsilon, cut_at, RENDERER, SAMPLING, train, 32,
-                                        np.random.default_rng(0)))
+    return asyncio.run(
+        labelled_episode(task, 5, epsilon, cut_at, RENDERER, SAMPLING, train, 32, np.random.default_rng(0))
+    )
 
 
 def test_scripted_env_labels_by_hand():
@@ -80,9 +85,11 @@ def test_example_tokens_end_with_the_last_reply():
 
 
 def frozen_lake_task() -> TaskConfig:
-    return TaskConfig(name="lake", env={"id": "frozen_lake", "kwargs": {"size": 4, "max_steps": 12}},
-                      agent=AgentConfig(max_turns=12, max_tokens_per_turn=1, history="last_k", history_k=0,
-                                        instructions=False))
+    return TaskConfig(
+        name="lake",
+        env={"id": "frozen_lake", "kwargs": {"size": 4, "max_steps": 12}},
+        agent=AgentConfig(max_turns=12, max_tokens_per_turn=1, history="last_k", history_k=0, instructions=False),
+    )
 
 
 def test_frozen_lake_data_spans_outcomes_and_is_deterministic():

@@ -26,42 +26,79 @@ CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 def test_request_carries_token_ids_sampling_and_asks_for_ids_and_logprobs():
     params = SamplingParams(temperature=0.7, top_p=0.9, top_k=5, max_tokens=3, seed=42)
     assert completion_request("m", [5, 6, 7], params) == {
-        "model": "m", "prompt": [5, 6, 7], "max_tokens": 3, "temperature": 0.7, "top_p": 0.9, "n": 1,
-        "logprobs": 0, "echo": False, "stream": False, "return_token_ids": True, "return_tokens_as_token_ids": True,
-        "top_k": 5, "seed": 42}
+        "model": "m",
+        "prompt": [5, 6, 7],
+        "max_tokens": 3,
+        "temperature": 0.7,
+        "top_p": 0.9,
+        "n": 1,
+        "logprobs": 0,
+        "echo": False,
+        "stream": False,
+        "return_token_ids": True,
+        "return_tokens_as_token_ids": True,
+        "top_k": 5,
+        "seed": 42,
+    }
     greedy = completion_request("m", [1], SamplingParams(temperature=0.0, max_tokens=2))
     assert "seed" not in greedy and "top_k" not in greedy and greedy["temperature"] == 0.0
 
 
 def test_reply_with_token_ids_logprobs_and_versions():
-    body = {"choices": [{"text": "ab", "finish_reason": "length", "token_ids": [11, 12],
-                         "logprobs": {"tokens": ["a", "b"], "token_logprobs": [-0.5, -1.25]},
-                         "rollarc_token_versions": [3, 4]}], "rollarc_version": 3}
+    body = {
+        "choices": [
+            {
+                "text": "ab",
+                "finish_reason": "length",
+                "token_ids": [11, 12],
+                "logprobs": {"tokens": ["a", "b"], "token_logprobs": [-0.5, -1.25]},
+                "rollarc_token_versions": [3, 4],
+            }
+        ],
+        "rollarc_version": 3,
+    }
     c = parse_completion(body, prompt_len=4, request_id="r", fallback_version=0)
     assert (c.token_ids, c.logprobs, c.token_versions, c.version) == ([11, 12], [-0.5, -1.25], [3, 4], 3)
     assert (c.prompt_len, c.finish_reason, c.request_id) == (4, "length", "r")
 
 
 def test_vllm_style_reply_ids_from_token_strings_and_the_adapters_version():
-    body = {"choices": [{"text": "x", "finish_reason": "stop",
-                         "logprobs": {"tokens": ["token_id:7", "token_id:2"], "token_logprobs": [-0.1, -2.0]}}]}
+    body = {
+        "choices": [
+            {
+                "text": "x",
+                "finish_reason": "stop",
+                "logprobs": {"tokens": ["token_id:7", "token_id:2"], "token_logprobs": [-0.1, -2.0]},
+            }
+        ]
+    }
     c = parse_completion(body, prompt_len=2, request_id="r", fallback_version=9)
     assert (c.token_ids, c.logprobs, c.token_versions, c.version, c.finish_reason) == (
-        [7, 2], [-0.1, -2.0], [9, 9], 9, "stop")
+        [7, 2],
+        [-0.1, -2.0],
+        [9, 9],
+        9,
+        "stop",
+    )
 
 
-@pytest.mark.parametrize("body, message", [
-    ({"choices": []}, "no choices"),
-    ([1, 2], "no choices"),
-    ({"choices": ["x"]}, "not an object"),
-    ({"choices": [{"logprobs": {"tokens": ["token_id:x"], "token_logprobs": [-1.0]}}]}, "not integers"),
-    ({"choices": [{"logprobs": {"tokens": ["a"], "token_logprobs": [-1.0]}}]}, "no token ids"),
-    ({"choices": [{"token_ids": [1, 2], "logprobs": {"token_logprobs": [-1.0]}}]}, "2 token ids but 1"),
-    ({"choices": [{"token_ids": [1], "logprobs": None}]}, "no logprobs"),
-    ({"choices": [{"token_ids": [1], "logprobs": {"token_logprobs": [None]}}]}, "non-finite"),
-    ({"choices": [{"token_ids": [1], "logprobs": {"token_logprobs": [-1.0]}, "rollarc_token_versions": []}]},
-     "0 rollarc_token_versions"),
-])
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        ({"choices": []}, "no choices"),
+        ([1, 2], "no choices"),
+        ({"choices": ["x"]}, "not an object"),
+        ({"choices": [{"logprobs": {"tokens": ["token_id:x"], "token_logprobs": [-1.0]}}]}, "not integers"),
+        ({"choices": [{"logprobs": {"tokens": ["a"], "token_logprobs": [-1.0]}}]}, "no token ids"),
+        ({"choices": [{"token_ids": [1, 2], "logprobs": {"token_logprobs": [-1.0]}}]}, "2 token ids but 1"),
+        ({"choices": [{"token_ids": [1], "logprobs": None}]}, "no logprobs"),
+        ({"choices": [{"token_ids": [1], "logprobs": {"token_logprobs": [None]}}]}, "non-finite"),
+        (
+            {"choices": [{"token_ids": [1], "logprobs": {"token_logprobs": [-1.0]}, "rollarc_token_versions": []}]},
+            "0 rollarc_token_versions",
+        ),
+    ],
+)
 def test_replies_a_rollout_cannot_use_are_refused(body, message):
     with pytest.raises(ProtocolError, match=message):
         parse_completion(body, 1, "r", 0)
@@ -72,31 +109,53 @@ def tokenize(text: str) -> list[int]:
 
 
 def test_server_parses_token_ids_text_and_sampling():
-    parsed = parse_request({"model": "rollarc", "prompt": [3, 4], "max_tokens": 5, "temperature": 0, "seed": 1,
-                            "top_k": -1, "logprobs": 0, "return_tokens_as_token_ids": True}, "rollarc", tokenize)
+    parsed = parse_request(
+        {
+            "model": "rollarc",
+            "prompt": [3, 4],
+            "max_tokens": 5,
+            "temperature": 0,
+            "seed": 1,
+            "top_k": -1,
+            "logprobs": 0,
+            "return_tokens_as_token_ids": True,
+        },
+        "rollarc",
+        tokenize,
+    )
     assert parsed.prompt_ids == [3, 4] and parsed.logprobs and parsed.tokens_as_ids
     assert parsed.params == SamplingParams(temperature=0.0, max_tokens=5, seed=1)
     assert parse_request({"prompt": "hi"}, "rollarc", tokenize).prompt_ids == [104, 105]
     assert parse_request({"prompt": [[1, 2]]}, "rollarc", tokenize).prompt_ids == [1, 2]
 
 
-@pytest.mark.parametrize("body, message", [
-    ({"model": "other", "prompt": [1]}, "not served here"),
-    ({"prompt": [1], "n": 2}, "n must be 1"),
-    ({"prompt": []}, "prompt must be"),
-    ({"prompt": [1, "a"]}, "prompt must be"),
-    ({"prompt": [1], "stream": True}, "stream"),
-    ({"prompt": [1], "logprobs": 5}, "logprobs must be"),
-    ({"prompt": [1], "temperature": -1}, "temperature"),
-])
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        ({"model": "other", "prompt": [1]}, "not served here"),
+        ({"prompt": [1], "n": 2}, "n must be 1"),
+        ({"prompt": []}, "prompt must be"),
+        ({"prompt": [1, "a"]}, "prompt must be"),
+        ({"prompt": [1], "stream": True}, "stream"),
+        ({"prompt": [1], "logprobs": 5}, "logprobs must be"),
+        ({"prompt": [1], "temperature": -1}, "temperature"),
+    ],
+)
 def test_server_refuses_bad_requests_naming_the_field(body, message):
     with pytest.raises(RequestError, match=message):
         parse_request(body, "rollarc", tokenize)
 
 
 def test_server_reply_round_trips_through_the_client_parser():
-    completion = Completion(request_id="x", prompt_len=3, token_ids=[8, 9, 10], logprobs=[-0.25, -0.5, -3.0],
-                            token_versions=[2, 2, 3], version=2, finish_reason="length")
+    completion = Completion(
+        request_id="x",
+        prompt_len=3,
+        token_ids=[8, 9, 10],
+        logprobs=[-0.25, -0.5, -3.0],
+        token_versions=[2, 2, 3],
+        version=2,
+        finish_reason="length",
+    )
     parsed = parse_request({"prompt": [1, 2, 3], "logprobs": 0, "return_tokens_as_token_ids": True}, "m", tokenize)
     body = completion_response(completion, parsed, "m", "abc", ["a", "b", "c"])
     choice = body["choices"][0]
@@ -105,10 +164,16 @@ def test_server_reply_round_trips_through_the_client_parser():
     assert body["usage"] == {"prompt_tokens": 3, "completion_tokens": 3, "total_tokens": 6}
     back = parse_completion(body, 3, "x", fallback_version=99)
     assert (back.token_ids, back.logprobs, back.token_versions, back.version, back.finish_reason) == (
-        [8, 9, 10], [-0.25, -0.5, -3.0], [2, 2, 3], 2, "length")
+        [8, 9, 10],
+        [-0.25, -0.5, -3.0],
+        [2, 2, 3],
+        2,
+        "length",
+    )
     text_tokens = parse_request({"prompt": [1], "logprobs": 1}, "m", tokenize)
-    assert completion_response(completion, text_tokens, "m", "abc", ["a", "b", "c"])["choices"][0][
-        "logprobs"]["tokens"] == ["a", "b", "c"]
+    assert completion_response(completion, text_tokens, "m", "abc", ["a", "b", "c"])["choices"][0]["logprobs"][
+        "tokens"
+    ] == ["a", "b", "c"]
     no_logprobs = parse_request({"prompt": [1]}, "m", tokenize)
     assert completion_response(completion, no_logprobs, "m", "abc", [])["choices"][0]["logprobs"] is None
 

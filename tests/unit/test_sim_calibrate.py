@@ -16,15 +16,27 @@ from rollarc.sim.toy import toy_setup
 
 def _make_run(tmp_path, k):
     setup = toy_setup(
-        groups=4, group_size=4, steps=6, max_staleness=k, engines=2, max_batch=64,
-        prompt=Uniform(low=20, high=200), response=LogNormal(mean=80, sigma=0.6, max=400),
-        turns=Uniform(low=1, high=3.49), env_latency=LogNormal(mean=0.3, sigma=0.5),
-        decode_base_s=0.01, decode_per_seq_s=0.002, prefill_per_token_s=0.0005, seed=k,
+        groups=4,
+        group_size=4,
+        steps=6,
+        max_staleness=k,
+        engines=2,
+        max_batch=64,
+        prompt=Uniform(low=20, high=200),
+        response=LogNormal(mean=80, sigma=0.6, max=400),
+        turns=Uniform(low=1, high=3.49),
+        env_latency=LogNormal(mean=0.3, sigma=0.5),
+        decode_base_s=0.01,
+        decode_per_seq_s=0.002,
+        prefill_per_token_s=0.0005,
+        seed=k,
     )
     result = simulate(setup, record_timeline=True)
     ends = [0.0, *result.step_ends]
-    config = {"train": {"groups_per_step": 4, "group_size": 4, "steps": 6},
-              "async": {"mode": "sync" if k == 0 else "async", "max_staleness": k}}
+    config = {
+        "train": {"groups_per_step": 4, "group_size": 4, "steps": 6},
+        "async": {"mode": "sync" if k == 0 else "async", "max_staleness": k},
+    }
     return write_run(tmp_path / f"run{k}", config, result.timeline, [b - a for a, b in itertools.pairwise(ends)])
 
 

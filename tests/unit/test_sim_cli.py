@@ -11,8 +11,17 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def test_simulate_with_baseline_prints_ratios(capsys, tmp_path):
-    code = simulate_main([str(REPO / "configs/sim/rollarc_128.yaml"), "steps=2", "--baseline",
-                          str(REPO / "configs/sim/monolithic_h800_128.yaml"), "--timeline", str(tmp_path / "run"), "--json"])
+    code = simulate_main(
+        [
+            str(REPO / "configs/sim/rollarc_128.yaml"),
+            "steps=2",
+            "--baseline",
+            str(REPO / "configs/sim/monolithic_h800_128.yaml"),
+            "--timeline",
+            str(tmp_path / "run"),
+            "--json",
+        ]
+    )
     assert code == 0
     out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert out["scenario"]["steps"] == 2 and out["baseline"]["mode"] == "sync"

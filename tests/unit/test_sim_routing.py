@@ -18,19 +18,27 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def engine(decode_base_s: float) -> LinearEngine:
-    return LinearEngine(prefill_per_token_s=0.001, request_overhead_s=0.0, decode_base_s=decode_base_s, decode_per_seq_s=0.0,
-                        decode_per_ctx_token_s=0.0, kv_capacity_tokens=float("inf"), max_batch=64)
+    return LinearEngine(
+        prefill_per_token_s=0.001,
+        request_overhead_s=0.0,
+        decode_base_s=decode_base_s,
+        decode_per_seq_s=0.0,
+        decode_per_ctx_token_s=0.0,
+        kv_capacity_tokens=float("inf"),
+        max_batch=64,
+    )
 
 
 def two_pools(routing: str, groups: int = 1, steps: int = 1, engines: int = 2):
     """Task ``fast`` on pool ``p1`` (10 ms per decode iteration), task ``slow`` on ``p2`` (20 ms)."""
-    base = toy_setup(groups=groups, group_size=2, steps=steps, env_latency=Constant(value=0.0), reward_latency=Constant(value=0.0))
+    base = toy_setup(
+        groups=groups, group_size=2, steps=steps, env_latency=Constant(value=0.0), reward_latency=Constant(value=0.0)
+    )
     toy = base.tasks[0]
     tasks = [replace(toy, name="fast", rollout_pool="p1"), replace(toy, name="slow", rollout_pool="p2")]
     pools = {**base.pools, "p1": PoolBilling("p1", "p1", 1, 1.0), "p2": PoolBilling("p2", "p2", 1, 1.0)}
     rollout = [RolloutPoolSetup("p1", engines, engine(0.01)), RolloutPoolSetup("p2", engines, engine(0.02))]
-    return replace(base, tasks=tasks, rollout=rollout,
-                   groups_per_step=2 * groups, pools=pools, routing=routing)
+    return replace(base, tasks=tasks, rollout=rollout, groups_per_step=2 * groups, pools=pools, routing=routing)
 
 
 def test_affinity_routing_keeps_each_task_on_its_pool_with_known_time():
@@ -56,15 +64,32 @@ def _write_profiles(run: Path) -> Path:
         return {"mean": x, "p50": x, "p90": x, "p99": x, "n": 50}
 
     def task(prompt, new, turns):
-        return {"turns": s(turns), "prompt_tokens_per_turn": s(prompt), "new_tokens_per_turn": s(new),
-                "cached_tokens": s(0), "env_step_s": s(0.05), "reward_s": {"n": 0}, "trajectory_s": s(1.0),
-                "ok": 50, "failed": 0, "success": 10}
+        return {
+            "turns": s(turns),
+            "prompt_tokens_per_turn": s(prompt),
+            "new_tokens_per_turn": s(new),
+            "cached_tokens": s(0),
+            "env_step_s": s(0.05),
+            "reward_s": {"n": 0},
+            "trajectory_s": s(1.0),
+            "ok": 50,
+            "failed": 0,
+            "success": 10,
+        }
 
     run.mkdir()
-    (run / "task_profiles.json").write_text(json.dumps({
-        "tasks": {"read": task(3000, 20, 3), "think": task(200, 2000, 1)},
-        "groups_per_step": 8, "group_size": 4, "max_staleness": 1, "weights": {"read": 1, "think": 1},
-        "rollout_pools": {"read": "compute", "think": "bandwidth"}}))
+    (run / "task_profiles.json").write_text(
+        json.dumps(
+            {
+                "tasks": {"read": task(3000, 20, 3), "think": task(200, 2000, 1)},
+                "groups_per_step": 8,
+                "group_size": 4,
+                "max_staleness": 1,
+                "weights": {"read": 1, "think": 1},
+                "rollout_pools": {"read": "compute", "think": "bandwidth"},
+            }
+        )
+    )
     return run
 
 

@@ -68,12 +68,22 @@ def test_scenario_errors_name_the_bad_key(tmp_path):
     with pytest.raises(ConfigError, match="unknown device kind 'b200'"):
         build_setup(load_scenario(path, ["cluster.pools.h20.kind=b200"]))
     with pytest.raises(ConfigError, match=r"task swe can reach .* cap its distributions"):
-        build_setup(load_scenario(path, ["cluster.roles.rollout=[{pool: h800, replicas: 16, units: 1}, {pool: h20, replicas: 96}]",
-                                         "tasks=[{name: swe, rollout_pool: h800}, {name: webqa, rollout_pool: h800}, {name: math, rollout_pool: h20}]"]))
+        build_setup(
+            load_scenario(
+                path,
+                [
+                    "cluster.roles.rollout=[{pool: h800, replicas: 16, units: 1}, {pool: h20, replicas: 96}]",
+                    "tasks=[{name: swe, rollout_pool: h800}, {name: webqa, rollout_pool: h800}, {name: math, rollout_pool: h20}]",
+                ],
+            )
+        )
 
 
 def test_equal_cost_baselines_really_are_equal_cost():
-    for ours, base in [("rollarc_3072.yaml", "monolithic_h800_3072.yaml"), ("rollarc_128.yaml", "monolithic_h800_128.yaml")]:
+    for ours, base in [
+        ("rollarc_3072.yaml", "monolithic_h800_3072.yaml"),
+        ("rollarc_128.yaml", "monolithic_h800_128.yaml"),
+    ]:
         a = build_setup(load_scenario(REPO / "configs/sim" / ours))
         b = build_setup(load_scenario(REPO / "configs/sim" / base))
         assert b.price_per_hour == pytest.approx(a.price_per_hour, rel=0.01)

@@ -76,8 +76,11 @@ def test_buffer_waits_for_enough_fresh_groups():
     assert decision.batch == [] and decision.stale == [] and len(buffer) == 2
 
 
-events = st.lists(st.tuples(st.sampled_from(["finish", "train", "publish", "drift"]), st.integers(0, 10_000)),
-                  min_size=1, max_size=300)
+events = st.lists(
+    st.tuples(st.sampled_from(["finish", "train", "publish", "drift"]), st.integers(0, 10_000)),
+    min_size=1,
+    max_size=300,
+)
 
 
 @settings(max_examples=150, deadline=None)

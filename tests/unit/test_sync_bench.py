@@ -16,8 +16,16 @@ def test_quick_benchmark_reports_every_key_with_sane_values(capsys, tmp_path, mo
     monkeypatch.setenv("ROLLARC_BENCH_DOCS", str(tmp_path / "benchmarks.md"))
     assert weightsync.main(["--quick", "--no-docs", "--json"]) == 0
     result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    for key in ("changed_fraction", "bytes_ratio_lr1e-6", "bytes_ratio_lr1e-5", "encode_gb_s", "decode_gb_s",
-                "cross_site_bytes_ratio", "synthetic_changed_fraction", "peak_rss_gb"):
+    for key in (
+        "changed_fraction",
+        "bytes_ratio_lr1e-6",
+        "bytes_ratio_lr1e-5",
+        "encode_gb_s",
+        "decode_gb_s",
+        "cross_site_bytes_ratio",
+        "synthetic_changed_fraction",
+        "peak_rss_gb",
+    ):
         assert math.isfinite(result[key]) and result[key] > 0, key
     assert result["bit_exact"] is True
     assert 0 < result["changed_fraction"] < result["changed_fraction_lr1e-5"] < 1

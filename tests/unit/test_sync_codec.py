@@ -76,8 +76,9 @@ def test_decode_of_encode_is_bitwise_new(shapes, dtype, fraction, bucket_bytes, 
     rng = np.random.default_rng(seed)
     old = {f"t{i}": random_bits(tuple(shape), dtype, rng) for i, shape in enumerate(shapes)}
     new = {name: mutate(tensor, fraction, rng) for name, tensor in old.items()}
-    buckets = list(encode_delta(old, new, bucket_bytes=bucket_bytes, dense_threshold=dense_threshold,
-                                compress=compress))
+    buckets = list(
+        encode_delta(old, new, bucket_bytes=bucket_bytes, dense_threshold=dense_threshold, compress=compress)
+    )
     buckets = pickle.loads(pickle.dumps(buckets, protocol=5))  # as it would cross the Ray object store
     state = clone_state(old)
     apply_delta(state, buckets)
@@ -85,8 +86,7 @@ def test_decode_of_encode_is_bitwise_new(shapes, dtype, fraction, bucket_bytes, 
     itemsize = torch.empty(0, dtype=dtype).element_size()
     assert all(bucket.model_bytes <= max(bucket_bytes, 8 * itemsize) for bucket in buckets)
     assert sum(bucket.elements for bucket in buckets) == sum(max(t.numel(), 0) for t in new.values())
-    assert sum(bucket.changed for bucket in buckets) == sum(
-        int((bits(old[n]) != bits(new[n])).sum()) for n in new)
+    assert sum(bucket.changed for bucket in buckets) == sum(int((bits(old[n]) != bits(new[n])).sum()) for n in new)
 
 
 def test_negative_zero_and_nan_payloads_are_changes_and_restored_exactly():
@@ -240,8 +240,12 @@ def test_wire_size_estimate_matches_pickle():
 
 def test_full_nbytes_predicts_encode_full():
     rng = np.random.default_rng(8)
-    state = {"a": random_bits((300, 7), torch.bfloat16, rng), "b": random_bits((5,), torch.float32, rng),
-             "c": torch.empty(0)}
+    state = {
+        "a": random_bits((300, 7), torch.bfloat16, rng),
+        "b": random_bits((5,), torch.float32, rng),
+        "c": torch.empty(0),
+    }
     for bucket_bytes in (16, 1000, 1 << 20):
         assert full_nbytes(state, bucket_bytes=bucket_bytes) == sum(
-            b.nbytes for b in encode_full(state, bucket_bytes=bucket_bytes))
+            b.nbytes for b in encode_full(state, bucket_bytes=bucket_bytes)
+        )

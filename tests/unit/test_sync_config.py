@@ -14,9 +14,18 @@ def test_defaults_and_bucket_bytes():
     assert load_config(SyncConfig, None, ["method=delta", "bucket_mb=0.5", "dtype=bfloat16"]).bucket_bytes == 1 << 19
 
 
-@pytest.mark.parametrize("override, key", [("method=sparse", "method"), ("bucket_mb=0", "bucket_mb"),
-                                           ("dense_threshold=1.5", "dense_threshold"), ("history=-1", "history"),
-                                           ("dtype=int8", "dtype"), ("topology=star", "topology"), ("fanuot=2", "fanuot")])
+@pytest.mark.parametrize(
+    "override, key",
+    [
+        ("method=sparse", "method"),
+        ("bucket_mb=0", "bucket_mb"),
+        ("dense_threshold=1.5", "dense_threshold"),
+        ("history=-1", "history"),
+        ("dtype=int8", "dtype"),
+        ("topology=star", "topology"),
+        ("fanuot=2", "fanuot"),
+    ],
+)
 def test_bad_values_are_named(override, key):
     with pytest.raises(ConfigError, match=key):
         load_config(SyncConfig, None, [override])

@@ -28,12 +28,15 @@ def test_signed_input_must_be_non_negative():
         pack(np.array([3, -1]))
 
 
-@pytest.mark.parametrize("stream, count, message", [
-    ([0x80], 1, "truncated"),
-    ([0x01, 0x02], 1, "expected 1 varints, the stream holds 2"),
-    ([0x05], 0, "stray"),
-    ([0x80] * 10 + [0x01], 1, "overflows"),
-])
+@pytest.mark.parametrize(
+    "stream, count, message",
+    [
+        ([0x80], 1, "truncated"),
+        ([0x01, 0x02], 1, "expected 1 varints, the stream holds 2"),
+        ([0x05], 0, "stray"),
+        ([0x80] * 10 + [0x01], 1, "overflows"),
+    ],
+)
 def test_malformed_streams(stream, count, message):
     with pytest.raises(VarintError, match=message):
         unpack(np.array(stream, dtype=np.uint8), count)

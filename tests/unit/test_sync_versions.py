@@ -16,8 +16,10 @@ DELTA = SyncConfig(method="delta", history=4, bucket_mb=0.01)
 def versions(count: int, fraction: float, seed: int = 0) -> list[dict[str, torch.Tensor]]:
     """``count`` consecutive bf16 states; each changes about ``fraction`` of the previous one's elements."""
     gen = torch.Generator().manual_seed(seed)
-    state = {"a": torch.randn(96, 64, generator=gen).to(torch.bfloat16),
-             "b": torch.randn(500, generator=gen).to(torch.bfloat16)}
+    state = {
+        "a": torch.randn(96, 64, generator=gen).to(torch.bfloat16),
+        "b": torch.randn(500, generator=gen).to(torch.bfloat16),
+    }
     out = [state]
     for _ in range(count - 1):
         state = {n: t.clone() for n, t in state.items()}
@@ -117,9 +119,11 @@ def test_versions_must_increase():
 
 def test_tensor_parallel_receivers_get_only_their_shard():
     gen = torch.Generator().manual_seed(1)
-    base = {"layers.0.self_attn.q_proj.weight": torch.randn(32, 16, generator=gen).to(torch.bfloat16),
-            "layers.0.self_attn.o_proj.weight": torch.randn(16, 32, generator=gen).to(torch.bfloat16),
-            "norm.weight": torch.ones(16, dtype=torch.bfloat16)}
+    base = {
+        "layers.0.self_attn.q_proj.weight": torch.randn(32, 16, generator=gen).to(torch.bfloat16),
+        "layers.0.self_attn.o_proj.weight": torch.randn(16, 32, generator=gen).to(torch.bfloat16),
+        "norm.weight": torch.ones(16, dtype=torch.bfloat16),
+    }
     nxt = {n: t.clone() for n, t in base.items()}
     nxt["layers.0.self_attn.q_proj.weight"][::3] += 1
     nxt["layers.0.self_attn.o_proj.weight"][:, ::3] += 1
