@@ -16,6 +16,7 @@ from pathlib import Path
 
 from rollarc.config_docs import render, stale_message
 from rollarc.configio import ConfigError, dump_yaml
+from rollarc.runtime.stop_signals import RunStopped, stop_on_signals
 
 BENCHMARKS = {
     "engine": "built-in engine vs HF generate and generate_batch",
@@ -179,11 +180,20 @@ def _bench_module(name: str) -> str:
 
 
 def _guarded(run: Callable[[], int]) -> int:
+    """Config errors and stop signals end in one line on stderr, not a traceback.
+
+    ``rollarc train`` handles its own stop (it knows what it saved); a signal that reaches here stopped a
+    command that saves only when it finishes (``sft``, ``eval``, a benchmark), so nothing is left to resume.
+    """
     try:
-        return run()
+        with stop_on_signals():
+            return run()
     except ConfigError as err:
         print(f"rollarc: {err}", file=sys.stderr)
         return 2
+    except RunStopped as err:
+        print(f"rollarc: stopped by {err.name}; nothing was saved (this command saves when it ends)", file=sys.stderr)
+        return err.exit_code
 
 
 if __name__ == "__main__":

@@ -49,6 +49,27 @@ def atomic_directory(path: str | Path) -> Iterator[Path]:
         shutil.rmtree(old, ignore_errors=True)
 
 
+def clean_partial_checkpoints(parent: str | Path) -> list[str]:
+    """Remove what an interrupted :func:`atomic_directory` left in ``parent``; returns the names removed.
+
+    A ``.NAME.tmp-*`` directory is a half-written one. A ``.NAME.old-*`` directory is the previous complete
+    one; it is put back as ``NAME`` when the process died between the two renames, and removed otherwise.
+    """
+    parent = Path(parent)
+    if not parent.is_dir():
+        return []
+    removed = []
+    for leftover in sorted(parent.glob(".*.tmp-*")) + sorted(parent.glob(".*.old-*")):
+        name, _, _ = leftover.name[1:].rpartition(".")
+        target = parent / name
+        if leftover.name.rpartition(".")[2].startswith("old-") and not target.exists():
+            os.replace(leftover, target)
+            continue
+        shutil.rmtree(leftover, ignore_errors=True)
+        removed.append(leftover.name)
+    return removed
+
+
 def save_policy(
     model: PreTrainedModel,
     tokenizer: PreTrainedTokenizerBase,

@@ -6,10 +6,13 @@ starts as soon as ``B`` fresh groups are ready, and after each step the new weig
 and synced to every rollout replica. Rollout never waits for training except through the ledger.
 
 Everything that can go wrong with one trajectory or one worker is counted and survived: failed
-trajectories, dropped or restarted stale groups, dead EnvWorkers (replaced; their groups re-run) and
-dead rollout replicas (the router fails over). What cannot be survived (a NaN loss or reward, every
-rollout replica dead, every trajectory failing) stops the run with a clear message; the last good
-checkpoint stays on disk.
+trajectories, dropped or restarted stale groups, dead EnvWorkers (replaced; their groups re-run), dead
+rollout replicas (the router fails over, and a new replica replaces the dead one), a dead router (Ray
+restarts it; the replicas are registered again) and a dead trainer (a new one resumes from the last
+checkpoint; the steps since then are redone and counted as ``steps_lost``). Every started trajectory is
+accounted for (:class:`TrajectoryAccount`). What cannot be survived (a NaN loss or reward, every rollout
+replica dead, every trajectory failing) stops the run with a clear message; the last good checkpoint stays
+on disk.
 """
 
 from __future__ import annotations
@@ -30,18 +33,24 @@ from rollarc.agent.runner import EpisodeSpec
 from rollarc.agent.task_mix import TaskMix
 from rollarc.agent.trajectory import Trajectory
 from rollarc.config import Config
+from rollarc.models.checkpoint import clean_partial_checkpoints
 from rollarc.report.metrics import MetricsWriter, TimelineWriter, process_rss_mb
 from rollarc.report.progress import RunProgress
 from rollarc.runtime.env_worker import GroupResult, GroupSpec
 from rollarc.runtime.group_buffer import GroupBuffer
 from rollarc.runtime.staleness import StalenessLedger
 from rollarc.runtime.task_profile import TaskProfiler
+from rollarc.runtime.trajectory_accounting import TrajectoryAccount
 from rollarc.runtime.weight_sync import SyncPayload
 from rollarc.runtime.workers import Workers
 
 
 class RunError(RuntimeError):
     """The run cannot continue; the message says why and where the last good checkpoint is."""
+
+
+class TrainerLost(RuntimeError):
+    """The TrainWorker died (a lost node, a crash, ``ray.kill``); the controller resumes from the last checkpoint."""
 
 
 @dataclass
@@ -110,6 +119,12 @@ class Controller:
         self.profiler = TaskProfiler()
         self.trained_groups: set[str] = set()
         self.dropped_by_task: Counter[str] = Counter()
+        self.version = start_version
+        self.trajectories = TrajectoryAccount()
+        self.last_checkpoint_version: int | None = None
+        self.trainer_restarts = 0
+        self.steps_lost = 0
+        self._last_heal = time.time()
 
     # ---- the loop --------------------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
@@ -140,41 +155,54 @@ class Controller:
                         )
                 refs = list(self.pending) + [r for r in (train_ref, publish_ref) if r is not None] + sync_refs
                 done, _ = ray.wait(refs, num_returns=1, timeout=1.0)
-                for ref in done:
-                    if ref in self.pending:
-                        self._on_group(ref)
-                    elif ref is train_ref:
-                        train_ref = None
-                        train_stats = self._get_train(ref, version)
-                        publish_ref = self.workers.trainer.publish.remote()
-                    elif publish_ref is not None and ref is publish_ref:
-                        payload = ray.get(publish_ref)
-                        publish_ref = None
-                        sync_refs = self.workers.sync_all(payload)
-                        sync_started = time.time()
-                    elif ref in sync_refs:
-                        sync_refs.remove(ref)
-                        self._get_sync(ref)
-                        if not sync_refs:
-                            version += 1
-                            self.ledger.publish(version)
-                            now = time.time()
-                            record = self._step_record(
-                                version,
-                                train_stats,
-                                batch_info,
-                                now - last_step_end,
-                                now - sync_started,
-                                now - step_started,
-                            )
-                            last_step_end = self.rl_end = now
-                            self._after_step(version, record, progress)
+                try:
+                    for ref in done:
+                        if ref in self.pending:
+                            self._on_group(ref)
+                        elif ref is train_ref:
+                            train_ref = None
+                            train_stats = self._get_train(ref, version)
+                            publish_ref = self.workers.trainer.publish.remote()
+                        elif publish_ref is not None and ref is publish_ref:
+                            payload = self._get_publish(publish_ref)
+                            publish_ref = None
+                            sync_refs = self.workers.sync_all(payload)
+                            sync_started = time.time()
+                        elif ref in sync_refs:
+                            sync_refs.remove(ref)
+                            self._get_sync(ref)
+                            if not sync_refs:
+                                version += 1
+                                self.version = version
+                                self.ledger.publish(version)
+                                now = time.time()
+                                record = self._step_record(
+                                    version,
+                                    train_stats,
+                                    batch_info,
+                                    now - last_step_end,
+                                    now - sync_started,
+                                    now - step_started,
+                                )
+                                last_step_end = self.rl_end = now
+                                self._after_step(version, record, progress)
+                except TrainerLost:
+                    version = self.version = self._recover_trainer(version)
+                    train_ref, publish_ref, sync_refs = None, None, []
+                    progress.update(version)
+                    continue
+                self._heal()
                 if time.time() - last_spans > 5:
                     self.collect_spans()
                     last_spans = time.time()
         self._cancel_pending()
         self.evals.append(self.evaluate(version, label="after_rl"))
-        self.checkpoint(version, final=True)
+        try:
+            self.checkpoint(version, final=True)
+        except TrainerLost:  # the final policy is lost with it; the steps since the last checkpoint would be redone
+            raise RunError(
+                f"the trainer was lost while writing the final checkpoint; resume from {self.last_checkpoint}"
+            ) from None
         self.collect_spans()
         return self.summary(version)
 
@@ -205,6 +233,7 @@ class Controller:
         name = self.workers.least_loaded_env(self.pending.values())
         ref = self.workers.env[name].run_group.remote(spec)
         self.pending[ref] = (spec, name)
+        self.trajectories.start(ref, spec.size + spec.redundancy)
         self.counters.groups_started += 1
 
     def _on_group(self, ref: Any) -> None:
@@ -213,11 +242,20 @@ class Controller:
             result: GroupResult = ray.get(ref)
         except RayActorError:
             # The EnvWorker died: replace it and run the group again elsewhere (same seed).
-            self.workers.replace_env(worker)
-            self.counters.env_worker_restarts += 1
+            self.trajectories.retry(ref)
+            if worker in self.workers.env:  # several of its groups report its death; replace it once
+                self.workers.replace_env(worker)
+                self.counters.env_worker_restarts += 1
             self.counters.retried_groups += 1
             self._submit(spec)
             return
+        self.trajectories.close(
+            ref,
+            done=len(result.trajectories),
+            failed=len(result.failed),
+            cancelled=result.cancelled,
+            dropped=result.dropped,
+        )
         self.env_rss[result.worker] = result.rss_mb
         for traj in [*result.trajectories, *result.failed]:
             self.profiler.add(traj)
@@ -294,21 +332,77 @@ class Controller:
     def _get_train(self, ref: Any, version: int) -> dict[str, Any]:
         try:
             return ray.get(ref)
+        except RayActorError:
+            raise TrainerLost(f"the trainer died during step {version + 1}") from None
         except RayTaskError as err:
             raise RunError(
                 f"training step {version + 1} was refused: {err.cause if hasattr(err, 'cause') else err}. "
                 f"The last good checkpoint is {self.last_checkpoint or '(none yet)'}"
             ) from None
 
+    def _get_publish(self, ref: Any) -> SyncPayload:
+        try:
+            return ray.get(ref)
+        except RayActorError:
+            raise TrainerLost("the trainer died while publishing weights") from None
+
     def _get_sync(self, ref: Any) -> None:
         try:
             self.sync_times.append(ray.get(ref))
         except RayTaskError as err:  # e.g. an external server refused to reload: serving on would mislabel versions
+            if not self._trainer_alive():  # the published weights lived in the dead trainer's object store
+                raise TrainerLost("the trainer died while its weights were being synced") from None
             raise RunError(f"weight sync failed: {err.cause if hasattr(err, 'cause') else err}") from None
         except RayActorError:
             self.workers.note_dead_rollout()
             if not self.workers.alive_rollouts():
                 raise RunError("every rollout worker died; no replica is left to generate") from None
+
+    # ---- lost actors ------------------------------------------------------------------------------
+    def _trainer_alive(self) -> bool:
+        try:
+            ray.get(self.workers.trainer.version.remote())
+        except RayActorError:
+            return False
+        return True
+
+    def _recover_trainer(self, version: int) -> int:
+        """A new trainer from the last checkpoint; returns the version training goes on from.
+
+        Groups in flight or buffered may hold tokens of the lost versions, whose weights no longer exist: they
+        are cancelled and run again (same seeds) under the restored weights, so version labels stay exact.
+        """
+        if self.last_checkpoint is not None:
+            checkpoint: str | None = self.last_checkpoint
+            restored = self.last_checkpoint_version or 0
+        elif self.start_version > 0:  # resumed, no checkpoint written since: the one resumed from
+            checkpoint, restored = (
+                str(self.run_dir / "checkpoints" / f"step_{self.start_version:06d}"),
+                self.start_version,
+            )
+        else:
+            checkpoint, restored = None, 0
+        clean_partial_checkpoints(self.run_dir / "checkpoints")  # a save the trainer died in
+        policy_dir = str(Path(checkpoint) / "policy") if checkpoint is not None else self.workers.policy_dir
+        restart = [spec for spec, _ in self.pending.values()] + [g.spec for g in self.buffer.ready]
+        self.buffer = GroupBuffer[GroupResult](self.B, self.cfg.async_.max_staleness)
+        self._cancel_pending()
+        self.workers.restart_from(policy_dir, checkpoint, restored)
+        self.steps_lost += version - restored
+        self.trainer_restarts += 1
+        self.ledger = StalenessLedger(
+            self.B, self.cfg.async_.max_staleness, published_version=restored, next_train_version=restored
+        )
+        self.restart_queue = sorted([*restart, *self.restart_queue], key=lambda spec: spec.index)
+        self.counters.retried_groups += len(restart)
+        return restored
+
+    def _heal(self) -> None:
+        """Every few seconds: a restarted router gets its replicas back; dead rollout replicas are replaced."""
+        if time.time() - self._last_heal < 2.0:
+            return
+        self._last_heal = time.time()
+        self.workers.heal()
 
     def _check_health(self, result: GroupResult) -> None:
         reasons = [t.failure_reason or "" for t in result.failed]
@@ -389,10 +483,7 @@ class Controller:
             )
             for i in range(n)
         ]
-        names = self.workers.alive_env_names()
-        chunks = [specs[i :: len(names)] for i in range(len(names))]
-        refs = [self.workers.env[name].run_episodes.remote(chunk) for name, chunk in zip(names, chunks, strict=True)]
-        trajs = [t for part in ray.get(refs) for t in part]
+        trajs = self._run_episodes(specs)
         ok = [t for t in trajs if t.status == "ok"]
         per_task = {}
         for task in self.cfg.tasks:
@@ -423,6 +514,34 @@ class Controller:
         )
         return result
 
+    def _run_episodes(self, specs: list[EpisodeSpec]) -> list[Trajectory]:
+        """Spread ``specs`` over the EnvWorkers; a chunk whose worker dies runs again on its replacement."""
+        names = self.workers.alive_env_names()
+        todo = [specs[i :: len(names)] for i in range(len(names))]
+        done: list[Trajectory] = []
+        while todo:
+            names = self.workers.alive_env_names()
+            refs = {
+                self.workers.env[names[i % len(names)]].run_episodes.remote(chunk): (chunk, names[i % len(names)])
+                for i, chunk in enumerate(todo)
+            }
+            todo = []
+            waiting = list(refs)
+            while waiting:
+                ready, waiting = ray.wait(waiting, num_returns=1, timeout=1.0)
+                for ref in ready:
+                    chunk, name = refs[ref]
+                    try:
+                        done.extend(ray.get(ref))
+                    except RayActorError:
+                        if name in self.workers.env:
+                            self.workers.replace_env(name)
+                            self.counters.env_worker_restarts += 1
+                        todo.append(chunk)
+                self._heal()  # turns of these episodes wait on a restarted router until it has its replicas
+        order = {spec.traj_id: i for i, spec in enumerate(specs)}
+        return sorted(done, key=lambda t: order[t.traj_id])
+
     def write_profiles(self) -> dict[str, Any]:
         profiles = {
             "tasks": self.profiler.profiles(),
@@ -446,16 +565,21 @@ class Controller:
             "wall_s": time.time() - self.run_start,
             "final": final,
         }
-        self.last_checkpoint = ray.get(self.workers.trainer.save_checkpoint.remote(str(path), state))
+        try:
+            self.last_checkpoint = ray.get(self.workers.trainer.save_checkpoint.remote(str(path), state))
+        except RayActorError:
+            raise TrainerLost(f"the trainer died while writing checkpoint {path.name}") from None
+        self.last_checkpoint_version = version
 
     def collect_spans(self) -> None:
         self.timeline.write(self.workers.drain_spans())
 
     def _cancel_pending(self) -> None:
-        for spec, worker in list(self.pending.values()):
+        for ref, (spec, worker) in list(self.pending.items()):
             handle = self.workers.env.get(worker)
             if handle is not None:
                 handle.cancel_group.remote(spec.group_id)
+            self.trajectories.cancel(ref)
         self.pending.clear()
 
     def summary(self, version: int) -> dict[str, Any]:
@@ -484,6 +608,17 @@ class Controller:
             "task_profiles": self.write_profiles()["tasks"],
             "dropped_groups_by_task": dict(self.dropped_by_task),
             **self.counters.as_dict(),
+            **self.recovery_stats(),
+        }
+
+    def recovery_stats(self) -> dict[str, Any]:
+        """What lost actors cost: restarts per role, steps redone, and where every started trajectory ended."""
+        return {
+            "trajectories": self.trajectories.as_dict(),
+            "trainer_restarts": self.trainer_restarts,
+            "steps_lost": self.steps_lost,
+            "router_restarts": self.workers.router_restarts,
+            "rollout_restarts": self.workers.rollout_restarts,
         }
 
 

@@ -15,11 +15,13 @@ import ray
 from rollarc.agent.local_eval import evaluate_local
 from rollarc.config import Config, load_train_config
 from rollarc.configio import ConfigError, dump_yaml
-from rollarc.models.checkpoint import load_policy
+from rollarc.models.checkpoint import clean_partial_checkpoints, load_policy
 from rollarc.models.device import resolve_device, resolve_dtype
 from rollarc.report.metrics import MetricsWriter
+from rollarc.runtime import stop_signals
 from rollarc.runtime.controller import Controller, RunError
 from rollarc.runtime.ray_cluster import plugin_pythonpath, start_ray
+from rollarc.runtime.stop_signals import RunStopped
 from rollarc.runtime.workers import Workers
 from rollarc.train.sft_entry import SFT_META, read_sft_meta, run_sft
 
@@ -57,7 +59,7 @@ def train_main(config_path: str, overrides: list[str], address: str | None = Non
 
 
 def run_training(cfg: Config, address: str | None = None) -> int:
-    """Run (or resume) RL training; returns a process exit code."""
+    """Run (or resume) RL training; returns a process exit code (``128 + signal`` when stopped by a signal)."""
     start = time.time()
     plugin_pythonpath(cfg.plugin_paths)  # plugin envs must import here too (SFT demos, evaluation)
     resume_state: dict[str, Any] | None = None
@@ -80,7 +82,10 @@ def run_training(cfg: Config, address: str | None = None) -> int:
     if address is not None:  # joining a cluster: pools are real resources there (see ray_cluster)
         cfg = cfg.model_copy(update={"cluster": cfg.cluster.model_copy(update={"address": address})})
     start_ray(cfg.cluster, address, cfg.plugin_paths, device=cfg.model.device)
+    stop_signals.install()  # ray.init replaced the SIGTERM handler with one that exits mid-step
     workers = None
+    controller: Controller | None = None
+    stopped: RunStopped | None = None
     try:
         workers = Workers(cfg, policy_dir, start_version=version)
         if resume_state is not None:
@@ -104,13 +109,19 @@ def run_training(cfg: Config, address: str | None = None) -> int:
             print(f"rollarc: run stopped: {err}", file=sys.stderr)
             controller.collect_spans()
             return 1
+        except RunStopped as err:
+            stopped = err
         finally:
             metrics.close()
             controller.timeline.close()
+    except RunStopped as err:  # a signal while the workers start
+        stopped = err
     finally:
         if workers is not None:
             workers.shutdown()
         ray.shutdown()
+    if stopped is not None:
+        return _stop_summary(run_dir, stopped, controller, time.time() - start)
     summary["sft"] = sft_meta
     summary["total_wall_s"] = time.time() - start
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
@@ -119,6 +130,35 @@ def run_training(cfg: Config, address: str | None = None) -> int:
     build_report(run_dir)
     _print_result(run_dir, summary)
     return 0
+
+
+def _stop_summary(run_dir: Path, stopped: RunStopped, controller: Controller | None, wall_s: float) -> int:
+    """After a stop signal: remove half-written checkpoints, record why the run stopped, say how to resume.
+
+    The resume command names the run's own ``config.yaml``: it holds the overrides the run was started with.
+    """
+    removed = clean_partial_checkpoints(run_dir / "checkpoints")
+    checkpoint = latest_checkpoint(run_dir)
+    saved = json.loads((checkpoint / "state.json").read_text())["version"] if checkpoint else None
+    summary: dict[str, Any] = {
+        "stop_reason": stopped.name,
+        "steps": controller.version if controller is not None else None,
+        "last_checkpoint": str(checkpoint) if checkpoint else None,
+        "last_checkpoint_step": saved,
+        "removed_partial_checkpoints": removed,
+        "total_wall_s": wall_s,
+        **(controller.counters.as_dict() if controller is not None else {}),
+    }
+    (run_dir / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
+    if checkpoint is None:
+        print(f"rollarc: stopped by {stopped.name}; no checkpoint was written yet ({run_dir})", file=sys.stderr)
+    else:
+        print(
+            f"rollarc: stopped by {stopped.name}; saved step {saved} in {checkpoint}; "
+            f"resume with: rollarc train {run_dir / 'config.yaml'} resume={run_dir}",
+            file=sys.stderr,
+        )
+    return stopped.exit_code
 
 
 def _print_result(run_dir: Path, summary: dict[str, Any]) -> None:

@@ -46,6 +46,7 @@ class GroupResult:
     trajectories: list[Trajectory]
     failed: list[Trajectory] = field(default_factory=list)
     cancelled: int = 0
+    dropped: int = 0  # finished well past the first G (two ended at once); not trained
     worker: str = ""
     seconds: float = 0.0
     rss_mb: float = 0.0
@@ -159,6 +160,7 @@ class EnvWorker:
             trajectories=kept[: spec.size],
             failed=failed,
             cancelled=len(pending),
+            dropped=max(0, len(kept) - spec.size),
             worker=self.name,
             seconds=time.perf_counter() - start,
             rss_mb=process_rss_mb(),

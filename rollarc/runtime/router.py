@@ -4,6 +4,10 @@ It applies :class:`RoutingPolicy` to every turn and owns the control protocol th
 on: ``suspend`` / ``resume`` (hold new turns), ``abort_all``, ``drain`` (wait for in-flight turns),
 ``add_replica`` / ``remove_replica`` at run time. A replica that dies mid-request is marked dead and
 the turn is retried on another; when none is left the turn fails with a clear error.
+
+The router itself is restarted by Ray when it dies (``max_restarts``), under the same handle, and the turns
+in flight through it are retried there (``max_task_retries``). A restarted router knows no replica, so it
+starts suspended: turns wait until the controller has registered the replicas again (``reregister``).
 """
 
 from __future__ import annotations
@@ -30,7 +34,9 @@ class Router:
         self.handles: dict[str, Any] = {}
         self.replicas: dict[str, ReplicaState] = {}
         self._open = asyncio.Event()
-        self._open.set()
+        self.restarted = ray.get_runtime_context().was_current_actor_reconstructed
+        if not self.restarted:
+            self._open.set()
         self._idle = asyncio.Event()
         self._idle.set()
         self._inflight = 0
@@ -46,6 +52,21 @@ class Router:
     def add_replica(self, name: str, handle: Any, pool: str, capacity: int) -> None:
         self.handles[name] = handle
         self.replicas[name] = ReplicaState(name=name, pool=pool, capacity=capacity)
+
+    def reregister(self, replicas: list[tuple[str, Any, str, int]]) -> None:
+        """After a restart: learn the live replicas ``(name, handle, pool, capacity)`` again and open the door."""
+        for name, handle, pool, capacity in replicas:
+            self.add_replica(name, handle, pool, capacity)
+        self.restarted = False
+        self._open.set()
+
+    def needs_replicas(self) -> bool:
+        """True after a restart, until :meth:`reregister`."""
+        return self.restarted
+
+    def mark_dead(self, name: str) -> None:
+        """The controller found ``name`` dead (a failed ping or sync): stop routing to it."""
+        self._mark_dead(name)
 
     async def remove_replica(self, name: str, drain: bool = True) -> None:
         """Stop routing to ``name``; with ``drain`` wait until its in-flight turns have finished."""

@@ -32,15 +32,16 @@ class Workers:
         roles = cfg.cluster.roles
         self.gpus = uses_gpus(cfg.cluster, cfg.model.device)
         self.tasks = {t.name: t for t in cfg.tasks}
-        self.router = Router.options(num_cpus=0, max_concurrency=10_000).remote(  # type: ignore[attr-defined]  # @ray.remote class
-            {t.name: t.rollout_pool for t in cfg.tasks}
-        )
-        if roles.train.replicas > 1 or cfg.train.fsdp.on_one_replica:
-            self.trainer = start_train_group(cfg, policy_dir, gpus=self.gpus)  # FSDP rank 0, same interface
-        else:
-            self.trainer = TrainWorker.options(  # type: ignore[attr-defined]  # @ray.remote class
-                **actor_options(cfg.cluster, roles.train, gpus=self.gpus)
-            ).remote(policy_dir, cfg, roles.train.threads)
+        # A lost router is restarted by Ray under the same handle (the EnvWorkers keep theirs) and its turns are
+        # retried there; ``heal`` registers the replicas with it again.
+        self.router = Router.options(  # type: ignore[attr-defined]  # @ray.remote class
+            num_cpus=0, max_concurrency=10_000, max_restarts=-1, max_task_retries=-1
+        ).remote({t.name: t.rollout_pool for t in cfg.tasks})
+        self.trainer = self._new_trainer(policy_dir)
+        self.policy_version = start_version  # the version of the weights in policy_dir
+        self.rollout_restarts = 0
+        self.router_restarts = 0
+        self._rollout_serial = 0
         self.rollout: dict[str, Any] = {}
         self.rollout_pool: dict[str, str] = {}
         self.handoff = start_openai_backend(self, start_version) if cfg.rollout.backend == "openai" else None
@@ -146,6 +147,73 @@ class Workers:
         """Stop services that outlive their callers (the serverless reward app); actors die with Ray."""
         if self.reward_backend is not None:
             self.reward_backend.shutdown()
+
+    # ---- recovery from lost actors ------------------------------------------------------------------
+    def _new_trainer(self, policy_dir: str) -> Any:
+        roles = self.cfg.cluster.roles
+        if roles.train.replicas > 1 or self.cfg.train.fsdp.on_one_replica:
+            return start_train_group(self.cfg, policy_dir, gpus=self.gpus)  # FSDP rank 0, same interface
+        return TrainWorker.options(  # type: ignore[attr-defined]  # @ray.remote class
+            **actor_options(self.cfg.cluster, roles.train, gpus=self.gpus)
+        ).remote(policy_dir, self.cfg, roles.train.threads)
+
+    def restart_from(self, policy_dir: str, checkpoint: str | None, version: int) -> None:
+        """The trainer was lost: a new one from ``checkpoint`` (policy + optimiser state), and new rollout replicas
+        holding the same weights at ``version``, so that no replica serves weights of the lost steps."""
+        if self.handoff is not None:
+            raise RuntimeError("recovering a lost trainer is not supported with rollout.backend: openai")
+        ray.kill(self.trainer)  # an FSDP group may have lost only rank 0; its other ranks must not linger
+        self.policy_dir, self.policy_version = policy_dir, version
+        self.trainer = self._new_trainer(policy_dir)
+        if checkpoint is not None:
+            ray.get(self.trainer.load_checkpoint.remote(checkpoint))
+        groups = {group.pool: group for group in self.cfg.cluster.roles.rollout}
+        for name in list(self.rollout):
+            pool = self.rollout_pool[name]
+            self.remove_rollout(name, drain=False)
+            self.add_rollout(self._next_rollout_name(name), groups[pool], version)
+        self.dead_rollouts = []
+
+    def heal(self) -> dict[str, int]:
+        """Register the replicas with a restarted router; replace rollout replicas that died. Returns what it did."""
+        healed = {"router": 0, "rollout": 0}
+        if ray.get(self.router.needs_replicas.remote()):
+            alive = [n for n in self.rollout if n not in self.dead_rollouts]
+            capacity = self.cfg.engine.max_num_seqs
+            ray.get(
+                self.router.reregister.remote([(n, self.rollout[n], self.rollout_pool[n], capacity) for n in alive])
+            )
+            self.router_restarts += 1
+            healed["router"] = 1
+        if self.handoff is not None:
+            return healed  # external servers: their health is the handoff's business
+        names = [n for n in self.rollout if n not in self.dead_rollouts]
+        refs = [self.rollout[n].ping.remote() for n in names]
+        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=5.0)
+        for name, ref in zip(names, refs, strict=True):
+            if ref not in ready:
+                continue  # busy, not known dead
+            try:
+                ray.get(ref)
+            except RayActorError:
+                ray.get(self.router.mark_dead.remote(name))
+                self.dead_rollouts.append(name)
+        groups = {group.pool: group for group in self.cfg.cluster.roles.rollout}
+        for name in list(self.dead_rollouts):
+            pool = self.rollout_pool[name]
+            ray.get(self.router.remove_replica.remote(name, False))
+            self.rollout.pop(name)
+            self.rollout_pool.pop(name)
+            self.dead_rollouts.remove(name)
+            self.add_rollout(self._next_rollout_name(name), groups[pool], self.policy_version, catch_up=True)
+            self.rollout_restarts += 1
+            healed["rollout"] += 1
+        return healed
+
+    def _next_rollout_name(self, name: str) -> str:
+        """``rollout-0`` is replaced by ``rollout-0.1``, then ``rollout-0.2``: names are never reused."""
+        self._rollout_serial += 1
+        return f"{name.split('.')[0]}.{self._rollout_serial}"
 
     # ---- gathering -------------------------------------------------------------------------------
     def drain_spans(self) -> list[dict[str, Any]]:

@@ -1,0 +1,119 @@
+"""Ctrl-C and SIGTERM stop ``rollarc train`` with one line, a clean run directory and a run that resumes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+pytestmark = pytest.mark.slow
+
+
+def write_config(policy: Path, runs: Path, path: Path) -> Path:
+    data: dict[str, Any] = {
+        "name": "stop",
+        "model": {"path": str(policy)},
+        "tasks": [
+            {
+                "name": "scripted",
+                "env": {"entry_point": "runtime_plugins:ScriptedEnv", "kwargs": {"turns": 2, "reward_by_length": True}},
+                "agent": {"max_turns": 4, "max_tokens_per_turn": 3, "history": "full", "context_limit": 200},
+            }
+        ],
+        "engine": {"max_num_seqs": 16},
+        "train": {
+            "steps": 1000,  # never reached: the signal stops it
+            "groups_per_step": 2,
+            "group_size": 2,
+            "eval_every": 0,
+            "eval_episodes": 2,
+            "checkpoint_every": 1,
+        },
+        "cluster": {
+            "num_cpus": 2,
+            "pools": {"compute": {"count": 2}, "cpu": {"count": 2}},
+            "roles": {"train": {"pool": "compute"}, "rollout": {"pool": "compute"}, "env": {"pool": "cpu"}},
+        },
+        "run": {"dir": str(runs), "progress": False, "tensorboard": False},
+    }
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def rollarc(*args: str) -> subprocess.Popen[str]:
+    # A session of its own, so that killpg reaches the whole process group, as Ctrl-C in a terminal does.
+    return subprocess.Popen(
+        [sys.executable, "-m", "rollarc.cli", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+
+
+def wait_for_checkpoint(runs: Path, proc: subprocess.Popen[str], timeout_s: float = 300.0) -> Path:
+    """The run directory once its first step is logged and checkpointed (polling the files, not a fixed sleep)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            pytest.fail(f"rollarc train ended early ({proc.returncode}): {proc.stderr.read() if proc.stderr else ''}")
+        for run in runs.glob("stop-*"):
+            if (run / "metrics.jsonl").is_file() and (run / "checkpoints" / "step_000001" / "state.json").is_file():
+                return run
+        time.sleep(0.2)
+    proc.kill()
+    pytest.fail("no step was checkpointed in time")
+
+
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_stop_signal_ends_train_cleanly_and_the_run_resumes(nano_policy_dir, tmp_path, signum, code):
+    config = write_config(nano_policy_dir, tmp_path / "runs", tmp_path / "config.yaml")
+    proc = rollarc("train", str(config))
+    run = wait_for_checkpoint(tmp_path / "runs", proc)
+    os.killpg(proc.pid, signum)
+    _, stderr = proc.communicate(timeout=120)
+    name = signal.Signals(signum).name
+
+    assert proc.returncode == code, stderr
+    assert "Traceback" not in stderr, stderr
+    lines = [line for line in stderr.splitlines() if line.startswith("rollarc:")]
+    assert len(lines) == 1, stderr
+    summary = json.loads((run / "summary.json").read_text())
+    saved = summary["last_checkpoint_step"]
+    assert summary["stop_reason"] == name and saved >= 1
+    assert lines[0] == (
+        f"rollarc: stopped by {name}; saved step {saved} in {run / 'checkpoints' / f'step_{saved:06d}'}; "
+        f"resume with: rollarc train {run / 'config.yaml'} resume={run}"
+    )
+    assert not [p.name for p in (run / "checkpoints").iterdir() if p.name.startswith(".")]
+
+    if signum != signal.SIGINT:
+        return  # resuming is the same after either signal; once is enough
+    resumed = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "rollarc.cli",
+            "train",
+            str(run / "config.yaml"),
+            f"resume={run}",
+            f"train.steps={saved + 1}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"resuming {run} from step_{saved:06d}" in resumed.stderr
+    steps = [json.loads(line)["step"] for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert steps == list(range(1, saved + 2))
+    final = json.loads((run / "summary.json").read_text())
+    assert final["steps"] == saved + 1 and "stop_reason" not in final
