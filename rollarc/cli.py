@@ -24,6 +24,7 @@ BENCHMARKS = {
     "reward": "serverless reward vs dedicated pools",
     "weightsync": "sparse bf16 delta vs full weight copies",
     "sim": "simulator speed at 3,072 GPUs",
+    "chaos": "training through env failures and killed workers vs a clean run",
 }
 
 

@@ -44,6 +44,8 @@ from rollarc.runtime.trajectory_accounting import TrajectoryAccount
 from rollarc.runtime.weight_sync import SyncPayload
 from rollarc.runtime.workers import Workers
 
+REPLACEMENT_WAIT_S = 60.0  # how long a turn waits for a replacement when the last rollout replica died
+
 
 class RunError(RuntimeError):
     """The run cannot continue; the message says why and where the last good checkpoint is."""
@@ -125,6 +127,7 @@ class Controller:
         self.trainer_restarts = 0
         self.steps_lost = 0
         self._last_heal = time.time()
+        workers.supervise(REPLACEMENT_WAIT_S)
 
     # ---- the loop --------------------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
@@ -142,7 +145,8 @@ class Controller:
         self.rl_start = self.rl_end = time.time()
         with RunProgress(steps, enabled=self.cfg.run.progress) as progress:
             progress.update(version, success=self.evals[-1]["success"])
-            while version < steps:
+            while version < steps or not self._finished(version):
+                version = self.version  # rewound when the trainer was lost at the very end (``_finished``)
                 self._admit()
                 if train_ref is None and publish_ref is None and not sync_refs:
                     batch = self._form_batch()
@@ -195,16 +199,24 @@ class Controller:
                 if time.time() - last_spans > 5:
                     self.collect_spans()
                     last_spans = time.time()
+        self.collect_spans()
+        return self.summary(version)
+
+    def _finished(self, version: int) -> bool:
+        """The end of the run: the final evaluation and checkpoint.
+
+        False when the trainer was lost before its final checkpoint was written: the controller has gone back
+        to the last checkpoint, and the loop redoes the steps since.
+        """
         self._cancel_pending()
         self.evals.append(self.evaluate(version, label="after_rl"))
         try:
             self.checkpoint(version, final=True)
-        except TrainerLost:  # the final policy is lost with it; the steps since the last checkpoint would be redone
-            raise RunError(
-                f"the trainer was lost while writing the final checkpoint; resume from {self.last_checkpoint}"
-            ) from None
-        self.collect_spans()
-        return self.summary(version)
+        except TrainerLost:
+            self.evals.pop()
+            self.version = self._recover_trainer(version)
+            return False
+        return True
 
     # ---- admission and batches -------------------------------------------------------------------
     def _admit(self) -> None:

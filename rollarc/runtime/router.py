@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import warnings
 from collections import Counter
 from typing import Any
 
@@ -21,7 +22,7 @@ import ray
 from ray.exceptions import RayActorError
 
 from rollarc.engine.types import Completion, SamplingParams
-from rollarc.runtime.routing import NoReplicaError, ReplicaState, RoutingPolicy
+from rollarc.runtime.routing import NoReplicaError, ReplicaState, Route, RoutingPolicy
 
 MAX_FAILOVERS = 8
 
@@ -34,7 +35,9 @@ class Router:
         self.handles: dict[str, Any] = {}
         self.replicas: dict[str, ReplicaState] = {}
         self._open = asyncio.Event()
-        self.restarted = ray.get_runtime_context().was_current_actor_reconstructed
+        with warnings.catch_warnings():  # Ray's property reads its own deprecated ``actor_id``
+            warnings.simplefilter("ignore")
+            self.restarted = bool(ray.get_runtime_context().was_current_actor_reconstructed)
         if not self.restarted:
             self._open.set()
         self._idle = asyncio.Event()
@@ -47,14 +50,20 @@ class Router:
         self.turns: Counter[tuple[str, str]] = Counter()
         self.stolen = 0
         self.replica_turns: Counter[str] = Counter()
+        self.replacement_wait_s = 0.0
 
     # ---- membership --------------------------------------------------------------------------------
     def add_replica(self, name: str, handle: Any, pool: str, capacity: int) -> None:
         self.handles[name] = handle
         self.replicas[name] = ReplicaState(name=name, pool=pool, capacity=capacity)
 
-    def reregister(self, replicas: list[tuple[str, Any, str, int]]) -> None:
+    def set_replacement_wait(self, seconds: float) -> None:
+        """A supervisor replaces dead replicas: with none usable, a turn waits this long for one before failing."""
+        self.replacement_wait_s = seconds
+
+    def reregister(self, replicas: list[tuple[str, Any, str, int]], replacement_wait_s: float = 0.0) -> None:
         """After a restart: learn the live replicas ``(name, handle, pool, capacity)`` again and open the door."""
+        self.replacement_wait_s = replacement_wait_s
         for name, handle, pool, capacity in replicas:
             self.add_replica(name, handle, pool, capacity)
         self.restarted = False
@@ -111,7 +120,7 @@ class Router:
         self._idle.clear()
         try:
             for _ in range(MAX_FAILOVERS):
-                route = self.policy.choose(self.replicas, cache_key, preferred)
+                route = await self._choose(cache_key, preferred)
                 state = self.replicas[route.replica]
                 state.outstanding += 1
                 state.foreign += int(route.stolen)
@@ -137,6 +146,16 @@ class Router:
             self._inflight -= 1
             if self._inflight == 0:
                 self._idle.set()
+
+    async def _choose(self, cache_key: str | None, preferred: str | None) -> Route:
+        deadline = time.monotonic() + self.replacement_wait_s
+        while True:
+            try:
+                return self.policy.choose(self.replicas, cache_key, preferred)
+            except NoReplicaError:
+                if time.monotonic() >= deadline:
+                    raise
+                await asyncio.sleep(0.05)  # the last replica died; its replacement is being started
 
     def release(self, cache_key: str) -> None:
         self.policy.release(cache_key)

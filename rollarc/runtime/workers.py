@@ -35,13 +35,15 @@ class Workers:
         # A lost router is restarted by Ray under the same handle (the EnvWorkers keep theirs) and its turns are
         # retried there; ``heal`` registers the replicas with it again.
         self.router = Router.options(  # type: ignore[attr-defined]  # @ray.remote class
-            num_cpus=0, max_concurrency=10_000, max_restarts=-1, max_task_retries=-1
+            name="router", num_cpus=0, max_concurrency=10_000, max_restarts=-1, max_task_retries=-1
         ).remote({t.name: t.rollout_pool for t in cfg.tasks})
+        self._train_serial = 0
         self.trainer = self._new_trainer(policy_dir)
         self.policy_version = start_version  # the version of the weights in policy_dir
         self.rollout_restarts = 0
         self.router_restarts = 0
         self._rollout_serial = 0
+        self.replacement_wait_s = 0.0
         self.rollout: dict[str, Any] = {}
         self.rollout_pool: dict[str, str] = {}
         self.handoff = start_openai_backend(self, start_version) if cfg.rollout.backend == "openai" else None
@@ -153,9 +155,16 @@ class Workers:
         roles = self.cfg.cluster.roles
         if roles.train.replicas > 1 or self.cfg.train.fsdp.on_one_replica:
             return start_train_group(self.cfg, policy_dir, gpus=self.gpus)  # FSDP rank 0, same interface
+        name = f"train-{self._train_serial}"  # named like the EnvWorkers: ray.get_actor finds it
+        self._train_serial += 1
         return TrainWorker.options(  # type: ignore[attr-defined]  # @ray.remote class
-            **actor_options(self.cfg.cluster, roles.train, gpus=self.gpus)
+            **actor_options(self.cfg.cluster, roles.train, name=name, gpus=self.gpus)
         ).remote(policy_dir, self.cfg, roles.train.threads)
+
+    def supervise(self, replacement_wait_s: float) -> None:
+        """The caller will ``heal``: while the last rollout replica is being replaced, turns wait for it."""
+        self.replacement_wait_s = replacement_wait_s
+        ray.get(self.router.set_replacement_wait.remote(replacement_wait_s))
 
     def restart_from(self, policy_dir: str, checkpoint: str | None, version: int) -> None:
         """The trainer was lost: a new one from ``checkpoint`` (policy + optimiser state), and new rollout replicas
@@ -181,7 +190,9 @@ class Workers:
             alive = [n for n in self.rollout if n not in self.dead_rollouts]
             capacity = self.cfg.engine.max_num_seqs
             ray.get(
-                self.router.reregister.remote([(n, self.rollout[n], self.rollout_pool[n], capacity) for n in alive])
+                self.router.reregister.remote(
+                    [(n, self.rollout[n], self.rollout_pool[n], capacity) for n in alive], self.replacement_wait_s
+                )
             )
             self.router_restarts += 1
             healed["router"] = 1

@@ -1,0 +1,278 @@
+"""``rollarc bench chaos``: train through env failures, hangs and the loss of one worker of every role.
+
+Two runs of the same config and seed (``configs/quickstart.yaml`` by default, shortened):
+
+- ``clean``: no injected fault;
+- ``chaos``: every env step first waits a heavy-tailed delay resampled from a trace (lognormal, median
+  10 ms, sigma 1.5, plus 0.2 % hangs of 10,000 s that only the trajectory timeout ends) and fails with
+  probability 2 %; and during training one actor of each role in turn is killed with
+  ``ray.kill(handle, no_restart=False)``, which is what a crashed process or a lost node looks like to Ray:
+  an EnvWorker, a rollout replica, the router, then the trainer. The reward role is absent: the task's
+  reward is a rule computed in the EnvWorker (a model-based judge runs as a Ray Serve deployment, which
+  Serve itself restarts).
+
+Reported: ``crashed`` (the chaos run did not finish), ``steps_lost`` (steps redone after trainer losses),
+``trajectories_failed``, ``trajectories_lost`` (started, and neither done, dropped, failed, cancelled nor
+retried: see ``rollarc/runtime/trajectory_accounting.py``), the restarts per role, and held-out success of
+both runs' final policies with the noise of the comparison (two binomial standard errors). Both policies are
+evaluated the same way, after the runs, on the clean envs (``evaluate_local``), so that the injected env
+failures do not count against the chaos run's policy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import ray
+from ray.exceptions import RayError
+
+from rollarc.agent.local_eval import evaluate_local
+from rollarc.bench.report_file import add_docs_flag, emit_json, markdown_table, publish
+from rollarc.config import Config, load_train_config
+from rollarc.models.checkpoint import load_policy
+from rollarc.runtime.entry import initial_policy, run_training
+
+ROLES = ("env", "rollout", "router", "train")  # killed in this order
+QUICK = [
+    "model.preset=nano",
+    "sft.checkpoint=artifacts/sft/bench-chaos-quick",
+    "sft.steps=5",
+    "sft.episodes=50",
+    "train.steps=6",
+    "train.groups_per_step=2",
+    "train.group_size=4",
+    "train.eval_every=0",
+    "train.eval_episodes=16",
+    "tasks.0.env.kwargs.size=4",
+    "tasks.0.agent.max_turns=8",
+    "async.trajectory_timeout_s=30",
+]
+FULL = ["train.steps=30", "train.eval_every=0", "async.trajectory_timeout_s=60"]
+HANG_S = 10_000.0
+
+
+def write_latency_trace(path: Path, seed: int, n: int = 20_000, hang_prob: float = 0.002) -> Path:
+    """Delays (s) for the ``trace`` latency kind: lognormal (median 10 ms, sigma 1.5) plus rare hangs."""
+    rng = np.random.default_rng(seed)
+    delays = 0.01 * np.exp(1.5 * rng.standard_normal(n))
+    delays[rng.random(n) < hang_prob] = HANG_S
+    path.write_text("# rollarc bench chaos: heavy-tailed env-step delays with hangs, seconds\n")
+    with path.open("a") as out:
+        out.writelines(f"{d:.6f}\n" for d in delays)
+    return path
+
+
+def chaos_overrides(trace: Path) -> list[str]:
+    return [
+        "tasks.0.latency.kind=trace",
+        f"tasks.0.latency.trace_path={trace}",
+        "tasks.0.latency.failure_prob=0.02",
+        "async.redundancy=1",  # G + 1 rollouts per group: a hung one does not hold its group back
+        "train.checkpoint_every=1",  # a lost trainer redoes at most the step it was in
+    ]
+
+
+def kill_schedule(steps: int, roles: tuple[str, ...] = ROLES) -> list[tuple[str, int]]:
+    """(role, step after which it is killed), spread evenly over the run, each role once."""
+    return [(role, max(1, round((i + 1) * steps / (len(roles) + 1)))) for i, role in enumerate(roles)]
+
+
+class Killer(threading.Thread):
+    """Watches the run's metrics and kills one actor of each role, in turn, partway into the next step."""
+
+    def __init__(self, runs: Path, schedule: list[tuple[str, int]]):
+        super().__init__(daemon=True)
+        self.runs = runs
+        self.schedule = schedule
+        self.stop = threading.Event()
+        self.kills: list[dict[str, Any]] = []
+
+    def _progress(self) -> tuple[int, float]:
+        """The highest step logged so far and the duration of the last logged one."""
+        rows = [
+            json.loads(line) for p in self.runs.glob("chaos-*/metrics.jsonl") for line in p.read_text().splitlines()
+        ]
+        if not rows:
+            return 0, 0.0
+        return max(r["step"] for r in rows), float(rows[-1].get("step_time_s", 0.0))
+
+    def run(self) -> None:
+        started = time.time()
+        for role, after_step in self.schedule:
+            while not self.stop.is_set():
+                step, step_time = self._progress()
+                if step >= after_step:
+                    break
+                time.sleep(0.2)
+            if self.stop.wait(0.5 * step_time):  # partway into the next step, not between two
+                return
+            try:
+                name = kill_one(role)
+            except (ValueError, RayError) as err:  # nothing of that role to kill: recorded, the run goes on
+                name = f"not killed: {err}"
+            self.kills.append({"role": role, "actor": name, "after_step": after_step, "t_s": time.time() - started})
+            print(f"   killed {role} ({name}) after step {after_step}", flush=True)
+
+
+def kill_one(role: str) -> str:
+    """Kill one live actor of ``role`` as a crash would (Ray may restart it); returns its name."""
+    if role == "rollout":
+        router = ray.get_actor("router")
+        replica: str = sorted(ray.get(router.alive.remote()))[0]
+        ray.kill(ray.get(router.handle_of.remote(replica)), no_restart=False)
+        return replica
+    if role == "router":
+        name = "router"
+    else:
+        prefix = f"{role}-"
+        names = [n for n in ray.util.list_named_actors() if n.startswith(prefix) and n[len(prefix) :].isdigit()]
+        if not names:
+            raise ValueError(f"no live {role} actor")
+        # the newest trainer (an older one is dead), the oldest EnvWorker
+        name = max(names, key=lambda n: int(n[len(prefix) :])) if role == "train" else min(names)
+    ray.kill(ray.get_actor(name), no_restart=False)
+    return name
+
+
+def run_one(
+    config_path: str, overrides: list[str], label: str, runs: Path, killer: Killer | None = None
+) -> dict[str, Any]:
+    cfg = load_train_config(config_path, [*overrides, f"name={label}", f"run.dir={runs}", "run.progress=false"])
+    error = None
+    if killer is not None:
+        killer.start()
+    try:
+        code = run_training(cfg)
+        error = None if code == 0 else f"exit code {code}"
+    except (RuntimeError, RayError) as err:
+        error = f"{type(err).__name__}: {err}"
+    finally:
+        if killer is not None:
+            killer.stop.set()
+            killer.join()
+    found = [p for p in runs.iterdir() if p.is_dir() and p.name.startswith(f"{label}-")]
+    summary_file = found[0] / "summary.json" if found else None
+    summary = json.loads(summary_file.read_text()) if summary_file and summary_file.is_file() else {}
+    finished = error is None and summary.get("steps") == cfg.train.steps
+    return {"crashed": not finished, "error": error, "summary": summary, "steps_planned": cfg.train.steps}
+
+
+def heldout_success(cfg: Config, summary: dict[str, Any]) -> dict[str, Any] | None:
+    """Greedy held-out success of a run's final policy on the clean envs of ``cfg``."""
+    checkpoint = summary.get("last_checkpoint")
+    if not checkpoint or not (Path(checkpoint) / "policy" / "config.json").is_file():
+        return None
+    model, tokenizer = load_policy(Path(checkpoint) / "policy")
+    return evaluate_local(
+        model, tokenizer, list(cfg.tasks), cfg.train.eval_episodes, cfg.train.eval_seed_base, cfg.sampling, cfg.engine
+    )
+
+
+def compare(
+    clean: dict[str, Any],
+    chaos: dict[str, Any],
+    kills: list[dict[str, Any]],
+    heldout: tuple[dict[str, Any] | None, dict[str, Any] | None],
+) -> dict[str, Any]:
+    """The benchmark's result from the two runs' summaries and the held-out evaluations of their final policies."""
+    s, c = chaos["summary"], clean["summary"]
+    account = s.get("trajectories", {})
+    clean_eval, chaos_eval = heldout
+    n = clean_eval["episodes"] if clean_eval else 0
+    p_clean = clean_eval["success"] if clean_eval else None
+    p_chaos = chaos_eval["success"] if chaos_eval else None
+    noise = gap = None
+    if n and p_chaos is not None and p_clean is not None:
+        noise = 2 * math.sqrt((p_chaos * (1 - p_chaos) + p_clean * (1 - p_clean)) / n)
+        gap = p_chaos - p_clean
+    trainer_losses = s.get("trainer_restarts", 0)
+    return {
+        "crashed": chaos["crashed"],
+        "error": chaos["error"],
+        "steps": s.get("steps"),
+        "kills": kills,
+        "reward_role": "absent (rule reward, computed in the EnvWorker)",
+        "restarts": {
+            "env": s.get("env_worker_restarts", 0),
+            "rollout": s.get("rollout_restarts", 0),
+            "router": s.get("router_restarts", 0),
+            "train": trainer_losses,
+        },
+        "steps_lost": s.get("steps_lost"),
+        "trainer_losses": trainer_losses,
+        "steps_lost_per_trainer_loss": (s.get("steps_lost", 0) / trainer_losses) if trainer_losses else 0.0,
+        "trajectories_started": account.get("started"),
+        "trajectories_failed": account.get("failed"),
+        "trajectories_cancelled": account.get("cancelled"),
+        "trajectories_retried": account.get("retried"),
+        "trajectories_lost": account.get("lost"),
+        "failure_reasons": s.get("failure_reasons", {}),
+        "heldout_success_chaos": p_chaos,
+        "heldout_success_clean": p_clean,
+        "heldout_episodes": n,
+        "success_gap": gap,
+        "noise_2se": noise,
+        "within_noise": (abs(gap) <= noise) if gap is not None and noise is not None else None,
+        "clean_crashed": clean["crashed"],
+        "rl_wall_s": {"clean": c.get("rl_wall_s"), "chaos": s.get("rl_wall_s")},
+    }
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="rollarc bench chaos", description=__doc__.split("\n")[0])
+    parser.add_argument("--config", default="configs/quickstart.yaml")
+    parser.add_argument(
+        "--quick", action="store_true", help="a short smoke run (nano model, 6 steps); publishes nothing"
+    )
+    parser.add_argument("--json", action="store_true", help="(the JSON line is always printed last)")
+    add_docs_flag(parser)
+    parser.add_argument("--runs", default=None, help="where the runs go (default: a temporary directory)")
+    parser.add_argument("overrides", nargs="*", help="key=value overrides applied to both runs")
+    args = parser.parse_args(argv)
+    overrides = [*(QUICK if args.quick else FULL), *args.overrides]
+    base = load_train_config(args.config, overrides)
+    policy, _ = initial_policy(base)  # one SFT warm start for both runs
+    overrides.append(f"model.path={policy}")
+    runs = Path(args.runs) if args.runs else Path(tempfile.mkdtemp(prefix="rollarc-bench-chaos-"))
+    runs.mkdir(parents=True, exist_ok=True)
+    trace = write_latency_trace(runs / "latency_trace.txt", base.seed)
+
+    print("== clean", flush=True)
+    clean = run_one(args.config, overrides, "clean", runs)
+    print("== chaos", flush=True)
+    killer = Killer(runs, kill_schedule(base.train.steps))
+    chaos = run_one(args.config, [*overrides, *chaos_overrides(trace)], "chaos", runs, killer)
+    print("== held-out evaluation of both final policies on the clean envs", flush=True)
+    clean_cfg = load_train_config(args.config, overrides)
+    heldout = (heldout_success(clean_cfg, clean["summary"]), heldout_success(clean_cfg, chaos["summary"]))
+    result = compare(clean, chaos, killer.kills, heldout)
+
+    rows = [
+        ["crashed", result["crashed"]],
+        ["killed (role after step)", ", ".join(f"{k['role']} after {k['after_step']}" for k in result["kills"])],
+        ["restarts env / rollout / router / train", " / ".join(str(v) for v in result["restarts"].values())],
+        ["reward role", result["reward_role"]],
+        ["steps lost (redone after trainer losses)", result["steps_lost"]],
+        [
+            "trajectories started / failed / lost",
+            f"{result['trajectories_started']} / {result['trajectories_failed']} / {result['trajectories_lost']}",
+        ],
+        ["held-out success chaos / clean", f"{result['heldout_success_chaos']} / {result['heldout_success_clean']}"],
+        ["noise (2 standard errors)", result["noise_2se"]],
+    ]
+    body = markdown_table(["", "value"], rows)
+    body += (
+        f"\n\n{base.train.steps} steps of {base.train.groups_per_step * base.train.group_size} trajectories; "
+        f"{result['heldout_episodes']} held-out episodes per run."
+    )
+    publish("chaos", body, result, "rollarc bench chaos", quick=args.quick, no_docs=args.no_docs)
+    emit_json(result)
+    return 0
