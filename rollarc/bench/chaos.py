@@ -81,8 +81,11 @@ def chaos_overrides(trace: Path) -> list[str]:
 
 
 def kill_schedule(steps: int, roles: tuple[str, ...] = ROLES) -> list[tuple[str, int]]:
-    """(role, step after which it is killed), spread evenly over the run, each role once."""
-    return [(role, max(1, round((i + 1) * steps / (len(roles) + 1)))) for i, role in enumerate(roles)]
+    """(role, step after which it is killed), each role once, spread evenly over all but the last two steps.
+
+    The last kill leaves two steps to run, so that it lands inside the run even when steps are fast.
+    """
+    return [(role, max(1, round((i + 1) * (steps - 2) / len(roles)))) for i, role in enumerate(roles)]
 
 
 class Killer(threading.Thread):
@@ -113,6 +116,8 @@ class Killer(threading.Thread):
                     break
                 time.sleep(0.2)
             if self.stop.wait(0.5 * step_time):  # partway into the next step, not between two
+                return
+            if not ray.is_initialized():  # never let a late kill start a Ray of its own
                 return
             try:
                 name = kill_one(role)

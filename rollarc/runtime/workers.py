@@ -200,7 +200,7 @@ class Workers:
             return healed  # external servers: their health is the handoff's business
         names = [n for n in self.rollout if n not in self.dead_rollouts]
         refs = [self.rollout[n].ping.remote() for n in names]
-        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=5.0)
+        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=1.0)
         for name, ref in zip(names, refs, strict=True):
             if ref not in ready:
                 continue  # busy, not known dead
