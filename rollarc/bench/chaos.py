@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import signal
 import tempfile
 import threading
 import time
@@ -39,6 +40,7 @@ from rollarc.bench.report_file import add_docs_flag, emit_json, markdown_table, 
 from rollarc.config import Config, load_train_config
 from rollarc.models.checkpoint import load_policy
 from rollarc.runtime.entry import initial_policy, run_training
+from rollarc.runtime.stop_signals import RunStopped
 
 ROLES = ("env", "rollout", "router", "train")  # killed in this order
 QUICK = [
@@ -100,9 +102,13 @@ class Killer(threading.Thread):
 
     def _progress(self) -> tuple[int, float]:
         """The highest step logged so far and the duration of the last logged one."""
-        rows = [
-            json.loads(line) for p in self.runs.glob("chaos-*/metrics.jsonl") for line in p.read_text().splitlines()
-        ]
+        rows = []
+        for path in self.runs.glob("chaos-*/metrics.jsonl"):
+            for line in path.read_text().splitlines():
+                try:
+                    rows.append(json.loads(line))
+                except json.JSONDecodeError:  # the line being written as we read
+                    continue
         if not rows:
             return 0, 0.0
         return max(r["step"] for r in rows), float(rows[-1].get("step_time_s", 0.0))
@@ -156,6 +162,8 @@ def run_one(
         killer.start()
     try:
         code = run_training(cfg)
+        if code in (128 + signal.SIGINT, 128 + signal.SIGTERM):
+            raise RunStopped(code - 128)  # the user stopped the benchmark, not only this run
         error = None if code == 0 else f"exit code {code}"
     except (RuntimeError, RayError) as err:
         error = f"{type(err).__name__}: {err}"
