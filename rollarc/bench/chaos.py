@@ -101,7 +101,7 @@ class Killer(threading.Thread):
         self.kills: list[dict[str, Any]] = []
 
     def _progress(self) -> tuple[int, float]:
-        """The highest step logged so far and the duration of the last logged one."""
+        """The highest step logged so far and the median step duration (a recovery makes one step long)."""
         rows = []
         for path in self.runs.glob("chaos-*/metrics.jsonl"):
             for line in path.read_text().splitlines():
@@ -111,7 +111,7 @@ class Killer(threading.Thread):
                     continue
         if not rows:
             return 0, 0.0
-        return max(r["step"] for r in rows), float(rows[-1].get("step_time_s", 0.0))
+        return max(r["step"] for r in rows), float(np.median([r.get("step_time_s", 0.0) for r in rows]))
 
     def run(self) -> None:
         started = time.time()
@@ -121,7 +121,7 @@ class Killer(threading.Thread):
                 if step >= after_step:
                     break
                 time.sleep(0.2)
-            if self.stop.wait(0.5 * step_time):  # partway into the next step, not between two
+            if self.stop.wait(min(0.5 * step_time, 2.0)):  # partway into the next step, not between two
                 return
             if not ray.is_initialized():  # never let a late kill start a Ray of its own
                 return
