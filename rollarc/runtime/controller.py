@@ -384,6 +384,11 @@ class Controller:
         Groups in flight or buffered may hold tokens of the lost versions, whose weights no longer exist: they
         are cancelled and run again (same seeds) under the restored weights, so version labels stay exact.
         """
+        if self.workers.handoff is not None:
+            raise RunError(
+                "the trainer was lost, and recovering it is not supported with rollout.backend: openai; "
+                f"resume from {self.last_checkpoint or 'the start'}"
+            )
         if self.last_checkpoint is not None:
             checkpoint: str | None = self.last_checkpoint
             restored = self.last_checkpoint_version or 0
