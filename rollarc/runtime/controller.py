@@ -384,9 +384,16 @@ class Controller:
         Groups in flight or buffered may hold tokens of the lost versions, whose weights no longer exist: they
         are cancelled and run again (same seeds) under the restored weights, so version labels stay exact.
         """
-        if self.workers.handoff is not None:
+        unsupported = (
+            "rollout.backend: openai"
+            if self.workers.handoff is not None
+            else "FSDP training"
+            if self.cfg.cluster.roles.train.replicas > 1 or self.cfg.train.fsdp.on_one_replica
+            else None
+        )
+        if unsupported is not None:
             raise RunError(
-                "the trainer was lost, and recovering it is not supported with rollout.backend: openai; "
+                f"the trainer was lost, and recovering it in-process is not supported with {unsupported}; "
                 f"resume from {self.last_checkpoint or 'the start'}"
             )
         if self.last_checkpoint is not None:
