@@ -43,6 +43,7 @@ class EpisodeSpec:
     group_id: str = ""
     sampling_seed: int | None = None
     greedy: bool = False
+    temperature: float | None = None  # held-out evaluation that samples at this temperature (None: training)
 
 
 @dataclass
@@ -133,6 +134,8 @@ class EpisodeRunner:
                 raise
 
         sampling = self.greedy_sampling if spec.greedy else self.sampling
+        if spec.temperature is not None:
+            sampling = sampling.model_copy(update={"temperature": spec.temperature})
         traj = await run_trajectory(
             env,
             self.renderer,
@@ -147,7 +150,7 @@ class EpisodeRunner:
         )
         if not broken:
             self._free_envs[spec.task].append(env)
-        if self.reward_fn is not None and traj.status == "ok" and not spec.greedy:
+        if self.reward_fn is not None and traj.status == "ok" and not spec.greedy and spec.temperature is None:
             traj = await self._score(traj)
         return self._count(traj)
 

@@ -26,13 +26,14 @@ import numpy as np
 import ray
 from ray.exceptions import RayActorError, RayTaskError
 
-from rollarc.agent.runner import EpisodeSpec
+from rollarc.agent.local_eval import heldout_specs
 from rollarc.agent.task_mix import TaskMix
 from rollarc.agent.trajectory import Trajectory
-from rollarc.config import Config
+from rollarc.config import Config, elastic_pool
 from rollarc.report.metrics import MetricsWriter, TimelineWriter, process_rss_mb
 from rollarc.report.progress import RunProgress
 from rollarc.runtime.env_worker import GroupResult, GroupSpec
+from rollarc.runtime.failure_window import FailureWindow
 from rollarc.runtime.group_buffer import GroupBuffer
 from rollarc.runtime.staleness import StalenessLedger
 from rollarc.runtime.task_profile import TaskProfiler
@@ -55,7 +56,6 @@ class Counters:
     failure_reasons: Counter[str] = field(default_factory=Counter)
     env_worker_restarts: int = 0
     retried_groups: int = 0
-    consecutive_dropped: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -110,6 +110,9 @@ class Controller:
         self.profiler = TaskProfiler()
         self.trained_groups: set[str] = set()
         self.dropped_by_task: Counter[str] = Counter()
+        self.elastic_events: list[dict[str, Any]] = []
+        # One step's worth of started rollouts: B × (G + r).
+        self.failures = FailureWindow(self.B * (self.G + cfg.async_.redundancy), cfg.async_.max_failed_fraction)
 
     # ---- the loop --------------------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
@@ -169,6 +172,7 @@ class Controller:
                             )
                             last_step_end = self.rl_end = now
                             self._after_step(version, record, progress)
+                            self._apply_elastic(version)
                 if time.time() - last_spans > 5:
                     self.collect_spans()
                     last_spans = time.time()
@@ -224,15 +228,15 @@ class Controller:
         for traj in result.failed:
             self.counters.failed_trajectories += 1
             self.counters.failure_reasons[(traj.failure_reason or "unknown").split(":")[0]] += 1
+        self.failures.add(ok=len(result.trajectories), failed=len(result.failed))
         if len(result.trajectories) < 2:
             self.dropped_by_task[spec.task] += 1
             self.ledger.discard()
             self.counters.dropped_failed += 1
-            self.counters.consecutive_dropped += 1
             self._check_health(result)
-            return
-        self.counters.consecutive_dropped = 0
-        self.buffer.add(result)
+        else:
+            self.buffer.add(result)
+        self._check_failed_fraction()
 
     def _form_batch(self) -> list[GroupResult] | None:
         decision = self.buffer.take(self.ledger.next_train_version)
@@ -317,9 +321,15 @@ class Controller:
             and not self.workers.alive_rollouts()
         ):
             raise RunError("every rollout worker died; no replica is left to generate")
-        if self.counters.consecutive_dropped >= max(4 * self.B, 16):
+
+    def _check_failed_fraction(self) -> None:
+        """``async.max_failed_fraction``: stop when too many of the last B×(G+r) finished trajectories failed."""
+        if self.failures.exceeded():
             top = ", ".join(f"{k} ({v})" for k, v in self.counters.failure_reasons.most_common(3))
-            raise RunError(f"the last {self.counters.consecutive_dropped} groups all failed; reasons: {top}")
+            raise RunError(
+                f"{self.failures.failed} of the last {self.failures.size} finished trajectories failed, more than "
+                f"async.max_failed_fraction={self.failures.max_fraction:g} allows; reasons: {top}"
+            )
 
     # ---- per-step bookkeeping --------------------------------------------------------------------
     def _step_record(
@@ -375,20 +385,32 @@ class Controller:
             staleness=record["staleness_max"],
         )
 
+    def _apply_elastic(self, version: int) -> None:
+        """The ``elastic`` schedule: between steps (no train, publish or sync in flight), add or remove replicas."""
+        for change in self.cfg.elastic:
+            if change.at_step != version:
+                continue
+            pool = elastic_pool(change, self.cfg.cluster)
+            group = next(g for g in self.cfg.cluster.roles.rollout if g.pool == pool)
+            event: dict[str, Any] = {"step": version, "pool": pool, "added": [], "removed": []}
+            for _ in range(change.add):
+                name = self.workers.next_rollout_name()
+                self.workers.add_rollout(name, group, version, catch_up=True)
+                event["added"].append(name)
+            for name in list(reversed(self.workers.rollouts_of_pool(pool)))[: change.remove]:
+                outcome = self.workers.remove_rollout(name, change.drain_timeout_s)
+                event["removed"].append({"name": name, **outcome})
+            self.elastic_events.append(event)
+
     # ---- evaluation, checkpoints, spans ----------------------------------------------------------
     def evaluate(self, version: int, label: str) -> dict[str, Any]:
-        """Greedy episodes on held-out seeds (disjoint from training seeds), spread over the EnvWorkers."""
+        """Held-out episodes (seeds disjoint from training) at ``train.eval_temperature``, on the EnvWorkers."""
         n = self.cfg.train.eval_episodes
         t0 = time.time()
         if n == 0:
             return {"label": label, "version": version, "success": float("nan"), "episodes": 0}
-        mix = TaskMix({t.name: t.weight for t in self.cfg.tasks})
-        specs = [
-            EpisodeSpec(
-                traj_id=f"eval-{label}-{i}", task=mix.next(), seed=self.cfg.train.eval_seed_base + i, greedy=True
-            )
-            for i in range(n)
-        ]
+        t = self.cfg.train
+        specs = heldout_specs(list(self.cfg.tasks), n, t.eval_seed_base, f"eval-{label}", t.eval_temperature)
         names = self.workers.alive_env_names()
         chunks = [specs[i :: len(names)] for i in range(len(names))]
         refs = [self.workers.env[name].run_episodes.remote(chunk) for name, chunk in zip(names, chunks, strict=True)]
@@ -483,6 +505,7 @@ class Controller:
             "sync": _mean_dicts(self.sync_times),
             "task_profiles": self.write_profiles()["tasks"],
             "dropped_groups_by_task": dict(self.dropped_by_task),
+            "elastic": self.elastic_events,
             **self.counters.as_dict(),
         }
 

@@ -140,6 +140,15 @@ def eval_main(
     model, tokenizer = load_policy(path)
     model = model.to(resolve_device(cfg.model.device), resolve_dtype(cfg.engine.dtype or cfg.model.dtype))  # type: ignore[arg-type]  # transformers' typed .to rejects a device
     n = episodes if episodes is not None else cfg.train.eval_episodes
-    result = evaluate_local(model, tokenizer, list(cfg.tasks), n, cfg.train.eval_seed_base, cfg.sampling, cfg.engine)
+    result = evaluate_local(
+        model,
+        tokenizer,
+        list(cfg.tasks),
+        n,
+        cfg.train.eval_seed_base,
+        cfg.sampling,
+        cfg.engine,
+        temperature=cfg.train.eval_temperature,
+    )
     print(json.dumps({"checkpoint": path, **result}))
     return 0

@@ -41,23 +41,44 @@ class Router:
         self.turns: Counter[tuple[str, str]] = Counter()
         self.stolen = 0
         self.replica_turns: Counter[str] = Counter()
+        self.removed: list[str] = []
 
     # ---- membership --------------------------------------------------------------------------------
     def add_replica(self, name: str, handle: Any, pool: str, capacity: int) -> None:
         self.handles[name] = handle
         self.replicas[name] = ReplicaState(name=name, pool=pool, capacity=capacity)
 
-    async def remove_replica(self, name: str, drain: bool = True) -> None:
-        """Stop routing to ``name``; with ``drain`` wait until its in-flight turns have finished."""
+    async def remove_replica(self, name: str, drain_timeout_s: float | None = None) -> dict[str, int]:
+        """Take ``name`` out of service: suspend it, drain it, abort what is left, then forget it.
+
+        New turns (and the next turns of its trajectories) go to the other replicas at once. Its in-flight
+        turns may finish for ``drain_timeout_s`` seconds (None: as long as they take); those still running
+        then are aborted, and the agent loops retry them on the remaining replicas. Returns the counts:
+        ``drained`` turns finished on it, ``aborted`` turns cut short.
+        """
         state = self.replicas.get(name)
         if state is None:
-            return
+            return {"drained": 0, "aborted": 0}
         state.accepting = False
         self.policy.forget(name)
-        while drain and state.alive and state.outstanding > 0:
+        in_flight = state.outstanding
+        loop = asyncio.get_running_loop()
+        deadline = None if drain_timeout_s is None else loop.time() + drain_timeout_s
+        while state.alive and state.outstanding > 0 and (deadline is None or loop.time() < deadline):
             await asyncio.sleep(0.005)
+        left = state.outstanding if state.alive else 0
+        aborted = 0
+        if left:
+            try:
+                aborted = await self.handles[name].abort_all.remote()
+            except RayActorError:
+                self._mark_dead(name)
+            while state.alive and state.outstanding > 0:  # aborted turns return at the next decode step
+                await asyncio.sleep(0.005)
         self.replicas.pop(name, None)
         self.handles.pop(name, None)
+        self.removed.append(name)
+        return {"drained": max(0, in_flight - left), "aborted": aborted}
 
     # ---- control protocol --------------------------------------------------------------------------
     def suspend(self) -> None:
@@ -148,6 +169,7 @@ class Router:
             "stolen_turns": self.stolen,
             "replica_turns": dict(self.replica_turns),
             "dead_replicas": list(self.dead),
+            "removed_replicas": list(self.removed),
             "failovers": self.failovers,
             "time": time.time(),
         }

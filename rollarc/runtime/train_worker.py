@@ -98,6 +98,10 @@ class TrainWorker:
     def version(self) -> int:
         return self.trainer.version
 
+    def gathered_weights(self) -> dict[str, torch.Tensor]:
+        """The current weights on the CPU (the FSDP group's method of the same name gathers its shards)."""
+        return self.trainer.named_weights()
+
     def save_checkpoint(self, path: str, controller_state: dict[str, Any]) -> str:
         """Policy (HF format), optimiser state and controller state, written atomically as one directory."""
         with atomic_directory(path) as tmp:

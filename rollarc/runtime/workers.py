@@ -14,7 +14,7 @@ import ray
 from ray.exceptions import RayActorError
 
 from rollarc.cluster_config import RoleConfig
-from rollarc.config import Config
+from rollarc.config import Config, rollout_replicas_at
 from rollarc.runtime.env_worker import EnvWorker
 from rollarc.runtime.openai_replica import start_openai_backend, sync_openai
 from rollarc.runtime.ray_cluster import actor_options, uses_gpus
@@ -44,12 +44,15 @@ class Workers:
         self.rollout: dict[str, Any] = {}
         self.rollout_pool: dict[str, str] = {}
         self.handoff = start_openai_backend(self, start_version) if cfg.rollout.backend == "openai" else None
-        index = 0
+        self._rollout_serial = 0
+        # A resumed run starts with the membership its elastic schedule had reached at start_version.
+        wanted = rollout_replicas_at(cfg.elastic, cfg.cluster, start_version)
+        extra = {pool: n - sum(g.replicas for g in roles.rollout if g.pool == pool) for pool, n in wanted.items()}
         for group in roles.rollout if self.handoff is None else []:
-            for _ in range(group.replicas):
-                name = f"rollout-{index}"
-                index += 1
-                self.add_rollout(name, group, start_version)
+            count = max(0, group.replicas + extra[group.pool])  # the pool's first entry takes the difference
+            extra[group.pool] -= count - group.replicas
+            for _ in range(count):
+                self.add_rollout(self.next_rollout_name(), group, start_version)
         self.reward_backend = None
         if cfg.reward.kind != "rule":
             from rollarc.rewards.service import start_reward_backend  # deferred: Ray Serve is heavy
@@ -63,8 +66,17 @@ class Workers:
         self.dead_rollouts: list[str] = []
 
     # ---- rollout replicas ------------------------------------------------------------------------
+    def next_rollout_name(self) -> str:
+        name = f"rollout-{self._rollout_serial}"
+        self._rollout_serial += 1
+        return name
+
     def add_rollout(self, name: str, group: RoleConfig, version: int, catch_up: bool = False) -> Any:
-        """Start a rollout replica on ``group``'s pool; mid-run (``catch_up``) it first fetches the current weights."""
+        """Start a rollout replica on ``group``'s pool.
+
+        Mid-run (``catch_up``) the checkpoint it loads is older than the trainer's weights: it starts under no
+        version, fetches a full copy of the current weights, and only then joins the router.
+        """
         options = actor_options(self.cfg.cluster, group, gpus=self.gpus)
         handle = RolloutWorker.options(**options, max_concurrency=10_000).remote(  # type: ignore[attr-defined]  # @ray.remote class
             name,
@@ -73,24 +85,38 @@ class Workers:
             self.cfg.async_.in_flight_update,
             group.threads,
             group.pool,
-            version,
+            None if catch_up else version,
             self.cfg.sync,
             self.trainer,
             self.cfg.model.device,
             self.cfg.engine.dtype or self.cfg.model.dtype,
         )
         if catch_up:
-            ray.get(handle.catch_up.remote())
+            caught_up = ray.get(handle.catch_up.remote())
+            if caught_up != version:
+                raise RuntimeError(f"rollout replica {name} caught up to version {caught_up}, expected {version}")
         self.rollout[name] = handle
         self.rollout_pool[name] = group.pool
         ray.get(self.router.add_replica.remote(name, handle, group.pool, self.cfg.engine.max_num_seqs))
         return handle
 
-    def remove_rollout(self, name: str, drain: bool = True) -> None:
-        ray.get(self.router.remove_replica.remote(name, drain))
+    def remove_rollout(self, name: str, drain_timeout_s: float | None = None) -> dict[str, int]:
+        """Take ``name`` out of the router (drain, then abort what is left after ``drain_timeout_s``), then stop it.
+
+        Returns the router's counts: in-flight turns that finished during the drain and turns aborted (the agent
+        loops retry those on the remaining replicas, so no trajectory is lost).
+        """
+        outcome: dict[str, int] = ray.get(self.router.remove_replica.remote(name, drain_timeout_s))
         handle = self.rollout.pop(name)
         self.rollout_pool.pop(name, None)
+        if name in self.dead_rollouts:
+            self.dead_rollouts.remove(name)
         ray.kill(handle)
+        return outcome
+
+    def rollouts_of_pool(self, pool: str) -> list[str]:
+        """The live replicas of ``pool``, oldest first."""
+        return [n for n, p in self.rollout_pool.items() if p == pool and n not in self.dead_rollouts]
 
     def sync_all(self, payload: SyncPayload) -> list[Any]:
         if self.handoff is not None:
