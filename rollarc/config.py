@@ -308,6 +308,19 @@ def rollout_replicas_at(elastic: list[ElasticChange], cluster: ClusterConfig, ve
     return count
 
 
+def rollout_entry_replicas(elastic: list[ElasticChange], cluster: ClusterConfig, version: int) -> list[int]:
+    """Replicas of each ``cluster.roles.rollout`` entry at ``version``: a pool's first entry takes the changes."""
+    extra = rollout_replicas_at(elastic, cluster, version)
+    for role in cluster.roles.rollout:
+        extra[role.pool] -= role.replicas
+    counts = []
+    for role in cluster.roles.rollout:
+        count = max(0, role.replicas + extra[role.pool])  # removals beyond the first entry go on to the next
+        extra[role.pool] -= count - role.replicas
+        counts.append(count)
+    return counts
+
+
 def elastic_problems(elastic: list[ElasticChange], cluster: ClusterConfig, steps: int) -> list[str]:
     """What would make the schedule fail mid-run, found at load time: unknown pools, too few or too many replicas."""
     problems = []

@@ -6,6 +6,7 @@ out to every rollout replica, and gathering spans and stats. No decisions about 
 
 from __future__ import annotations
 
+import contextlib
 from collections import Counter
 from collections.abc import Iterable
 from typing import Any
@@ -14,7 +15,7 @@ import ray
 from ray.exceptions import RayActorError
 
 from rollarc.cluster_config import RoleConfig
-from rollarc.config import Config, rollout_replicas_at
+from rollarc.config import Config, rollout_entry_replicas
 from rollarc.runtime.env_worker import EnvWorker
 from rollarc.runtime.openai_replica import start_openai_backend, sync_openai
 from rollarc.runtime.ray_cluster import actor_options, uses_gpus
@@ -45,12 +46,10 @@ class Workers:
         self.rollout_pool: dict[str, str] = {}
         self.handoff = start_openai_backend(self, start_version) if cfg.rollout.backend == "openai" else None
         self._rollout_serial = 0
+        self._left_spans: list[dict[str, Any]] = []  # spans of removed replicas, not yet collected
         # A resumed run starts with the membership its elastic schedule had reached at start_version.
-        wanted = rollout_replicas_at(cfg.elastic, cfg.cluster, start_version)
-        extra = {pool: n - sum(g.replicas for g in roles.rollout if g.pool == pool) for pool, n in wanted.items()}
-        for group in roles.rollout if self.handoff is None else []:
-            count = max(0, group.replicas + extra[group.pool])  # the pool's first entry takes the difference
-            extra[group.pool] -= count - group.replicas
+        counts = rollout_entry_replicas(cfg.elastic, cfg.cluster, start_version)
+        for group, count in zip(roles.rollout, counts, strict=True) if self.handoff is None else []:
             for _ in range(count):
                 self.add_rollout(self.next_rollout_name(), group, start_version)
         self.reward_backend = None
@@ -111,6 +110,8 @@ class Workers:
         self.rollout_pool.pop(name, None)
         if name in self.dead_rollouts:
             self.dead_rollouts.remove(name)
+        with contextlib.suppress(RayActorError):  # one that died first takes its spans along (death is counted)
+            self._left_spans.extend(ray.get(handle.drain_spans.remote()))  # its timeline outlives it
         ray.kill(handle)
         return outcome
 
@@ -180,7 +181,7 @@ class Workers:
             *(h for n, h in list(self.rollout.items()) if n not in self.dead_rollouts),
             self.trainer,
         ]
-        spans: list[dict[str, Any]] = []
+        spans, self._left_spans = self._left_spans, []
         for ref in [h.drain_spans.remote() for h in handles]:
             try:
                 spans.extend(ray.get(ref))

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from rollarc.agent.runner import EpisodeRunner, EpisodeSpec
-from rollarc.config import Config, rollout_replicas_at
+from rollarc.config import Config, rollout_entry_replicas, rollout_replicas_at
 from rollarc.configio import ConfigError, validate
 from rollarc.engine.types import Completion, SamplingParams
 from rollarc.runtime.router import Router
@@ -64,6 +64,22 @@ def test_a_schedule_that_would_fail_mid_run_is_refused_at_load(elastic, message)
 def test_removing_after_adding_keeps_one_replica_and_loads():
     cfg = config([{"at_step": 1, "pool": "fast", "remove": 1}, {"at_step": 3, "remove": 1}, {"at_step": 2, "add": 1}])
     assert rollout_replicas_at(cfg.elastic, cfg.cluster, 3) == {"compute": 1, "fast": 0}
+
+
+def test_a_resumed_run_starts_each_rollout_entry_with_the_replicas_its_schedule_reached():
+    data = {**BASE, "train": {"steps": 10}}
+    data["cluster"] = {**BASE["cluster"], "pools": {"compute": {"count": 6}, "fast": {"count": 1}, "cpu": {"count": 2}}}
+    data["cluster"]["roles"] = {
+        **BASE["cluster"]["roles"],
+        "rollout": [{"pool": "compute", "replicas": 2}, {"pool": "fast"}, {"pool": "compute"}],
+    }
+    data["elastic"] = [{"at_step": 2, "add": 2}, {"at_step": 4, "remove": 3}, {"at_step": 6, "add": 1}]
+    cfg = validate(Config, data)
+    per_version = [rollout_entry_replicas(cfg.elastic, cfg.cluster, v) for v in (0, 2, 4, 6)]
+    # compute: 3 -> 5 -> 2 -> 3 replicas; the first compute entry takes the changes, the last one only when it runs dry
+    assert per_version == [[2, 1, 1], [4, 1, 1], [1, 1, 1], [2, 1, 1]]
+    data["elastic"] = [{"at_step": 2, "remove": 3}]
+    assert rollout_entry_replicas(validate(Config, data).elastic, cfg.cluster, 2) == [0, 1, 0]
 
 
 # ---- removal: drain, then abort ----------------------------------------------------------------------
