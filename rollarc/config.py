@@ -149,6 +149,12 @@ class SFTConfig(FrozenModel):
         "seed_base + i); must not overlap the held-out seeds",
     )
     eval_episodes: int = Field(200, ge=0, description="held-out greedy episodes scored after SFT (0: none)")
+    threads: int = Field(
+        1,
+        ge=1,
+        description="torch threads of SFT in the driver (demonstrations, training and its held-out score), "
+        "pinned as each Ray actor pins its own: more threads than free cores slow it down many times",
+    )
 
 
 class FSDPConfig(FrozenModel):
@@ -197,6 +203,12 @@ class TrainConfig(FrozenModel):
     )
     eval_episodes: int = Field(200, ge=0, description="greedy held-out episodes per evaluation (0: none)")
     eval_temperature: float = Field(0.0, ge=0.0, description="not read yet: held-out evaluation is always greedy")
+    eval_threads: int = Field(
+        1,
+        ge=1,
+        description="torch threads of held-out evaluation in the driver process (`rollarc eval`); "
+        "evaluation during a run uses the env and rollout actors' own threads",
+    )
     checkpoint_every: int = Field(
         10,
         ge=0,
