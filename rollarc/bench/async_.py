@@ -145,6 +145,8 @@ def main(argv: list[str]) -> int:
     seeds = args.seeds if args.seeds is not None else (1 if args.quick else 2)
     if seeds < 1:
         parser.error(f"--seeds {seeds}: at least one run per mode is needed")
+    if not 0.0 < args.target_fraction <= 1.0:
+        parser.error(f"--target-fraction {args.target_fraction}: use a fraction in (0, 1]")
     overrides.append(f"train.eval_every={args.eval_every if args.eval_every is not None else (1 if args.quick else 2)}")
     ks = [int(k) for k in args.ks.split(",") if k]
     base = load_train_config(args.config, overrides)
