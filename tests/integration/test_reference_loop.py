@@ -14,6 +14,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
+from rollarc.envs.latency import LatencyConfig
 from rollarc.runtime.entry import run_training
 from rollarc.train.reference_loop import run_reference
 from tests.integration.test_runtime import config, metrics, only_run
@@ -30,6 +31,9 @@ def test_sync_runtime_trains_the_reference_loops_batches(nano_policy_dir, tmp_pa
         env_kwargs={"raise_on_seed_mod": 4},  # group 0 (env seed 0) fails whole: its replacement must match too
         train={"steps": 3, "eval_episodes": 0, "checkpoint_every": 0},
     )
+    # injected step failures too: which trajectories fail must not depend on Ray timing (regression)
+    latency = LatencyConfig(kind="fixed", fixed_s=0.0, failure_prob=0.15)
+    cfg = cfg.model_copy(update={"tasks": [cfg.tasks[0].model_copy(update={"latency": latency})]})
     assert run_training(cfg) == 0
     run = only_run(tmp_path)
     rows = metrics(run)
@@ -40,6 +44,7 @@ def test_sync_runtime_trains_the_reference_loops_batches(nano_policy_dir, tmp_pa
         assert row["token_staleness_max"] == ref["token_staleness_max"] == 0.0
         assert row["loss"] == pytest.approx(ref["loss"], abs=1e-5)
     assert len({r["batch_digest"] for r in rows}) == 3  # three different batches, not one repeated
+    assert rows[-1]["dropped_failed_groups"] >= 2  # failed groups were replaced, by the same indices in both
     trained = AutoModelForCausalLM.from_pretrained(run / "checkpoints" / "step_000003" / "policy").state_dict()
     assert reference.model is not None
     ours = reference.model.state_dict()
