@@ -149,6 +149,12 @@ class SFTConfig(FrozenModel):
         "seed_base + i); must not overlap the held-out seeds",
     )
     eval_episodes: int = Field(200, ge=0, description="held-out greedy episodes scored after SFT (0: none)")
+    threads: int = Field(
+        1,
+        ge=1,
+        description="torch threads of SFT in the driver (demonstrations, training and its held-out score), "
+        "pinned as each Ray actor pins its own: more threads than free cores slow it down many times",
+    )
 
 
 class FSDPConfig(FrozenModel):
@@ -202,6 +208,12 @@ class TrainConfig(FrozenModel):
         le=10.0,
         description="held-out evaluation: 0 is greedy; above 0 it samples at this temperature (with the "
         "rollout's top_p and top_k), episode i with seed eval_seed_base + i, the same in every evaluation",
+    )
+    eval_threads: int = Field(
+        1,
+        ge=1,
+        description="torch threads of held-out evaluation in the driver process (`rollarc eval`); "
+        "evaluation during a run uses the env and rollout actors' own threads",
     )
     checkpoint_every: int = Field(
         10,

@@ -24,6 +24,7 @@ import numpy as np
 
 from rollarc.agent.chat import ChatRenderer
 from rollarc.agent.loop import EnvFailure, GenerateFn, run_trajectory
+from rollarc.agent.seeds import trajectory_latency_seed
 from rollarc.agent.trajectory import Trajectory
 from rollarc.envs.latency import LatencyModel
 from rollarc.envs.registry import instructions as env_instructions
@@ -99,7 +100,7 @@ class EpisodeRunner:
         self._executor = concurrent.futures.ThreadPoolExecutor(max_env_threads, thread_name_prefix="env")
         self._hung: set[concurrent.futures.Future] = set()
         self._latency = {name: LatencyModel(task.latency) for name, task in tasks.items()}
-        self._rng = np.random.default_rng(latency_seed)
+        self._latency_seed = latency_seed
         self._free_envs: dict[str, list[Any]] = {name: [] for name in tasks}
         self._instructions: dict[str, str] = {}
         self._wall_offset = perf_to_wall_offset()
@@ -117,11 +118,16 @@ class EpisodeRunner:
         except EnvFailure as err:
             return self._count(traj.fail(f"env construction: {err}"))
         broken = False
+        # One generator per trajectory: its delays and failures must not depend on how the trajectories
+        # sharing this worker interleave (that made synchronous runs with failure_prob > 0 irreproducible).
+        latency_rng = np.random.default_rng(
+            trajectory_latency_seed(spec.sampling_seed, spec.traj_id, spec.seed, fallback=self._latency_seed)
+        )
 
         async def env_call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
             nonlocal broken
             if fn != env.reset:  # bound methods: equality, not identity (a new object per lookup)
-                delay, fail = self._latency[spec.task].sample(self._rng)
+                delay, fail = self._latency[spec.task].sample(latency_rng)
                 if delay > 0:
                     await asyncio.sleep(delay)
                 if fail:

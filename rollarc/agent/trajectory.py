@@ -8,6 +8,8 @@ new segment whenever the prompt stops extending the previous one.
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -91,3 +93,12 @@ class Trajectory:
         self.status = "failed"
         self.failure_reason = reason
         return self
+
+
+def batch_digest(trajectories: Iterable[Trajectory]) -> str:
+    """A short hash of every token id of a batch, in order: equal digests mean token-identical batches."""
+    digest = hashlib.blake2b(digest_size=8)
+    for traj in trajectories:
+        for seg in traj.segments:
+            digest.update(str(seg.token_ids).encode())
+    return digest.hexdigest()

@@ -14,7 +14,6 @@ checkpoint stays on disk.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from collections import Counter
@@ -27,8 +26,9 @@ import ray
 from ray.exceptions import RayActorError, RayTaskError
 
 from rollarc.agent.local_eval import heldout_specs
+from rollarc.agent.seeds import derived_seed
 from rollarc.agent.task_mix import TaskMix
-from rollarc.agent.trajectory import Trajectory
+from rollarc.agent.trajectory import Trajectory, batch_digest
 from rollarc.config import Config, elastic_pool
 from rollarc.report.metrics import MetricsWriter, TimelineWriter, process_rss_mb
 from rollarc.report.progress import RunProgress
@@ -267,13 +267,9 @@ class Controller:
         per_task: dict[str, list[Trajectory]] = {}
         for t in trajs:
             per_task.setdefault(t.task, []).append(t)
-        digest = hashlib.blake2b(digest_size=8)
-        for t in trajs:
-            for seg in t.segments:
-                digest.update(str(seg.token_ids).encode())
         return {
             "train_version": train_version,
-            "batch_digest": digest.hexdigest(),
+            "batch_digest": batch_digest(trajs),
             "trajectories": len(trajs),
             "reward": float(np.mean([t.reward for t in trajs])),
             "success": float(np.mean([t.success for t in trajs])),
@@ -366,6 +362,8 @@ class Controller:
             "clip_frac": train.get("clip_frac"),
             "entropy": train.get("entropy"),
             **{k: v for k, v in self.counters.as_dict().items() if k != "failure_reasons"},
+            # every other scalar the trainer reports (token staleness, lr, rows, ...) reaches metrics.jsonl too
+            **{k: v for k, v in train.items() if k not in _NOT_STEP_METRICS and isinstance(v, int | float)},
         }
 
     def _after_step(self, version: int, record: dict[str, Any], progress: RunProgress) -> None:
@@ -510,9 +508,11 @@ class Controller:
         }
 
 
+_NOT_STEP_METRICS = {"version", "tokens", "train_s", "rss_mb", "loss", "grad_norm", "clip_frac", "entropy"}
+
+
 def _seed_of(seed: int, purpose: str, index: int) -> int:
-    digest = hashlib.blake2b(f"{seed}:{purpose}:{index}".encode(), digest_size=6).digest()
-    return int.from_bytes(digest, "little") * 1000
+    return derived_seed(seed, purpose, index)  # shared with the in-process reference loop
 
 
 def _mean_dicts(items: list[dict[str, float]]) -> dict[str, float]:

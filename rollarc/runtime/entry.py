@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import ray
+import torch
 
 from rollarc.agent.local_eval import evaluate_local
 from rollarc.config import Config, load_train_config
@@ -136,10 +137,12 @@ def eval_main(
 ) -> int:
     cfg = load_train_config(config_path, overrides)
     plugin_pythonpath(cfg.plugin_paths)
+    torch.set_num_threads(cfg.train.eval_threads)
     path = checkpoint or cfg.model.path or str(cfg.sft_checkpoint())
     model, tokenizer = load_policy(path)
     model = model.to(resolve_device(cfg.model.device), resolve_dtype(cfg.engine.dtype or cfg.model.dtype))  # type: ignore[arg-type]  # transformers' typed .to rejects a device
     n = episodes if episodes is not None else cfg.train.eval_episodes
+    engine = cfg.engine.model_copy(update={"num_threads": cfg.train.eval_threads})
     result = evaluate_local(
         model,
         tokenizer,
@@ -147,7 +150,7 @@ def eval_main(
         n,
         cfg.train.eval_seed_base,
         cfg.sampling,
-        cfg.engine,
+        engine,
         temperature=cfg.train.eval_temperature,
     )
     print(json.dumps({"checkpoint": path, **result}))

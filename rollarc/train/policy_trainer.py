@@ -164,6 +164,7 @@ class PolicyTrainer:
                 "tokens": int(batch.attention_mask.sum().item()),
                 "train_s": time.perf_counter() - start,
                 "token_staleness_max": float((self.version - 1) - stale.min().item()) if stale.numel() else 0.0,
+                "token_staleness_min": float((self.version - 1) - stale.max().item()) if stale.numel() else 0.0,
             }
         )
         return result

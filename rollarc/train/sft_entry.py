@@ -23,6 +23,7 @@ SFT_META = "sft_meta.json"
 
 def run_sft(cfg: Config, log: Callable[[str], None] = print) -> Path:
     """Train the warm start and save it at ``cfg.sft.checkpoint``; returns that directory."""
+    torch.set_num_threads(cfg.sft.threads)
     torch.manual_seed(cfg.seed)
     plugin_pythonpath(cfg.plugin_paths)
     target = cfg.sft_checkpoint()
@@ -72,7 +73,7 @@ def run_sft(cfg: Config, log: Callable[[str], None] = print) -> Path:
             cfg.sft.eval_episodes,
             cfg.train.eval_seed_base,
             cfg.sampling,
-            cfg.engine.model_copy(update={"dtype": None}),
+            cfg.engine.model_copy(update={"dtype": None, "num_threads": cfg.sft.threads}),
         )
         meta["heldout_success"] = score["success"]
         meta["heldout_episodes"] = score["episodes"]

@@ -196,3 +196,28 @@ def test_trajectory_masks_feed_the_batch(mode):
     assert TOKENIZER.decode(targets.tolist()).replace("<|end|>", "|") == "U|U|D|D|"
     assert (batch.behav_logp[batch.loss_mask.bool()] == -0.5).all()
     assert (batch.versions[~batch.loss_mask.bool()] == NO_VERSION).all()
+
+
+def test_injected_failures_do_not_depend_on_which_trajectories_share_the_runner():
+    """Regression: one generator per runner made a trajectory's failures depend on the interleaving of the
+    trajectories sharing its EnvWorker (Ray timing), so synchronous runs with failure_prob > 0 were not
+    reproducible. Each trajectory now draws from a generator of its own sampling seed and id."""
+    cfg = task(turns=6, latency={"kind": "fixed", "fixed_s": 0.0, "failure_prob": 0.3})
+    specs = [EpisodeSpec(f"g0-{j}", cfg.name, 3, group_id="g0", sampling_seed=1000 + j) for j in range(8)]
+
+    def outcomes(order: list[EpisodeSpec], worker_seed: int) -> dict[str, tuple[str, int]]:
+        async def go() -> list[Trajectory]:
+            runner = EpisodeRunner({cfg.name: cfg}, RENDERER, ScriptedEngine(), SAMPLING, latency_seed=worker_seed)
+            try:
+                return [await runner.run(spec) for spec in order]  # one after another: a fixed interleaving
+            finally:
+                runner.close()
+
+        return {t.traj_id: (t.failure_reason or "ok", t.num_turns) for t in asyncio.run(go())}
+
+    forward = outcomes(specs, worker_seed=0)
+    assert outcomes(specs[::-1], worker_seed=0) == forward
+    assert outcomes(specs[3:], worker_seed=7) == {
+        k: v for k, v in forward.items() if k in {s.traj_id for s in specs[3:]}
+    }
+    assert 0 < sum(v[0] != "ok" for v in forward.values()) < len(specs)  # both outcomes occur: the test can fail

@@ -94,7 +94,7 @@ def test_staleness_of_trained_tokens_is_reported():
     stats = trainer.train_step(
         [[make_traj(renderer, "a", "R", 1.0, version=3), make_traj(renderer, "b", "D", 0.0, version=5)]]
     )
-    assert stats["token_staleness_max"] == 2.0 and trainer.version == 6
+    assert stats["token_staleness_max"] == 2.0 and stats["token_staleness_min"] == 0.0 and trainer.version == 6
 
 
 def test_nan_loss_refuses_the_step_and_keeps_the_weights():
