@@ -31,6 +31,17 @@ def _config_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("overrides", nargs="*", help="dotted key=value overrides, e.g. train.steps=5")
 
 
+def _positive_int(text: str) -> int:
+    """argparse type: a whole number >= 1 (``--episodes -5`` used to print ``"success": NaN`` and exit 0)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {value}")
+    return value
+
+
 def _passthrough(module: str, func: str = "main") -> Callable[[list[str]], int]:
     def run(argv: list[str]) -> int:
         return int(getattr(importlib.import_module(module), func)(argv) or 0)
@@ -120,7 +131,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("eval", help="held-out evaluation of a checkpoint")
     _config_args(p)
     p.add_argument("--checkpoint", default=None, help="HF-format directory (default: the config's policy)")
-    p.add_argument("--episodes", type=int, default=None, help="held-out episodes (default: train.eval_episodes)")
+    p.add_argument(
+        "--episodes", type=_positive_int, default=None, help="held-out episodes (default: train.eval_episodes)"
+    )
     p.set_defaults(func=_cmd_eval)
 
     p = sub.add_parser("report", help="rebuild a run's plots, bubble fractions and report.md")

@@ -26,6 +26,7 @@ import numpy as np
 import ray
 from ray.exceptions import RayActorError, RayTaskError
 
+from rollarc.agent.failures import FailureTally
 from rollarc.agent.runner import EpisodeSpec
 from rollarc.agent.task_mix import TaskMix
 from rollarc.agent.trajectory import Trajectory
@@ -52,7 +53,7 @@ class Counters:
     restarted_stale: int = 0
     dropped_failed: int = 0
     failed_trajectories: int = 0
-    failure_reasons: Counter[str] = field(default_factory=Counter)
+    failures: FailureTally = field(default_factory=FailureTally)
     env_worker_restarts: int = 0
     retried_groups: int = 0
     consecutive_dropped: int = 0
@@ -65,7 +66,7 @@ class Counters:
             "restarted_stale_groups": self.restarted_stale,
             "dropped_failed_groups": self.dropped_failed,
             "failed_trajectories": self.failed_trajectories,
-            "failure_reasons": dict(self.failure_reasons),
+            **self.failures.as_dict(),
             "env_worker_restarts": self.env_worker_restarts,
             "retried_groups": self.retried_groups,
         }
@@ -223,7 +224,7 @@ class Controller:
             self.profiler.add(traj)
         for traj in result.failed:
             self.counters.failed_trajectories += 1
-            self.counters.failure_reasons[(traj.failure_reason or "unknown").split(":")[0]] += 1
+            self.counters.failures.add(traj)
         if len(result.trajectories) < 2:
             self.dropped_by_task[spec.task] += 1
             self.ledger.discard()
@@ -318,8 +319,10 @@ class Controller:
         ):
             raise RunError("every rollout worker died; no replica is left to generate")
         if self.counters.consecutive_dropped >= max(4 * self.B, 16):
-            top = ", ".join(f"{k} ({v})" for k, v in self.counters.failure_reasons.most_common(3))
-            raise RunError(f"the last {self.counters.consecutive_dropped} groups all failed; reasons: {top}")
+            raise RunError(
+                f"the last {self.counters.consecutive_dropped} groups all failed; "
+                f"reasons: {self.counters.failures.describe()}"
+            )
 
     # ---- per-step bookkeeping --------------------------------------------------------------------
     def _step_record(
@@ -355,7 +358,7 @@ class Controller:
             "grad_norm": train.get("grad_norm"),
             "clip_frac": train.get("clip_frac"),
             "entropy": train.get("entropy"),
-            **{k: v for k, v in self.counters.as_dict().items() if k != "failure_reasons"},
+            **{k: v for k, v in self.counters.as_dict().items() if k not in ("failure_reasons", "failure_examples")},
         }
 
     def _after_step(self, version: int, record: dict[str, Any], progress: RunProgress) -> None:
@@ -458,11 +461,30 @@ class Controller:
                 handle.cancel_group.remote(spec.group_id)
         self.pending.clear()
 
+    def stopped_summary(self, reason: str) -> dict[str, Any]:
+        """What a run that stopped early knows, from the driver alone (no remote call that could hang)."""
+        before = next((e for e in self.evals if e["label"] == "before_rl"), None)
+        return {
+            "name": self.cfg.name,
+            "status": "stopped",
+            "stop_reason": reason,
+            "mode": self.cfg.async_.mode,
+            "steps": self.ledger.published_version,
+            "wall_s": time.time() - self.run_start,
+            "heldout_success_before_rl": before["success"] if before else None,
+            "evals": self.evals,
+            "last_checkpoint": self.last_checkpoint,
+            "dropped_groups_by_task": dict(self.dropped_by_task),
+            **self.counters.as_dict(),
+        }
+
     def summary(self, version: int) -> dict[str, Any]:
         before = next((e for e in self.evals if e["label"] == "before_rl"), None)
         after = self.evals[-1]
         return {
             "name": self.cfg.name,
+            "status": "completed",
+            "stop_reason": None,
             "mode": self.cfg.async_.mode,
             "max_staleness": self.cfg.async_.max_staleness,
             "steps": version,
