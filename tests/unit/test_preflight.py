@@ -150,3 +150,12 @@ def test_partial_atomic_directories_are_cleaned_and_a_moved_aside_version_is_res
     # step 3 was moved aside and the crash came before its replacement took its place: it is put back.
     assert sorted(p.name for p in checkpoints.iterdir()) == ["step_000001", "step_000003"]
     assert (checkpoints / "step_000003" / "state.json").is_file()
+
+
+def test_sft_steps_0_needs_no_expert_and_keeps_the_preset_weights(tmp_path):
+    from rollarc.train.sft_entry import run_sft
+
+    cfg = config(tmp_path, "text_plugins:EchoEnv", model={"preset": "nano"}, sft={"steps": 0, "eval_episodes": 0})
+    path = run_sft(cfg, log=lambda _: None)  # used to raise NoExpert while making demonstrations
+    assert (path / "model.safetensors").is_file()
+    check_model_dir(path, "sft.checkpoint")
