@@ -16,6 +16,7 @@ from pathlib import Path
 
 from rollarc.config_docs import render, stale_message
 from rollarc.configio import ConfigError, dump_yaml
+from rollarc.ray_loopback import keep_local_ray_on_loopback
 
 BENCHMARKS = {
     "engine": "built-in engine vs HF generate and generate_batch",
@@ -75,6 +76,10 @@ def _cmd_config_docs(args: argparse.Namespace) -> int:
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
+    from rollarc.config import load_train_config  # deferred: the training config imports torch
+
+    if args.address is None and load_train_config(args.config, args.overrides).cluster.address is None:
+        keep_local_ray_on_loopback()  # before Ray is imported (rollarc.ray_loopback says why)
     from rollarc.runtime.entry import train_main  # deferred: Ray and torch are heavy
 
     return train_main(args.config, args.overrides, address=args.address)

@@ -19,7 +19,7 @@ from rollarc.models.checkpoint import load_policy, remove_partial_directories
 from rollarc.models.device import resolve_device, resolve_dtype
 from rollarc.report.metrics import MetricsWriter
 from rollarc.runtime.controller import Controller, RunError
-from rollarc.runtime.ray_cluster import plugin_pythonpath, start_ray
+from rollarc.runtime.ray_cluster import plugin_pythonpath, start_ray, stop_ray
 from rollarc.runtime.workers import Workers
 from rollarc.train.preflight import eval_policy_dir, preflight_train
 from rollarc.train.sft_entry import SFT_META, read_sft_meta, run_sft
@@ -119,7 +119,7 @@ def run_training(cfg: Config, address: str | None = None) -> int:
     finally:
         if workers is not None:
             workers.shutdown()
-        ray.shutdown()
+        stop_ray()
     summary["sft"] = sft_meta
     summary["total_wall_s"] = time.time() - start
     _write_summary(run_dir, summary)
