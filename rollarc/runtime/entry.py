@@ -109,6 +109,7 @@ def run_training(cfg: Config, address: str | None = None) -> int:
             print(f"rollarc: run stopped: {err}", file=sys.stderr)
             controller.collect_spans()
             _write_summary(run_dir, stopped_summary(controller, str(err), version, sft_meta, start))
+            print(f"run directory: {run_dir} (summary.json: counts and examples of every failure)", file=sys.stderr)
             return 1
         finally:
             metrics.close()
