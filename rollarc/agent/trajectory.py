@@ -59,7 +59,8 @@ class Trajectory:
     invalid_actions: int = 0
     finish: str = ""  # terminated | truncated | max_turns | context_limit
     status: Status = "ok"
-    failure_reason: str | None = None
+    failure_reason: str | None = None  # the whole message, e.g. "env step 2: RuntimeError: boom"
+    failure_kind: str | None = None  # what to count it under, e.g. "env_step_error:RuntimeError" (see failures.py)
     worker: str = ""
     timings: dict[str, float] = field(default_factory=dict)
     prompt_tokens: int = 0
@@ -89,9 +90,10 @@ class Trajectory:
     def num_tokens(self) -> int:
         return sum(len(seg) for seg in self.segments)
 
-    def fail(self, reason: str) -> Trajectory:
+    def fail(self, reason: str, kind: str = "other") -> Trajectory:
         self.status = "failed"
         self.failure_reason = reason
+        self.failure_kind = kind
         return self
 
 

@@ -49,6 +49,30 @@ def atomic_directory(path: str | Path) -> Iterator[Path]:
         shutil.rmtree(old, ignore_errors=True)
 
 
+def remove_partial_directories(parent: str | Path, name: str = "*") -> list[Path]:
+    """Undo what a crash inside :func:`atomic_directory` left in ``parent`` (for ``name``, or every name).
+
+    A ``.NAME.tmp-*`` directory is an unfinished write: removed. A ``.NAME.old-*`` directory is the
+    previous complete version, moved aside just before the new one took its place: put back when
+    ``NAME`` is missing (the crash fell between the two renames), else removed. Returns what was removed.
+    """
+    parent = Path(parent)
+    removed: list[Path] = []
+    if not parent.is_dir():
+        return removed
+    for old in sorted(parent.glob(f".{name}.old-*")):
+        target = parent / old.name[1:].rsplit(".old-", 1)[0]
+        if target.exists():
+            shutil.rmtree(old, ignore_errors=True)
+            removed.append(old)
+        else:
+            os.replace(old, target)
+    for tmp in sorted(parent.glob(f".{name}.tmp-*")):
+        shutil.rmtree(tmp, ignore_errors=True)
+        removed.append(tmp)
+    return removed
+
+
 def save_policy(
     model: PreTrainedModel,
     tokenizer: PreTrainedTokenizerBase,

@@ -334,6 +334,11 @@ def _counters_section(summary: dict[str, Any]) -> list[str]:
         lines += ["Most common failure reasons:", "", "| reason | trajectories |", "|---|---|"]
         lines += [f"| {reason.replace('|', '/')} | {count} |" for reason, count in top]
         lines.append("")
+        examples = summary.get("failure_examples") or {}
+        lines += [f"- `{kind}`: {example}" for kind, _ in top for example in examples.get(kind, [])[:1]]
+        lines.append("")
+    if summary.get("status") == "stopped":
+        lines = [f"**The run stopped early:** {summary.get('stop_reason')}", "", *lines]
     return lines
 
 

@@ -25,6 +25,7 @@ import numpy as np
 import ray
 from ray.exceptions import RayActorError, RayTaskError
 
+from rollarc.agent.failures import FailureTally
 from rollarc.agent.local_eval import heldout_specs
 from rollarc.agent.seeds import derived_seed
 from rollarc.agent.task_mix import TaskMix
@@ -53,7 +54,7 @@ class Counters:
     restarted_stale: int = 0
     dropped_failed: int = 0
     failed_trajectories: int = 0
-    failure_reasons: Counter[str] = field(default_factory=Counter)
+    failures: FailureTally = field(default_factory=FailureTally)
     env_worker_restarts: int = 0
     retried_groups: int = 0
 
@@ -65,7 +66,7 @@ class Counters:
             "restarted_stale_groups": self.restarted_stale,
             "dropped_failed_groups": self.dropped_failed,
             "failed_trajectories": self.failed_trajectories,
-            "failure_reasons": dict(self.failure_reasons),
+            **self.failures.as_dict(),
             "env_worker_restarts": self.env_worker_restarts,
             "retried_groups": self.retried_groups,
         }
@@ -227,7 +228,7 @@ class Controller:
             self.profiler.add(traj)
         for traj in result.failed:
             self.counters.failed_trajectories += 1
-            self.counters.failure_reasons[(traj.failure_reason or "unknown").split(":")[0]] += 1
+            self.counters.failures.add(traj)
         self.failures.add(ok=len(result.trajectories), failed=len(result.failed))
         if len(result.trajectories) < 2:
             self.dropped_by_task[spec.task] += 1
@@ -321,10 +322,10 @@ class Controller:
     def _check_failed_fraction(self) -> None:
         """``async.max_failed_fraction``: stop when too many of the last B×(G+r) finished trajectories failed."""
         if self.failures.exceeded():
-            top = ", ".join(f"{k} ({v})" for k, v in self.counters.failure_reasons.most_common(3))
             raise RunError(
                 f"{self.failures.failed} of the last {self.failures.size} finished trajectories failed, more than "
-                f"async.max_failed_fraction={self.failures.max_fraction:g} allows; reasons: {top}"
+                f"async.max_failed_fraction={self.failures.max_fraction:g} allows; "
+                f"reasons: {self.counters.failures.describe()}"
             )
 
     # ---- per-step bookkeeping --------------------------------------------------------------------
@@ -361,7 +362,7 @@ class Controller:
             "grad_norm": train.get("grad_norm"),
             "clip_frac": train.get("clip_frac"),
             "entropy": train.get("entropy"),
-            **{k: v for k, v in self.counters.as_dict().items() if k != "failure_reasons"},
+            **{k: v for k, v in self.counters.as_dict().items() if k not in ("failure_reasons", "failure_examples")},
             # every other scalar the trainer reports (token staleness, lr, rows, ...) reaches metrics.jsonl too
             **{k: v for k, v in train.items() if k not in _NOT_STEP_METRICS and isinstance(v, int | float)},
         }
@@ -478,11 +479,30 @@ class Controller:
                 handle.cancel_group.remote(spec.group_id)
         self.pending.clear()
 
+    def stopped_summary(self, reason: str) -> dict[str, Any]:
+        """What a run that stopped early knows, from the driver alone (no remote call that could hang)."""
+        before = next((e for e in self.evals if e["label"] == "before_rl"), None)
+        return {
+            "name": self.cfg.name,
+            "status": "stopped",
+            "stop_reason": reason,
+            "mode": self.cfg.async_.mode,
+            "steps": self.ledger.published_version,
+            "wall_s": time.time() - self.run_start,
+            "heldout_success_before_rl": before["success"] if before else None,
+            "evals": self.evals,
+            "last_checkpoint": self.last_checkpoint,
+            "dropped_groups_by_task": dict(self.dropped_by_task),
+            **self.counters.as_dict(),
+        }
+
     def summary(self, version: int) -> dict[str, Any]:
         before = next((e for e in self.evals if e["label"] == "before_rl"), None)
         after = self.evals[-1]
         return {
             "name": self.cfg.name,
+            "status": "completed",
+            "stop_reason": None,
             "mode": self.cfg.async_.mode,
             "max_staleness": self.cfg.async_.max_staleness,
             "steps": version,

@@ -16,12 +16,13 @@ import torch
 from rollarc.agent.local_eval import evaluate_local
 from rollarc.config import Config, load_train_config
 from rollarc.configio import ConfigError, dump_yaml
-from rollarc.models.checkpoint import load_policy
+from rollarc.models.checkpoint import load_policy, remove_partial_directories
 from rollarc.models.device import resolve_device, resolve_dtype
 from rollarc.report.metrics import MetricsWriter
 from rollarc.runtime.controller import Controller, RunError
-from rollarc.runtime.ray_cluster import plugin_pythonpath, start_ray
+from rollarc.runtime.ray_cluster import plugin_pythonpath, start_ray, stop_ray
 from rollarc.runtime.workers import Workers
+from rollarc.train.preflight import eval_policy_dir, preflight_train
 from rollarc.train.sft_entry import SFT_META, read_sft_meta, run_sft
 
 
@@ -61,9 +62,11 @@ def run_training(cfg: Config, address: str | None = None) -> int:
     """Run (or resume) RL training; returns a process exit code."""
     start = time.time()
     plugin_pythonpath(cfg.plugin_paths)  # plugin envs must import here too (SFT demos, evaluation)
+    preflight_train(cfg, resuming=cfg.resume is not None, warn=lambda m: print(m, file=sys.stderr))
     resume_state: dict[str, Any] | None = None
     if cfg.resume is not None:
         run_dir = Path(cfg.resume)
+        remove_partial_directories(run_dir / "checkpoints")  # left by a crash in the middle of a save
         checkpoint = latest_checkpoint(run_dir)
         if checkpoint is None:
             raise ConfigError(f"resume={run_dir}: no checkpoint found under {run_dir / 'checkpoints'}")
@@ -72,6 +75,7 @@ def run_training(cfg: Config, address: str | None = None) -> int:
         sft_meta = read_sft_meta(run_dir)
         print(f"resuming {run_dir} from {checkpoint.name} (version {resume_state['version']})", file=sys.stderr)
     else:
+        remove_partial_directories(cfg.sft_checkpoint().parent, cfg.sft_checkpoint().name)
         policy_dir, sft_meta = initial_policy(cfg, log=lambda m: print(m, file=sys.stderr))
         run_dir = new_run_dir(cfg)
         if sft_meta is not None:
@@ -80,9 +84,10 @@ def run_training(cfg: Config, address: str | None = None) -> int:
     version = int(resume_state["version"]) if resume_state else 0
     if address is not None:  # joining a cluster: pools are real resources there (see ray_cluster)
         cfg = cfg.model_copy(update={"cluster": cfg.cluster.model_copy(update={"address": address})})
-    start_ray(cfg.cluster, address, cfg.plugin_paths, device=cfg.model.device)
-    workers = None
+    workers: Workers | None = None
+    controller: Controller | None = None
     try:
+        start_ray(cfg.cluster, address, cfg.plugin_paths, device=cfg.model.device)
         workers = Workers(cfg, policy_dir, start_version=version)
         if resume_state is not None:
             ray.get(workers.trainer.load_checkpoint.remote(str(latest_checkpoint(run_dir))))
@@ -104,22 +109,44 @@ def run_training(cfg: Config, address: str | None = None) -> int:
         except RunError as err:
             print(f"rollarc: run stopped: {err}", file=sys.stderr)
             controller.collect_spans()
+            _write_summary(run_dir, stopped_summary(controller, str(err), version, sft_meta, start))
+            print(f"run directory: {run_dir} (summary.json: counts and examples of every failure)", file=sys.stderr)
             return 1
         finally:
             metrics.close()
             controller.timeline.close()
+    except BaseException as err:  # recorded in summary.json, then re-raised: Ctrl-C, a dead trainer, a bug
+        _write_summary(run_dir, stopped_summary(controller, f"{type(err).__name__}: {err}", version, sft_meta, start))
+        raise
     finally:
         if workers is not None:
             workers.shutdown()
-        ray.shutdown()
+        stop_ray()
     summary["sft"] = sft_meta
     summary["total_wall_s"] = time.time() - start
-    (run_dir / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
+    _write_summary(run_dir, summary)
     from rollarc.report.build import build_report  # deferred: matplotlib is heavy
 
     build_report(run_dir)
     _print_result(run_dir, summary)
     return 0
+
+
+def stopped_summary(
+    controller: Controller | None, reason: str, version: int, sft_meta: dict[str, Any] | None, start: float
+) -> dict[str, Any]:
+    """``summary.json`` of a run that stopped before its last step: the reason and the counts so far."""
+    if controller is not None:
+        summary = controller.stopped_summary(reason)
+    else:  # it stopped while starting (Ray, the workers): nothing was counted yet
+        summary = {"status": "stopped", "stop_reason": reason, "steps": version}
+    return {**summary, "sft": sft_meta, "total_wall_s": time.time() - start}
+
+
+def _write_summary(run_dir: Path, summary: dict[str, Any]) -> None:
+    tmp = run_dir / "summary.json.tmp"
+    tmp.write_text(json.dumps(summary, indent=1, default=str))
+    tmp.replace(run_dir / "summary.json")
 
 
 def _print_result(run_dir: Path, summary: dict[str, Any]) -> None:
@@ -136,12 +163,14 @@ def eval_main(
     config_path: str, overrides: list[str], checkpoint: str | None = None, episodes: int | None = None
 ) -> int:
     cfg = load_train_config(config_path, overrides)
+    n = episodes if episodes is not None else cfg.train.eval_episodes
+    if n < 1:
+        raise ConfigError("train.eval_episodes is 0, so there is nothing to evaluate; pass --episodes N")
     plugin_pythonpath(cfg.plugin_paths)
     torch.set_num_threads(cfg.train.eval_threads)
-    path = checkpoint or cfg.model.path or str(cfg.sft_checkpoint())
+    path = eval_policy_dir(cfg, checkpoint)
     model, tokenizer = load_policy(path)
     model = model.to(resolve_device(cfg.model.device), resolve_dtype(cfg.engine.dtype or cfg.model.dtype))  # type: ignore[arg-type]  # transformers' typed .to rejects a device
-    n = episodes if episodes is not None else cfg.train.eval_episodes
     engine = cfg.engine.model_copy(update={"num_threads": cfg.train.eval_threads})
     result = evaluate_local(
         model,

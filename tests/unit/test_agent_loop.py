@@ -126,6 +126,9 @@ def test_aborted_turn_is_retried_and_keeps_earlier_turns():
 def test_env_that_raises_fails_only_that_trajectory_with_its_reason():
     traj = run(task(turns=2, raise_on_seed_mod=2), ScriptedEngine(), seed=4)
     assert traj.status == "failed" and "scripted env crash on seed 4" in traj.failure_reason
+    # Regression: the reason was cut at its first colon ("env step 0"); the kind and whole message are kept.
+    assert traj.failure_reason == "env step 0: RuntimeError: scripted env crash on seed 4"
+    assert traj.failure_kind == "env_step_error:RuntimeError"
     ok = run(task(turns=2, raise_on_seed_mod=2), ScriptedEngine(), seed=3)
     assert ok.status == "ok"
 
@@ -141,7 +144,12 @@ def test_env_that_hangs_times_out_and_is_counted():
 
     traj, stats = asyncio.run(go())
     assert traj.status == "failed" and "timed out after 0.05 s" in traj.failure_reason
+    assert traj.failure_kind == "env_step_timeout"
     assert stats.env_timeouts == 1 and stats.failed == 1
+    assert stats.failures.as_dict() == {
+        "failure_reasons": {"env_step_timeout": 1},
+        "failure_examples": {"env_step_timeout": ["env step 0: timed out after 0.05 s in step"]},
+    }
 
 
 def test_injected_failures_fail_the_trajectory_at_a_step_not_at_reset():
@@ -149,6 +157,7 @@ def test_injected_failures_fail_the_trajectory_at_a_step_not_at_reset():
     assert traj.status == "failed" and "injected failure" in traj.failure_reason
     # Regression: latency and failures model env *steps*; reset was wrongly hit too.
     assert traj.failure_reason.startswith("env step 0")
+    assert traj.failure_kind == "env_step_injected"
 
 
 def test_nan_reward_is_kept_and_flagged():

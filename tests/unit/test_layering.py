@@ -23,7 +23,7 @@ PACKAGE_ROOT = Path(rollarc.__file__).parent
 # The layers, lowest first. A unit (a subpackage, or a top-level module of rollarc) may import only units
 # of its own layer or of lower layers; within a layer, the package graph must stay acyclic.
 LAYERS: list[tuple[str, set[str]]] = [
-    ("foundation", {"rollarc", "configio", "cluster_config", "plugin_path", "placement"}),
+    ("foundation", {"rollarc", "configio", "cluster_config", "plugin_path", "placement", "ray_loopback"}),
     ("core", {"algo", "sync", "engine", "envs", "models", "report", "serve"}),
     ("agent", {"agent"}),
     ("rewards", {"rewards"}),
