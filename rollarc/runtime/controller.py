@@ -31,6 +31,7 @@ from ray.exceptions import RayActorError, RayTaskError
 from rollarc.agent.runner import EpisodeSpec
 from rollarc.agent.trajectory import Trajectory
 from rollarc.config import Config
+from rollarc.policy.freshness import staleness as trained_staleness
 from rollarc.policy.scheduler import Admission
 from rollarc.policy.task_mix import TaskMix
 from rollarc.report.metrics import MetricsWriter, TimelineWriter, process_rss_mb
@@ -261,7 +262,7 @@ class Controller:
 
     def _batch_info(self, batch: list[GroupResult], train_version: int) -> dict[str, Any]:
         trajs = [t for g in batch for t in g.trajectories]
-        staleness = [train_version - t.min_version for t in trajs]
+        staleness = [trained_staleness(train_version, t.min_version) for t in trajs]
         per_task: dict[str, list[Trajectory]] = {}
         for t in trajs:
             per_task.setdefault(t.task, []).append(t)
