@@ -16,10 +16,14 @@ class Dispatcher:
         self.task_pools = dict(task_pools)
         self.policy = RoutingPolicy(steal_fraction=steal_fraction, max_sticky=max_sticky)
         self.replicas: dict[str, ReplicaState] = {}
+        self.pool_members: dict[str, list[ReplicaState]] = {}  # an index of ``replicas`` by pool
 
     # ---- membership ----------------------------------------------------------------------------------
     def add_replica(self, name: str, pool: str, capacity: int) -> None:
-        self.replicas[name] = ReplicaState(name=name, pool=pool, capacity=capacity)
+        self.remove(name)
+        state = ReplicaState(name=name, pool=pool, capacity=capacity)
+        self.replicas[name] = state
+        self.pool_members.setdefault(pool, []).append(state)
 
     def stop_accepting(self, name: str) -> ReplicaState | None:
         """No new turn goes to ``name`` (its running turns go on); returns its state, or None if unknown."""
@@ -30,7 +34,9 @@ class Dispatcher:
         return state
 
     def remove(self, name: str) -> None:
-        self.replicas.pop(name, None)
+        state = self.replicas.pop(name, None)
+        if state is not None:
+            self.pool_members[state.pool].remove(state)
 
     def mark_dead(self, name: str) -> bool:
         """Whether ``name`` was alive until now (a replica is counted dead once)."""
@@ -47,7 +53,7 @@ class Dispatcher:
 
     def start_turn(self, cache_key: str | None, task: str | None) -> Route:
         """Choose the replica for one turn and count it as outstanding there until :meth:`finish_turn`."""
-        route = self.policy.choose(self.replicas, cache_key, self.preferred_pool(task))
+        route = self.policy.choose(self.replicas, cache_key, self.preferred_pool(task), self.pool_members)
         state = self.replicas[route.replica]
         state.outstanding += 1
         state.foreign += int(route.stolen)
