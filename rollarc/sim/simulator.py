@@ -336,6 +336,7 @@ class Simulation:
             tokens_per_s=c.tokens_trained / total,
             generated_tokens=generated,
             dropped_groups=c.groups_dropped,
+            dropped_by_task=dict(sorted(self.scheduling.core.counts.dropped_by_task.items())),
             trained_by_task=dict(sorted(c.trained_by_task.items())),
             routing=s.routing,
             generated_by_task_pool=dict(sorted(c.generated_by_task_pool.items())),
