@@ -14,11 +14,11 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from rollarc.agent.chat import ChatRenderer
 from rollarc.agent.runner import EpisodeRunner, EpisodeSpec
-from rollarc.agent.task_mix import TaskMix
 from rollarc.agent.trajectory import Trajectory
 from rollarc.engine.async_engine import AsyncLLMEngine
 from rollarc.engine.config import EngineConfig
 from rollarc.engine.types import Completion, SamplingParams
+from rollarc.policy.task_mix import TaskMix
 
 if TYPE_CHECKING:
     from rollarc.config import SamplingConfig, TaskConfig  # type only: the training config is above agent/

@@ -1,9 +1,11 @@
 """The Controller: the step loop that admits groups, forms batches, trains, syncs and checkpoints.
 
-One loop serves synchronous and asynchronous training. Groups are admitted by the staleness ledger
-(``k = 0`` gives the synchronous barrier), finished groups wait in a bounded buffer, a training step
-starts as soon as ``B`` fresh groups are ready, and after each step the new weights are published once
-and synced to every rollout replica. Rollout never waits for training except through the ledger.
+One loop serves synchronous and asynchronous training. Every scheduling decision is the pure core's
+(:mod:`rollarc.policy`, through :class:`~rollarc.runtime.scheduling.RuntimeScheduling`, the same core
+the simulator runs): groups are admitted under the staleness bound (``k = 0`` gives the synchronous
+barrier), finished groups wait in its bounded buffer, a training step starts as soon as ``B`` fresh
+groups are ready, and after each step the new weights are published once and synced to every rollout
+replica. Rollout never waits for training except through the admission rule.
 
 Everything that can go wrong with one trajectory or one worker is counted and survived: failed
 trajectories, dropped or restarted stale groups, dead EnvWorkers (replaced; their groups re-run) and
@@ -28,15 +30,15 @@ from ray.exceptions import RayActorError, RayTaskError
 from rollarc.agent.failures import FailureTally
 from rollarc.agent.local_eval import heldout_specs
 from rollarc.agent.seeds import derived_seed
-from rollarc.agent.task_mix import TaskMix
 from rollarc.agent.trajectory import Trajectory, batch_digest
 from rollarc.config import Config, elastic_pool
+from rollarc.policy.freshness import staleness as trained_staleness
+from rollarc.policy.scheduler import Admission
 from rollarc.report.metrics import MetricsWriter, TimelineWriter, process_rss_mb
 from rollarc.report.progress import RunProgress
 from rollarc.runtime.env_worker import GroupResult, GroupSpec
 from rollarc.runtime.failure_window import FailureWindow
-from rollarc.runtime.group_buffer import GroupBuffer
-from rollarc.runtime.staleness import StalenessLedger
+from rollarc.runtime.scheduling import RuntimeScheduling
 from rollarc.runtime.task_profile import TaskProfiler
 from rollarc.runtime.weight_sync import SyncPayload
 from rollarc.runtime.workers import Workers
@@ -89,17 +91,13 @@ class Controller:
         self.workers = workers
         self.B = cfg.train.groups_per_step
         self.G = cfg.train.group_size
-        self.ledger = StalenessLedger(
-            self.B, cfg.async_.max_staleness, published_version=start_version, next_train_version=start_version
-        )
+        self.scheduling = RuntimeScheduling(cfg, start_version=start_version, group_index=group_index)
         self.start_version = start_version
-        self.mix = TaskMix({t.name: t.weight for t in cfg.tasks})
-        self.mix.skip(group_index)
         self.group_index = group_index
         self.counters = Counters()
         self.pending: dict[Any, tuple[GroupSpec, str]] = {}
-        self.buffer = GroupBuffer[GroupResult](self.B, cfg.async_.max_staleness)
-        self.restart_queue: list[GroupSpec] = []
+        self.specs: dict[int, GroupSpec] = {}  # admitted, not yet trained or dropped: a restart re-runs its spec
+        self.finished: dict[int, GroupResult] = {}  # in the scheduler's buffer, by group index
         self.run_start = run_start or time.time()
         self.metrics = metrics or MetricsWriter(run_dir, tensorboard=cfg.run.tensorboard)
         self.timeline = TimelineWriter(run_dir, self.run_start)
@@ -134,9 +132,9 @@ class Controller:
             while version < steps:
                 self._admit()
                 if train_ref is None and publish_ref is None and not sync_refs:
-                    batch = self._form_batch()
-                    if batch is not None:
-                        train_version = self.ledger.consume(len(batch))
+                    formed = self._form_batch()
+                    if formed is not None:
+                        train_version, batch = formed
                         step_started = time.time()
                         batch_info = self._batch_info(batch, train_version)
                         train_ref = self.workers.trainer.train_step.remote(
@@ -161,7 +159,7 @@ class Controller:
                         self._get_sync(ref)
                         if not sync_refs:
                             version += 1
-                            self.ledger.publish(version)
+                            self.scheduling.weights_published(version)
                             now = time.time()
                             record = self._step_record(
                                 version,
@@ -185,15 +183,13 @@ class Controller:
 
     # ---- admission and batches -------------------------------------------------------------------
     def _admit(self) -> None:
-        while self.ledger.can_admit():
-            spec = self.restart_queue.pop(0) if self.restart_queue else self._new_spec()
-            self.ledger.admit()
+        for admission in self.scheduling.admissions():
+            spec = self.specs[admission.group] if admission.restart else self._new_spec(admission)
             self._submit(spec)
 
-    def _new_spec(self) -> GroupSpec:
-        index = self.group_index
-        self.group_index += 1
-        task = self.mix.next()
+    def _new_spec(self, admission: Admission) -> GroupSpec:
+        index, task = admission.group, admission.task
+        self.group_index = index + 1
         sampling_seed = _seed_of(self.cfg.seed, "sampling", index)
         return GroupSpec(
             group_id=f"g{index}",
@@ -203,10 +199,11 @@ class Controller:
             size=self.G,
             redundancy=self.cfg.async_.redundancy,
             sampling_seed=sampling_seed,
-            step=self.ledger.published_version,
+            step=self.scheduling.core.published_version,
         )
 
     def _submit(self, spec: GroupSpec) -> None:
+        self.specs[spec.index] = spec
         name = self.workers.least_loaded_env(self.pending.values())
         ref = self.workers.env[name].run_group.remote(spec)
         self.pending[ref] = (spec, name)
@@ -230,41 +227,46 @@ class Controller:
             self.counters.failed_trajectories += 1
             self.counters.failures.add(traj)
         self.failures.add(ok=len(result.trajectories), failed=len(result.failed))
-        if len(result.trajectories) < 2:
+        if not self.scheduling.group_finished(spec.index, len(result.trajectories), result.min_version):
+            self.specs.pop(spec.index, None)
             self.dropped_by_task[spec.task] += 1
-            self.ledger.discard()
             self.counters.dropped_failed += 1
             self._check_health(result)
         else:
-            self.buffer.add(result)
+            self.finished[spec.index] = result
         self._check_failed_fraction()
 
-    def _form_batch(self) -> list[GroupResult] | None:
-        decision = self.buffer.take(self.ledger.next_train_version)
-        for result in decision.stale:
-            self.ledger.discard()
+    def _form_batch(self) -> tuple[int, list[GroupResult]] | None:
+        """The scheduler's next batch as (the version its step starts from, the groups' results), or None."""
+        decision = self.scheduling.form_batch()
+        for stale in decision.stale:
+            self.finished.pop(stale.group)
             if self.cfg.async_.on_stale == "restart":
                 self.counters.restarted_stale += 1
-                self.restart_queue.append(result.spec)
             else:
+                self.specs.pop(stale.group, None)
                 self.counters.dropped_stale += 1
-            self.dropped_by_task[result.spec.task] += 1
-        self.buffer_sizes.append(len(self.buffer) + len(decision.batch))
-        if not decision.batch:
+            self.dropped_by_task[stale.task] += 1
+        taken = decision.batch.groups if decision.batch is not None else ()
+        self.buffer_sizes.append(len(self.finished))
+        if decision.batch is None:
             return None
-        ids = [g.spec.group_id for g in decision.batch]
+        batch = [self.finished.pop(g.group) for g in taken]
+        for group in taken:
+            self.specs.pop(group.group, None)
+        ids = [g.spec.group_id for g in batch]
         if len(set(ids)) != len(ids) or self.trained_groups.intersection(ids):
             raise RunError(
                 f"internal error: a group would be trained twice ({ids}); stopping rather than "
                 "training on duplicated data"
             )
         self.trained_groups.update(ids)
-        self.counters.groups_trained += len(decision.batch)
-        return decision.batch
+        self.counters.groups_trained += len(batch)
+        return decision.batch.train_version, batch
 
     def _batch_info(self, batch: list[GroupResult], train_version: int) -> dict[str, Any]:
         trajs = [t for g in batch for t in g.trajectories]
-        staleness = [train_version - t.min_version for t in trajs]
+        staleness = [trained_staleness(train_version, t.min_version) for t in trajs]
         per_task: dict[str, list[Trajectory]] = {}
         for t in trajs:
             per_task.setdefault(t.task, []).append(t)
@@ -349,7 +351,7 @@ class Controller:
             "tokens": train.get("tokens", 0),
             "gen_tok_s": tokens / step_time if step_time > 0 else 0.0,
             "trajectories_per_s": batch["trajectories"] / step_time if step_time > 0 else 0.0,
-            "buffer_groups": len(self.buffer),
+            "buffer_groups": len(self.finished),
             "in_flight_groups": len(self.pending),
             "rss_mb": process_rss_mb(),
             "rss_mb_train": train.get("rss_mb", 0.0),
@@ -487,7 +489,7 @@ class Controller:
             "status": "stopped",
             "stop_reason": reason,
             "mode": self.cfg.async_.mode,
-            "steps": self.ledger.published_version,
+            "steps": self.scheduling.core.published_version,
             "wall_s": time.time() - self.run_start,
             "heldout_success_before_rl": before["success"] if before else None,
             "evals": self.evals,
@@ -516,7 +518,7 @@ class Controller:
             "heldout_episodes": after["episodes"],
             "evals": self.evals,
             "max_buffer_groups": max(self.buffer_sizes, default=0),
-            "max_in_flight_groups_bound": self.ledger.max_in_flight,
+            "max_in_flight_groups_bound": self.scheduling.core.max_in_flight,
             "last_checkpoint": self.last_checkpoint,
             "routing": self.workers.routing_stats(),
             "env_workers": self.workers.env_stats(),

@@ -1,6 +1,7 @@
 """Router: the one front door of the rollout replicas (a Ray async actor).
 
-It applies :class:`RoutingPolicy` to every turn and owns the control protocol that elasticity builds
+It routes every turn through a :class:`~rollarc.policy.dispatcher.Dispatcher` (the pure routing core the
+simulator runs too, built by :func:`~rollarc.runtime.scheduling.make_dispatcher`) and owns the control protocol that elasticity builds
 on: ``suspend`` / ``resume`` (hold new turns), ``abort_all``, ``drain`` (wait for in-flight turns),
 ``add_replica`` / ``remove_replica`` at run time. A replica that dies mid-request is marked dead and
 the turn is retried on another; when none is left the turn fails with a clear error.
@@ -17,7 +18,8 @@ import ray
 from ray.exceptions import RayActorError
 
 from rollarc.engine.types import Completion, SamplingParams
-from rollarc.runtime.routing import NoReplicaError, ReplicaState, RoutingPolicy
+from rollarc.policy.routing import NoReplicaError
+from rollarc.runtime.scheduling import make_dispatcher
 
 MAX_FAILOVERS = 8
 
@@ -25,10 +27,9 @@ MAX_FAILOVERS = 8
 @ray.remote
 class Router:
     def __init__(self, task_pools: dict[str, str | None], steal_fraction: float = 0.5):
-        self.task_pools = task_pools
-        self.policy = RoutingPolicy(steal_fraction=steal_fraction)
+        self.dispatch = make_dispatcher(task_pools, steal_fraction)
+        self.replicas = self.dispatch.replicas
         self.handles: dict[str, Any] = {}
-        self.replicas: dict[str, ReplicaState] = {}
         self._open = asyncio.Event()
         self._open.set()
         self._idle = asyncio.Event()
@@ -46,7 +47,7 @@ class Router:
     # ---- membership --------------------------------------------------------------------------------
     def add_replica(self, name: str, handle: Any, pool: str, capacity: int) -> None:
         self.handles[name] = handle
-        self.replicas[name] = ReplicaState(name=name, pool=pool, capacity=capacity)
+        self.dispatch.add_replica(name, pool, capacity)
 
     async def remove_replica(self, name: str, drain_timeout_s: float | None = None) -> dict[str, int]:
         """Take ``name`` out of service: suspend it, drain it, abort what is left, then forget it.
@@ -56,11 +57,9 @@ class Router:
         then are aborted, and the agent loops retry them on the remaining replicas. Returns the counts:
         ``drained`` turns finished on it, ``aborted`` turns cut short.
         """
-        state = self.replicas.get(name)
+        state = self.dispatch.stop_accepting(name)
         if state is None:
             return {"drained": 0, "aborted": 0}
-        state.accepting = False
-        self.policy.forget(name)
         in_flight = state.outstanding
         loop = asyncio.get_running_loop()
         deadline = None if drain_timeout_s is None else loop.time() + drain_timeout_s
@@ -75,7 +74,7 @@ class Router:
                 self._mark_dead(name)
             while state.alive and state.outstanding > 0:  # aborted turns return at the next decode step
                 await asyncio.sleep(0.005)
-        self.replicas.pop(name, None)
+        self.dispatch.remove(name)
         self.handles.pop(name, None)
         self.removed.append(name)
         return {"drained": max(0, in_flight - left), "aborted": aborted}
@@ -106,15 +105,12 @@ class Router:
         step: int | None = None,
     ) -> Completion:
         await self._open.wait()
-        preferred = self.task_pools.get(task) if task is not None else None
         self._inflight += 1
         self._idle.clear()
         try:
             for _ in range(MAX_FAILOVERS):
-                route = self.policy.choose(self.replicas, cache_key, preferred)
-                state = self.replicas[route.replica]
-                state.outstanding += 1
-                state.foreign += int(route.stolen)
+                route = self.dispatch.start_turn(cache_key, task)
+                pool = self.replicas[route.replica].pool
                 try:
                     completion = await self.handles[route.replica].generate.remote(
                         prompt_ids, params, cache_key, task, step
@@ -123,9 +119,8 @@ class Router:
                     self._mark_dead(route.replica)
                     continue
                 finally:
-                    state.outstanding -= 1
-                    state.foreign -= int(route.stolen)
-                key = (task or "-", state.pool)
+                    self.dispatch.finish_turn(route)
+                key = (task or "-", pool)
                 self.tokens[key] += completion.num_tokens
                 self.prompt_tokens[key] += completion.prompt_len
                 self.turns[key] += 1
@@ -139,23 +134,20 @@ class Router:
                 self._idle.set()
 
     def release(self, cache_key: str) -> None:
-        self.policy.release(cache_key)
+        self.dispatch.release(cache_key)
 
     async def abort_key(self, cache_key: str) -> None:
         """Abort the in-flight turn of a cancelled trajectory on the replica that serves it."""
-        name = self.policy.sticky.get(cache_key)
-        self.policy.release(cache_key)
+        name = self.dispatch.sticky_replica(cache_key)
+        self.dispatch.release(cache_key)
         state = self.replicas.get(name) if name is not None else None
         if name is not None and state is not None and state.alive:
             await self.handles[name].abort_key.remote(cache_key)
 
     def _mark_dead(self, name: str) -> None:
-        state = self.replicas.get(name)
-        if state is not None and state.alive:
-            state.alive = False
+        if self.dispatch.mark_dead(name):
             self.dead.append(name)
             self.failovers += 1
-            self.policy.forget(name)
 
     # ---- introspection -----------------------------------------------------------------------------
     def alive(self) -> list[str]:

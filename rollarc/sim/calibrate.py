@@ -37,6 +37,7 @@ from rollarc.cluster.distributions import Constant, Empirical
 from rollarc.cluster.engine_cost import LinearEngine, LinearTrain
 from rollarc.cluster.workload import split_groups
 from rollarc.configio import ConfigError
+from rollarc.policy.freshness import max_in_flight_groups
 from rollarc.sim.run_dir import RunRecord
 from rollarc.sim.setup import PoolBilling, RewardSetup, RolloutPoolSetup, SimSetup, TaskSetup
 from rollarc.sim.simulator import simulate
@@ -245,7 +246,7 @@ def setup_for(costs: FittedCosts, run: RunRecord, max_staleness: int, seed: int 
         tasks=[replace(t, groups_per_step=groups.get(t.name, 0)) for t in costs.tasks],
         rollout=[RolloutPoolSetup("rollout", costs.engines, costs.engine)],
         env_pool="env",
-        env_slots=max(costs.env_slots, run.groups_per_step * run.group_size * (max_staleness + 1)),
+        env_slots=max(costs.env_slots, max_in_flight_groups(run.groups_per_step, max_staleness) * run.group_size),
         train_pool="train",
         train=costs.train,
         reward=RewardSetup("dedicated", "reward", 0),

@@ -11,8 +11,8 @@ for the task mix a real run measured (``--from-workload W.yaml``: for a workload
    device kind and count per role, and each task's rollout pool, by hardware affinity.
 4. The simulator runs that placement twice with the same seed: (a) **affinity** routing, each task's
    trajectories on its planned pool; (b) **random** routing, each trajectory on any engine of any
-   rollout pool (least loaded of two random ones, as in (a), but task-oblivious). Same devices, same
-   engines; only the routing differs.
+   rollout pool (the runtime's routing with no preferred pool: sticky, least loaded, as in (a), but
+   task-oblivious). Same devices, same engines; only the routing differs.
 
 The speed-up is ``step_time(random) / step_time(affinity)``.
 """

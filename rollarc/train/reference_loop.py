@@ -33,7 +33,6 @@ from rollarc.agent.chat import ChatRenderer
 from rollarc.agent.local_eval import heldout_specs
 from rollarc.agent.runner import EpisodeRunner, EpisodeSpec
 from rollarc.agent.seeds import group_sampling_seed
-from rollarc.agent.task_mix import TaskMix
 from rollarc.agent.trajectory import Trajectory, batch_digest
 from rollarc.config import Config
 from rollarc.configio import ConfigError
@@ -41,6 +40,7 @@ from rollarc.engine.async_engine import AsyncLLMEngine
 from rollarc.engine.types import Completion, SamplingParams
 from rollarc.models.checkpoint import load_policy
 from rollarc.models.device import resolve_device, resolve_dtype
+from rollarc.policy.task_mix import TaskMix
 from rollarc.train.policy_trainer import PolicyTrainer
 
 

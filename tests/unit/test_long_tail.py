@@ -188,14 +188,18 @@ def test_on_stale_restart_runs_a_too_stale_group_again_with_the_same_spec(tmp_pa
     )
     controller = Controller(cfg, tmp_path, workers)
     controller._admit()  # k = 1, B = 1: two groups in flight
-    controller.ledger.consume(1)  # g1 finished first: the step from version 0 trains it
-    controller.ledger.publish(1)
+    scheduling = controller.scheduling
+    assert scheduling.group_finished(1, 2, 0)  # g1 finished first: the step from version 0 trains it
+    assert [g.group for g in scheduling.form_batch().batch.groups] == [1]
+    scheduling.weights_published(1)
     controller._admit()  # g2
-    controller.ledger.consume(1)  # g2: the step from version 1
-    controller.ledger.publish(2)
+    assert scheduling.group_finished(2, 2, 1)  # g2: the step from version 1
+    assert [g.group for g in scheduling.form_batch().batch.groups] == [2]
+    scheduling.weights_published(2)
     assert [s.group_id for s in submitted] == ["g0", "g1", "g2"]
     slow = GroupResult(spec=submitted[0], trajectories=[trajectory("g0-0", 0), trajectory("g0-1", 0)])
-    controller.buffer.add(slow)  # staleness 2 - 0 > k at the next step
+    controller.finished[0] = slow  # staleness 2 - 0 > k at the next step
+    assert scheduling.group_finished(0, 2, 0)
     assert controller._form_batch() is None
     assert controller.counters.restarted_stale == 1 and controller.counters.dropped_stale == 0
     controller._admit()
