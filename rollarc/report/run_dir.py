@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import numbers
 import types
 import typing
@@ -109,13 +110,16 @@ class MetricsRecord:
 
 @dataclass
 class QuantileSummary:
-    """A measured quantity of one task: exact mean and count, quantiles of a bounded reservoir sample."""
+    """A measured quantity of one task: exact mean and count, quantiles of a bounded reservoir sample.
 
-    mean: float
-    p50: float
-    p90: float
-    p99: float
+    With ``n == 0`` nothing was measured; the other numbers are then NaN or absent.
+    """
+
     n: int
+    mean: float = math.nan
+    p50: float = math.nan
+    p90: float = math.nan
+    p99: float = math.nan
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -320,7 +324,7 @@ def _json_lines(path: Path) -> Iterator[tuple[str, Any]]:
             raise RunDirError(f"{where}: not valid JSON ({err.msg})") from None
 
 
-def read_metrics(run_dir: Path) -> list[MetricsRecord]:
+def read_metrics(run_dir: str | Path) -> list[MetricsRecord]:
     """``metrics.jsonl``'s steps, in file order; an absent file is no step."""
     path = Path(run_dir) / METRICS
     if not path.is_file():
@@ -328,7 +332,7 @@ def read_metrics(run_dir: Path) -> list[MetricsRecord]:
     return [from_dict(MetricsRecord, row, where) for where, row in _json_lines(path)]
 
 
-def read_timeline(run_dir: Path) -> list[Span]:
+def read_timeline(run_dir: str | Path) -> list[Span]:
     """``timeline.jsonl``'s spans, in file order; an absent file is no span."""
     path = Path(run_dir) / TIMELINE
     if not path.is_file():
@@ -336,7 +340,7 @@ def read_timeline(run_dir: Path) -> list[Span]:
     return [from_dict(Span, row, where) for where, row in _json_lines(path)]
 
 
-def read_task_profiles(run_dir: Path) -> TaskProfiles:
+def read_task_profiles(run_dir: str | Path) -> TaskProfiles:
     path = Path(run_dir) / TASK_PROFILES
     if not path.is_file():
         raise RunDirError(
@@ -350,7 +354,7 @@ def read_task_profiles(run_dir: Path) -> TaskProfiles:
     return from_dict(TaskProfiles, data, str(path))
 
 
-def read_summary(run_dir: Path) -> Summary:
+def read_summary(run_dir: str | Path) -> Summary:
     """``summary.json``, or an empty :class:`Summary` when the run has not written one (it stopped)."""
     path = Path(run_dir) / SUMMARY
     if not path.is_file():
