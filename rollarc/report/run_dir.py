@@ -149,7 +149,7 @@ class TaskProfiles:
     group_size: int
     max_staleness: int
     weights: dict[str, float]
-    rollout_pools: dict[str, str] = field(default_factory=dict)
+    rollout_pools: dict[str, str | None] = field(default_factory=dict)  # task -> pool (None: any rollout pool)
     extra: dict[str, Any] = field(default_factory=dict)
 
 
