@@ -32,7 +32,9 @@ class MetricsWriter:
             self._tb = SummaryWriter(log_dir=str(run_dir / "tensorboard"))
 
     def log(self, step: int, values: dict[str, Any]) -> None:
-        self._out.append([from_dict(MetricsRecord, {"step": step, **values}, f"{self.path}, step {step}")])
+        self._out.append(
+            [from_dict(MetricsRecord, {"step": step, **values}, f"{self.path}, step {step}", lenient=True)]
+        )
         if self._tb is not None:
             for key, value in _flatten(values).items():
                 if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
@@ -58,6 +60,7 @@ class TimelineWriter:
                 Span,
                 {**span, "t0": round(span["t0"] - self.run_start, 6), "t1": round(span["t1"] - self.run_start, 6)},
                 str(self.path),
+                lenient=True,
             )
             for span in spans
         )

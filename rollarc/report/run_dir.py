@@ -179,7 +179,7 @@ class Summary:
     max_in_flight_groups_bound: int | None = None
     last_checkpoint: str | None = None
     routing: dict[str, Any] | None = None  # per task and pool; dead_replicas
-    env_workers: dict[str, Any] | None = None
+    env_workers: list[dict[str, Any]] | None = None  # per EnvWorker: trajectories started, finished, failed, ...
     sync: dict[str, float] | None = None  # mean timings of the weight syncs
     task_profiles: dict[str, Any] | None = None  # as in task_profiles.json's tasks
     dropped_groups_by_task: dict[str, int] | None = None
@@ -226,16 +226,26 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def from_dict(cls: type[R], data: Any, where: str) -> R:
-    """``data`` (a parsed JSON object) as a ``cls`` record; keys ``cls`` does not name go to ``extra``."""
+def from_dict(cls: type[R], data: Any, where: str, *, lenient: bool = False) -> R:
+    """``data`` (a parsed JSON object) as a ``cls`` record; keys ``cls`` does not name go to ``extra``.
+
+    ``lenient`` (the runtime's writers): a value of the wrong type goes to ``extra`` as it is, rather than
+    raising, so a run never loses its metrics or summary to a schema slip; reading the file back names it.
+    """
     if not isinstance(data, dict):
         raise RunDirError(f"{where}: expected a JSON object, got {type(data).__name__}")
     hints = typing.get_type_hints(cls)
     known = {f.name for f in dataclasses.fields(cls)} - {"extra"}  # type: ignore[arg-type]  # cls is a record class
     values: dict[str, Any] = {}
+    misfits: dict[str, Any] = {}
     for name in known:
         if name in data:
-            values[name] = _convert(hints[name], data[name], f"{where}: {name}")
+            try:
+                values[name] = _convert(hints[name], data[name], f"{where}: {name}")
+            except RunDirError:
+                if not lenient:
+                    raise
+                misfits[name] = data[name]
     missing = [
         f.name
         for f in dataclasses.fields(cls)  # type: ignore[arg-type]  # cls is a record class
@@ -246,7 +256,7 @@ def from_dict(cls: type[R], data: Any, where: str) -> R:
     ]
     if missing:
         raise RunDirError(f"{where}: missing key {missing[0]!r}")
-    values["extra"] = {k: v for k, v in data.items() if k not in known}
+    values["extra"] = {k: v for k, v in data.items() if k not in known} | misfits
     return cls(**values)
 
 

@@ -472,7 +472,7 @@ class Controller:
             "rollout_pools": {t.name: t.rollout_pool for t in self.cfg.tasks},
         }
         path = self.run_dir / TASK_PROFILES
-        record = from_dict(TaskProfiles, profiles, str(path))
+        record = from_dict(TaskProfiles, profiles, str(path), lenient=True)
         write_json(path, record)
         return to_dict(record)
 

@@ -108,7 +108,7 @@ def run_training(cfg: Config, address: str | None = None) -> int:
     summary["sft"] = sft_meta
     summary["total_wall_s"] = time.time() - start
     summary["resumes"] = resume.resumes if resume is not None else 0
-    write_json(run_dir / SUMMARY, from_dict(Summary, summary, str(run_dir / SUMMARY)))
+    write_json(run_dir / SUMMARY, from_dict(Summary, summary, str(run_dir / SUMMARY), lenient=True))
     from rollarc.report.build import build_report  # deferred: matplotlib is heavy
 
     build_report(run_dir)

@@ -107,3 +107,11 @@ def test_task_profiler_state_continues_the_reservoir_exactly():
         whole.add(float(v))
         resumed.add(float(v))
     assert (resumed.values, resumed.count, resumed.total) == (whole.values, whole.count, whole.total)
+
+
+def test_writers_keep_a_misfit_value_rather_than_lose_the_record():
+    data = {"step": 2, "tokens": "many", "loss": 0.5}
+    with pytest.raises(RunDirError, match="tokens: expected an integer"):
+        from_dict(MetricsRecord, data, "metrics")
+    record = from_dict(MetricsRecord, data, "metrics", lenient=True)
+    assert record.tokens is None and record.extra == {"tokens": "many"} and to_dict(record) == data
