@@ -19,6 +19,7 @@ import yaml
 
 from rollarc.config import Config
 from rollarc.configio import ConfigError, dump_yaml, validate
+from rollarc.models.checkpoint import REFERENCE_FILE
 from rollarc.report.config_fingerprint import check_resume, fingerprint
 from rollarc.report.run_dir import CONFIG
 
@@ -85,6 +86,11 @@ def prepare_resume(cfg: Config) -> ResumePoint:
     checkpoint = latest_checkpoint(run_dir)
     if checkpoint is None:
         raise ConfigError(f"resume={run_dir}: no checkpoint found under {run_dir / 'checkpoints'}")
+    if cfg.algo.kl_coef > 0 and not (checkpoint / REFERENCE_FILE).is_file():
+        raise ConfigError(
+            f"resume={run_dir}: {checkpoint.name} holds no {REFERENCE_FILE} (it was written by an older rollarc), "
+            "so algo.kl_coef > 0 would regularise towards the resumed weights instead of the original reference"
+        )
     state = json.loads((checkpoint / "state.json").read_text())
     number = len(_resume_files(run_dir)) + 1
     (run_dir / f"config.resume-{number}.yaml").write_text(dump_yaml(cfg))
