@@ -37,6 +37,8 @@ SAFE_TO_CHANGE: tuple[str, ...] = (
     "cluster.num_cpus",
     "cluster.include_dashboard",
     "cluster.dashboard_host",
+    "cluster.pools.*.count",  # room for more (or fewer) replicas
+    "cluster.roles.train.replicas",  # FSDP ranks: DCP reshards the checkpoint (docs/fsdp.md); the gradient is the same
     "cluster.roles.train.threads",
     "cluster.roles.env.threads",
     "cluster.roles.reward.threads",

@@ -87,4 +87,5 @@ def test_the_allowlist_is_explicit_and_does_not_reach_the_maths():
     assert is_safe_to_change("cluster.roles.rollout.3.threads") and is_safe_to_change("train.steps")
     for key in ("train.lr", "seed", "algo.kl_coef", "tasks.0.env.kwargs.size", "cluster.roles.rollout.0.replicas"):
         assert not is_safe_to_change(key), key
-    assert all("*" not in p or p.endswith(".threads") for p in SAFE_TO_CHANGE)
+    assert is_safe_to_change("cluster.pools.gpu.count") and not is_safe_to_change("cluster.pools.gpu.kind")
+    assert all("*" not in p or p.endswith((".threads", ".count")) for p in SAFE_TO_CHANGE)
