@@ -25,6 +25,7 @@ from typing import Any
 
 from rollarc.bench.report_file import add_docs_flag, emit_json, markdown_table, publish
 from rollarc.config import load_train_config
+from rollarc.report.run_dir import read_summary
 from rollarc.runtime.entry import initial_policy, run_training
 
 QUICK = [
@@ -66,15 +67,15 @@ def run_mode(config_path: str, overrides: list[str], label: str, runs: Path) -> 
     if code != 0:
         raise RuntimeError(f"mode {label} failed with exit code {code}")
     (run_dir,) = [p for p in runs.iterdir() if p.is_dir() and p.name.startswith(label)]
-    summary = json.loads((run_dir / "summary.json").read_text())
+    summary = read_summary(run_dir)
     return {
-        "rl_wall_s": summary["rl_wall_s"],
-        "trajectories_per_s": summary["trajectories_per_s"],
-        "success": summary["heldout_success_after_rl"],
-        "success_before": summary["heldout_success_before_rl"],
-        "bubble": summary.get("bubble_fraction", {}),
-        "dropped_stale_groups": summary["dropped_stale_groups"],
-        "failed_trajectories": summary["failed_trajectories"],
+        "rl_wall_s": summary.rl_wall_s,
+        "trajectories_per_s": summary.trajectories_per_s,
+        "success": summary.heldout_success_after_rl,
+        "success_before": summary.heldout_success_before_rl,
+        "bubble": summary.bubble_fraction or {},
+        "dropped_stale_groups": summary.dropped_stale_groups,
+        "failed_trajectories": summary.failed_trajectories,
         "run_dir": str(run_dir),
     }
 
