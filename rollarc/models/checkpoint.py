@@ -24,6 +24,9 @@ from rollarc.models.tokenizer import build_tokenizer
 # Loading a 2 MB checkpoint is instant; per-load progress bars from every actor only bury the run's output.
 hf_logging.disable_progress_bar()
 
+# In an RL checkpoint: the frozen KL reference's weights (only when algo.kl_coef > 0), so a resume keeps it.
+REFERENCE_FILE = "reference.safetensors"
+
 
 @contextlib.contextmanager
 def atomic_directory(path: str | Path) -> Iterator[Path]:

@@ -122,6 +122,10 @@ class GroupScheduler:
         return self.next_train_version + ahead - self.published_version <= self.max_staleness
 
     # ---- events ---------------------------------------------------------------------------------------
+    def requeue(self, group: int, task: str) -> None:
+        """Group ``group`` was started before a checkpoint and never trained: launch it again first (resume)."""
+        self.restart_queue.append((group, task))
+
     def admit(self) -> Admission | None:
         """The next group to launch, or None while the staleness bound says wait."""
         if not self.can_admit():

@@ -16,10 +16,9 @@ checkpoint stays on disk.
 
 from __future__ import annotations
 
-import json
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +35,7 @@ from rollarc.policy.freshness import staleness as trained_staleness
 from rollarc.policy.scheduler import Admission
 from rollarc.report.metrics import MetricsWriter, TimelineWriter, process_rss_mb
 from rollarc.report.progress import RunProgress
+from rollarc.report.run_dir import TASK_PROFILES, TaskProfiles, from_dict, to_dict, truncate_timeline, write_json
 from rollarc.runtime.env_worker import GroupResult, GroupSpec
 from rollarc.runtime.failure_window import FailureWindow
 from rollarc.runtime.scheduling import RuntimeScheduling
@@ -72,6 +72,24 @@ class Counters:
             "env_worker_restarts": self.env_worker_restarts,
             "retried_groups": self.retried_groups,
         }
+
+    @classmethod
+    def from_dict(cls, saved: dict[str, Any]) -> Counters:
+        """The counters :meth:`as_dict` wrote (a checkpoint's), so a resumed run counts on from them."""
+        return cls(
+            groups_started=int(saved.get("groups_started", 0)),
+            groups_trained=int(saved.get("groups_trained", 0)),
+            dropped_stale=int(saved.get("dropped_stale_groups", 0)),
+            restarted_stale=int(saved.get("restarted_stale_groups", 0)),
+            dropped_failed=int(saved.get("dropped_failed_groups", 0)),
+            failed_trajectories=int(saved.get("failed_trajectories", 0)),
+            failures=FailureTally(
+                counts=Counter({str(k): int(v) for k, v in saved.get("failure_reasons", {}).items()}),
+                examples={str(k): [str(m) for m in v] for k, v in saved.get("failure_examples", {}).items()},
+            ),
+            env_worker_restarts=int(saved.get("env_worker_restarts", 0)),
+            retried_groups=int(saved.get("retried_groups", 0)),
+        )
 
 
 class Controller:
@@ -112,6 +130,31 @@ class Controller:
         self.elastic_events: list[dict[str, Any]] = []
         # One step's worth of started rollouts: B × (G + r).
         self.failures = FailureWindow(self.B * (self.G + cfg.async_.redundancy), cfg.async_.max_failed_fraction)
+        self.resumed_rl_start_s: float | None = None  # set by restore(): the RL window's start on the run clock
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """Continue from a checkpoint's controller state exactly: counters, evaluations, task profiles, the run
+        clock and the groups that were started but not trained (they are run again, same seeds; docs/async.md).
+
+        The run clock goes on from the checkpoint's ``wall_s``: spans that the stopped run wrote after that
+        time describe work that is redone now, so the timeline drops them and continues without a gap.
+        """
+        self.counters = Counters.from_dict(state.get("counters", {}))
+        self.evals = list(state.get("evals", []))
+        if "task_profiler" in state:
+            self.profiler = TaskProfiler.from_state(state["task_profiler"])
+        self.dropped_by_task = Counter({str(k): int(v) for k, v in state.get("dropped_by_task", {}).items()})
+        self.buffer_sizes = [int(state.get("max_buffer_groups", 0))]
+        for saved in state.get("unfinished_groups", []):
+            spec = GroupSpec(**saved)
+            self.specs[spec.index] = spec  # run again first, same seeds (docs/async.md)
+            self.scheduling.core.requeue(spec.index, spec.task)
+        clock = float(state["wall_s"])
+        self.run_start = time.time() - clock
+        self.timeline.close()
+        truncate_timeline(self.run_dir, clock)
+        self.timeline = TimelineWriter(self.run_dir, self.run_start)
+        self.resumed_rl_start_s = state.get("rl_start_s")
 
     # ---- the loop --------------------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
@@ -127,6 +170,8 @@ class Controller:
         last_step_end = time.time()
         last_spans = time.time()
         self.rl_start = self.rl_end = time.time()
+        if self.resumed_rl_start_s is not None:
+            self.rl_start = self.run_start + self.resumed_rl_start_s
         with RunProgress(steps, enabled=self.cfg.run.progress) as progress:
             progress.update(version, success=self.evals[-1]["success"])
             while version < steps:
@@ -455,19 +500,27 @@ class Controller:
             "weights": {t.name: t.weight for t in self.cfg.tasks},
             "rollout_pools": {t.name: t.rollout_pool for t in self.cfg.tasks},
         }
-        (self.run_dir / "task_profiles.json").write_text(json.dumps(profiles, indent=1))
-        return profiles
+        path = self.run_dir / TASK_PROFILES
+        record = from_dict(TaskProfiles, profiles, str(path), lenient=True)
+        write_json(path, record)
+        return to_dict(record)
 
     def checkpoint(self, version: int, final: bool = False) -> None:
         self.write_profiles()
         path = self.run_dir / "checkpoints" / f"step_{version:06d}"
+        unfinished = sorted(self.specs.values(), key=lambda spec: spec.index)  # admitted, not yet trained
         state = {
             "version": version,
             "group_index": self.group_index,
             "evals": self.evals,
             "counters": self.counters.as_dict(),
             "wall_s": time.time() - self.run_start,
+            "rl_start_s": getattr(self, "rl_start", self.run_start) - self.run_start,
             "final": final,
+            "dropped_by_task": dict(self.dropped_by_task),
+            "max_buffer_groups": max(self.buffer_sizes, default=0),
+            "unfinished_groups": [asdict(spec) for spec in unfinished],
+            "task_profiler": self.profiler.state(),
         }
         self.last_checkpoint = ray.get(self.workers.trainer.save_checkpoint.remote(str(path), state))
 

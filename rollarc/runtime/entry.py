@@ -15,12 +15,14 @@ import torch
 
 from rollarc.agent.local_eval import evaluate_local
 from rollarc.config import Config, load_train_config
-from rollarc.configio import ConfigError, dump_yaml
+from rollarc.configio import ConfigError
 from rollarc.models.checkpoint import load_policy, remove_partial_directories
 from rollarc.models.device import resolve_device, resolve_dtype
 from rollarc.report.metrics import MetricsWriter
+from rollarc.report.run_dir import SUMMARY, Summary, from_dict, write_json
 from rollarc.runtime.controller import Controller, RunError
 from rollarc.runtime.ray_cluster import plugin_pythonpath, start_ray, stop_ray
+from rollarc.runtime.resume import ResumePoint, prepare_resume, record_new_run
 from rollarc.runtime.workers import Workers
 from rollarc.train.preflight import eval_policy_dir, preflight_train
 from rollarc.train.sft_entry import SFT_META, read_sft_meta, run_sft
@@ -35,11 +37,6 @@ def new_run_dir(cfg: Config) -> Path:
         suffix += 1
     run_dir.mkdir(parents=True)
     return run_dir
-
-
-def latest_checkpoint(run_dir: Path) -> Path | None:
-    candidates = sorted(p for p in (run_dir / "checkpoints").glob("step_*") if (p / "state.json").is_file())
-    return candidates[-1] if candidates else None
 
 
 def initial_policy(cfg: Config, log: Callable[[str], None] = print) -> tuple[str, dict[str, Any] | None]:
@@ -63,24 +60,23 @@ def run_training(cfg: Config, address: str | None = None) -> int:
     start = time.time()
     plugin_pythonpath(cfg.plugin_paths)  # plugin envs must import here too (SFT demos, evaluation)
     preflight_train(cfg, resuming=cfg.resume is not None, warn=lambda m: print(m, file=sys.stderr))
-    resume_state: dict[str, Any] | None = None
+    resume: ResumePoint | None = None
     if cfg.resume is not None:
-        run_dir = Path(cfg.resume)
-        remove_partial_directories(run_dir / "checkpoints")  # left by a crash in the middle of a save
-        checkpoint = latest_checkpoint(run_dir)
-        if checkpoint is None:
-            raise ConfigError(f"resume={run_dir}: no checkpoint found under {run_dir / 'checkpoints'}")
-        resume_state = json.loads((checkpoint / "state.json").read_text())
-        policy_dir = str(checkpoint / "policy")
+        if Path(cfg.resume).is_dir():
+            remove_partial_directories(Path(cfg.resume) / "checkpoints")  # left by a crash in the middle of a save
+        resume = prepare_resume(cfg)  # refuses a config that differs from the run's in an unsafe key
+        run_dir = resume.run_dir
+        policy_dir = str(resume.checkpoint / "policy")
         sft_meta = read_sft_meta(run_dir)
-        print(f"resuming {run_dir} from {checkpoint.name} (version {resume_state['version']})", file=sys.stderr)
+        print(f"resuming {run_dir} from {resume.checkpoint.name} (version {resume.state['version']})", file=sys.stderr)
     else:
         remove_partial_directories(cfg.sft_checkpoint().parent, cfg.sft_checkpoint().name)
         policy_dir, sft_meta = initial_policy(cfg, log=lambda m: print(m, file=sys.stderr))
         run_dir = new_run_dir(cfg)
         if sft_meta is not None:
             (run_dir / SFT_META).write_text(json.dumps(sft_meta, indent=1))
-    (run_dir / "config.yaml").write_text(dump_yaml(cfg))
+        record_new_run(run_dir, cfg)
+    resume_state = resume.state if resume is not None else None
     version = int(resume_state["version"]) if resume_state else 0
     if address is not None:  # joining a cluster: pools are real resources there (see ray_cluster)
         cfg = cfg.model_copy(update={"cluster": cfg.cluster.model_copy(update={"address": address})})
@@ -89,8 +85,8 @@ def run_training(cfg: Config, address: str | None = None) -> int:
     try:
         start_ray(cfg.cluster, address, cfg.plugin_paths, device=cfg.model.device)
         workers = Workers(cfg, policy_dir, start_version=version)
-        if resume_state is not None:
-            ray.get(workers.trainer.load_checkpoint.remote(str(latest_checkpoint(run_dir))))
+        if resume is not None:
+            ray.get(workers.trainer.load_checkpoint.remote(str(resume.checkpoint)))
         metrics = MetricsWriter(
             run_dir, tensorboard=cfg.run.tensorboard, truncate_after_step=version if resume_state else None
         )
@@ -103,7 +99,7 @@ def run_training(cfg: Config, address: str | None = None) -> int:
             metrics=metrics,
         )
         if resume_state is not None:
-            controller.evals = list(resume_state.get("evals", []))
+            controller.restore(resume_state)
         try:
             summary = controller.run()
         except RunError as err:
@@ -124,7 +120,8 @@ def run_training(cfg: Config, address: str | None = None) -> int:
         stop_ray()
     summary["sft"] = sft_meta
     summary["total_wall_s"] = time.time() - start
-    _write_summary(run_dir, summary)
+    summary["resumes"] = resume.resumes if resume is not None else 0
+    write_json(run_dir / SUMMARY, from_dict(Summary, summary, str(run_dir / SUMMARY), lenient=True))
     from rollarc.report.build import build_report  # deferred: matplotlib is heavy
 
     build_report(run_dir)

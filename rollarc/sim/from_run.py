@@ -82,10 +82,10 @@ def compare_routing(
     report = compare_workload_routing(
         workload, cluster, steps, seed, source=str(run_dir / "task_profiles.json"), label=run_dir.name
     )
-    measured = {t: profiles["tasks"][t] for t in profiles["tasks"]}
     for row in report["tasks"]:
-        row["prompt_tokens_per_turn"] = measured[row["task"]]["prompt_tokens_per_turn"]["mean"]
-        row["uncached_share"] = uncached_share(measured[row["task"]])
+        measured = profiles.tasks[row["task"]]
+        row["prompt_tokens_per_turn"] = measured.prompt_tokens_per_turn.mean
+        row["uncached_share"] = uncached_share(measured)
     return {"run_dir": str(run_dir), "model_workload": str(model_workload), **report}
 
 
