@@ -16,6 +16,7 @@ from pathlib import Path
 
 from rollarc.config_docs import render, stale_message
 from rollarc.configio import ConfigError, dump_yaml
+from rollarc.ray_loopback import keep_local_ray_on_loopback
 from rollarc.runtime.stop_signals import RunStopped, stop_on_signals
 
 BENCHMARKS = {
@@ -31,6 +32,17 @@ BENCHMARKS = {
 def _config_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("config", help="YAML config file (see configs/)")
     parser.add_argument("overrides", nargs="*", help="dotted key=value overrides, e.g. train.steps=5")
+
+
+def _positive_int(text: str) -> int:
+    """argparse type: a whole number >= 1 (``--episodes -5`` used to print ``"success": NaN`` and exit 0)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {value}")
+    return value
 
 
 def _passthrough(module: str, func: str = "main") -> Callable[[list[str]], int]:
@@ -66,6 +78,10 @@ def _cmd_config_docs(args: argparse.Namespace) -> int:
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
+    from rollarc.config import load_train_config  # deferred: the training config imports torch
+
+    if args.address is None and load_train_config(args.config, args.overrides).cluster.address is None:
+        keep_local_ray_on_loopback()  # before Ray is imported (rollarc.ray_loopback says why)
     from rollarc.runtime.entry import train_main  # deferred: Ray and torch are heavy
 
     return train_main(args.config, args.overrides, address=args.address)
@@ -122,7 +138,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("eval", help="held-out evaluation of a checkpoint")
     _config_args(p)
     p.add_argument("--checkpoint", default=None, help="HF-format directory (default: the config's policy)")
-    p.add_argument("--episodes", type=int, default=None, help="held-out episodes (default: train.eval_episodes)")
+    p.add_argument(
+        "--episodes", type=_positive_int, default=None, help="held-out episodes (default: train.eval_episodes)"
+    )
     p.set_defaults(func=_cmd_eval)
 
     p = sub.add_parser("report", help="rebuild a run's plots, bubble fractions and report.md")

@@ -78,6 +78,8 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
 def read_yaml(path: str | Path) -> dict[str, Any]:
     """Read a YAML mapping, with a clear error for a missing, malformed or non-mapping file."""
     path = Path(path)
+    if path.is_dir():
+        raise ConfigError(f"config file {path} is a directory, not a YAML file")
     if not path.is_file():
         raise ConfigError(f"config file {path} does not exist")
     try:

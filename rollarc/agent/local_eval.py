@@ -14,21 +14,36 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from rollarc.agent.chat import ChatRenderer
 from rollarc.agent.runner import EpisodeRunner, EpisodeSpec
-from rollarc.agent.task_mix import TaskMix
 from rollarc.agent.trajectory import Trajectory
 from rollarc.engine.async_engine import AsyncLLMEngine
 from rollarc.engine.config import EngineConfig
 from rollarc.engine.types import Completion, SamplingParams
+from rollarc.policy.task_mix import TaskMix
 
 if TYPE_CHECKING:
     from rollarc.config import SamplingConfig, TaskConfig  # type only: the training config is above agent/
 
 
-def heldout_specs(tasks: list[TaskConfig], episodes: int, seed_base: int, prefix: str = "eval") -> list[EpisodeSpec]:
-    """Held-out episodes: tasks by weight (smooth round-robin), env seeds ``seed_base + i``, greedy."""
+def heldout_specs(
+    tasks: list[TaskConfig], episodes: int, seed_base: int, prefix: str = "eval", temperature: float = 0.0
+) -> list[EpisodeSpec]:
+    """Held-out episodes: tasks by weight (smooth round-robin), env seeds ``seed_base + i``.
+
+    ``temperature`` 0 is greedy; above 0 episode i samples with seed ``seed_base + i``, so every evaluation
+    of a run (before, during and after RL) draws the same noise and their difference is the policy's.
+    """
     mix = TaskMix({t.name: t.weight for t in tasks})
+    sampled = temperature > 0
     return [
-        EpisodeSpec(traj_id=f"{prefix}-{i}", task=mix.next(), seed=seed_base + i, greedy=True) for i in range(episodes)
+        EpisodeSpec(
+            traj_id=f"{prefix}-{i}",
+            task=mix.next(),
+            seed=seed_base + i,
+            greedy=not sampled,
+            temperature=temperature if sampled else None,
+            sampling_seed=seed_base + i if sampled else None,
+        )
+        for i in range(episodes)
     ]
 
 
@@ -75,6 +90,7 @@ def evaluate_local(
     seed_base: int,
     sampling: SamplingConfig,
     engine_cfg: EngineConfig | None = None,
+    temperature: float = 0.0,
 ) -> dict[str, Any]:
-    specs = heldout_specs(tasks, episodes, seed_base)
+    specs = heldout_specs(tasks, episodes, seed_base, temperature=temperature)
     return success_rate(asyncio.run(run_local(model, tokenizer, tasks, specs, sampling, engine_cfg)))

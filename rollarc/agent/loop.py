@@ -31,11 +31,22 @@ if TYPE_CHECKING:
 
 
 class EnvFailure(RuntimeError):
-    """An environment call raised or timed out; the trajectory fails with this reason."""
+    """An environment call raised or timed out; the trajectory fails with this reason.
+
+    ``kind`` says how: ``timeout``, ``injected``, or ``error:<ExceptionType>`` (the env's own exception).
+    """
+
+    def __init__(self, message: str, kind: str = "error") -> None:
+        super().__init__(message)
+        self.kind = kind
 
 
 class GenerationFailure(RuntimeError):
-    """Generation could not produce a turn (engine error, or retries exhausted)."""
+    """Generation could not produce a turn (engine error, or retries exhausted); ``kind`` says which."""
+
+    def __init__(self, message: str, kind: str = "generation_error") -> None:
+        super().__init__(message)
+        self.kind = kind
 
 
 class GenerateFn(Protocol):
@@ -91,7 +102,7 @@ async def run_trajectory(
     try:
         obs, _info = await env_call(env.reset, seed=traj.seed)
     except EnvFailure as err:
-        return _finish(traj.fail(f"env reset: {err}"), start, clock)
+        return _finish(traj.fail(f"env reset: {err}", kind=f"env_reset_{err.kind}"), start, clock)
     traj.timings["env_s"] += clock() - t0
     span("env_step", t0, clock(), traj=traj.traj_id, task=traj.task)
 
@@ -115,7 +126,7 @@ async def run_trajectory(
         try:
             completion = await _generate_turn(generate, prompt, agent, sampling, traj, turn, sampling_seed)
         except GenerationFailure as err:
-            return _finish(traj.fail(str(err)), start, clock)
+            return _finish(traj.fail(str(err), kind=err.kind), start, clock)
         traj.timings["generate_s"] += clock() - t0
         segment.extend_generated(list(completion.token_ids), list(completion.logprobs), list(completion.token_versions))
         traj.prompt_tokens += len(prompt)
@@ -130,7 +141,7 @@ async def run_trajectory(
         try:
             obs, reward, terminated, truncated, info = await env_call(env.step, action)
         except EnvFailure as err:
-            return _finish(traj.fail(f"env step {turn}: {err}"), start, clock)
+            return _finish(traj.fail(f"env step {turn}: {err}", kind=f"env_step_{err.kind}"), start, clock)
         traj.timings["env_s"] += clock() - t0
         traj.turn_env_s.append(clock() - t0)
         span("env_step", t0, clock(), traj=traj.traj_id, task=traj.task, step_reward=float(reward))
@@ -177,7 +188,7 @@ async def _generate_turn(
         if completion.finish_reason == "error":
             raise GenerationFailure(f"generation error at turn {turn}: {completion.error}")
         return completion
-    raise GenerationFailure(f"turn {turn} aborted {MAX_TURN_RETRIES + 1} times")
+    raise GenerationFailure(f"turn {turn} aborted {MAX_TURN_RETRIES + 1} times", kind="generation_aborted")
 
 
 def _finish(traj: Trajectory, start: float, clock: Callable[[], float]) -> Trajectory:

@@ -7,7 +7,9 @@ so it costs no thread and no CPU.
 
 Hung environments: a thread stuck in ``env.step`` cannot be killed from Python. After its timeout the
 trajectory fails, the env instance is discarded, and the stuck thread is counted. When half the pool
-is stuck, the runner swaps in a fresh pool, so hung envs never starve the others (the monitor).
+is stuck, the runner swaps in a fresh pool, so hung envs never starve the others (the monitor). The
+pool's threads are daemons (:class:`DaemonThreadPool`), so a stuck one never keeps the process alive
+at exit.
 """
 
 from __future__ import annotations
@@ -23,7 +25,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from rollarc.agent.chat import ChatRenderer
+from rollarc.agent.daemon_pool import DaemonThreadPool
+from rollarc.agent.failures import FailureTally
 from rollarc.agent.loop import EnvFailure, GenerateFn, run_trajectory
+from rollarc.agent.seeds import trajectory_latency_seed
 from rollarc.agent.trajectory import Trajectory
 from rollarc.envs.latency import LatencyModel
 from rollarc.envs.registry import instructions as env_instructions
@@ -43,6 +48,7 @@ class EpisodeSpec:
     group_id: str = ""
     sampling_seed: int | None = None
     greedy: bool = False
+    temperature: float | None = None  # held-out evaluation that samples at this temperature (None: training)
 
 
 @dataclass
@@ -55,7 +61,7 @@ class RunnerStats:
     injected_failures: int = 0
     hung_threads: int = 0
     pool_replacements: int = 0
-    failure_reasons: dict[str, int] = field(default_factory=dict)
+    failures: FailureTally = field(default_factory=FailureTally)
 
 
 RewardFn = Callable[[Trajectory], Awaitable[float]]
@@ -95,10 +101,10 @@ class EpisodeRunner:
         self.span_sink = span_sink
         self.worker_name = worker_name
         self.stats = RunnerStats()
-        self._executor = concurrent.futures.ThreadPoolExecutor(max_env_threads, thread_name_prefix="env")
+        self._executor = DaemonThreadPool(max_env_threads, thread_name_prefix="env")
         self._hung: set[concurrent.futures.Future] = set()
         self._latency = {name: LatencyModel(task.latency) for name, task in tasks.items()}
-        self._rng = np.random.default_rng(latency_seed)
+        self._latency_seed = latency_seed
         self._free_envs: dict[str, list[Any]] = {name: [] for name in tasks}
         self._instructions: dict[str, str] = {}
         self._wall_offset = perf_to_wall_offset()
@@ -114,18 +120,23 @@ class EpisodeRunner:
         try:
             env = await self._acquire_env(spec.task)
         except EnvFailure as err:
-            return self._count(traj.fail(f"env construction: {err}"))
+            return self._count(traj.fail(f"env construction: {err}", kind=f"env_construction_{err.kind}"))
         broken = False
+        # One generator per trajectory: its delays and failures must not depend on how the trajectories
+        # sharing this worker interleave (that made synchronous runs with failure_prob > 0 irreproducible).
+        latency_rng = np.random.default_rng(
+            trajectory_latency_seed(spec.sampling_seed, spec.traj_id, spec.seed, fallback=self._latency_seed)
+        )
 
         async def env_call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
             nonlocal broken
             if fn != env.reset:  # bound methods: equality, not identity (a new object per lookup)
-                delay, fail = self._latency[spec.task].sample(self._rng)
+                delay, fail = self._latency[spec.task].sample(latency_rng)
                 if delay > 0:
                     await asyncio.sleep(delay)
                 if fail:
                     self.stats.injected_failures += 1
-                    raise EnvFailure("injected failure (latency profile failure_prob)")
+                    raise EnvFailure("injected failure (latency profile failure_prob)", kind="injected")
             try:
                 return await self._call_in_thread(fn, task.step_timeout_s, *args, **kwargs)
             except EnvFailure:
@@ -133,6 +144,8 @@ class EpisodeRunner:
                 raise
 
         sampling = self.greedy_sampling if spec.greedy else self.sampling
+        if spec.temperature is not None:
+            sampling = sampling.model_copy(update={"temperature": spec.temperature})
         traj = await run_trajectory(
             env,
             self.renderer,
@@ -147,7 +160,7 @@ class EpisodeRunner:
         )
         if not broken:
             self._free_envs[spec.task].append(env)
-        if self.reward_fn is not None and traj.status == "ok" and not spec.greedy:
+        if self.reward_fn is not None and traj.status == "ok" and not spec.greedy and spec.temperature is None:
             traj = await self._score(traj)
         return self._count(traj)
 
@@ -158,7 +171,7 @@ class EpisodeRunner:
         try:
             score = float(await self.reward_fn(traj))
         except RewardFailure as err:
-            return traj.fail(f"reward: {err}")
+            return traj.fail(f"reward: {err}", kind="reward_failure")
         traj.model_reward = score
         traj.reward = traj.reward + self.reward_weight * score
         traj.timings["reward_s"] = time.perf_counter() - t0
@@ -169,8 +182,7 @@ class EpisodeRunner:
         self.stats.finished += 1
         if traj.status == "failed":
             self.stats.failed += 1
-            reason = (traj.failure_reason or "unknown").split(":")[0]
-            self.stats.failure_reasons[reason] = self.stats.failure_reasons.get(reason, 0) + 1
+            self.stats.failures.add(traj)
         return traj
 
     async def _acquire_env(self, task_name: str) -> Any:
@@ -190,10 +202,13 @@ class EpisodeRunner:
         except TimeoutError:
             self.stats.env_timeouts += 1
             self._note_hung(future)
-            raise EnvFailure(f"timed out after {timeout_s:g} s in {getattr(fn, '__name__', fn)}") from None
+            raise EnvFailure(
+                f"timed out after {timeout_s:g} s in {getattr(fn, '__name__', fn)}", kind="timeout"
+            ) from None
         if outcome == "error":
             self.stats.env_errors += 1
-            raise EnvFailure(value)
+            error_type, message = value
+            raise EnvFailure(message, kind=f"error:{error_type}")
         return value
 
     def _note_hung(self, future: concurrent.futures.Future) -> None:
@@ -203,8 +218,8 @@ class EpisodeRunner:
             self._hung.add(future)
         self.stats.hung_threads = len(self._hung)
         if len(self._hung) * 2 >= self.max_env_threads:
-            self._executor.shutdown(wait=False, cancel_futures=False)
-            self._executor = concurrent.futures.ThreadPoolExecutor(self.max_env_threads, thread_name_prefix="env")
+            self._executor.shutdown(cancel_futures=False)
+            self._executor = DaemonThreadPool(self.max_env_threads, thread_name_prefix="env")
             self._hung.clear()
             self.stats.pool_replacements += 1
 
@@ -222,11 +237,11 @@ class EpisodeRunner:
             )
 
     def close(self) -> None:
-        self._executor.shutdown(wait=False, cancel_futures=True)
+        self._executor.shutdown(cancel_futures=True)
 
 
 def _guarded(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[str, Any]:
-    """Run user environment code in a worker thread and return ("ok", value) or ("error", reason).
+    """Run user environment code in a worker thread: ("ok", value) or ("error", (exception type, reason)).
 
     Environment code is a plugin boundary: it may raise anything. Every error is kept as a reason
     string and fails only the trajectory that called it; nothing is swallowed silently.
@@ -234,7 +249,7 @@ def _guarded(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[str, An
     try:
         return "ok", fn(*args, **kwargs)
     except Exception as err:  # noqa: BLE001 - plugin boundary: any env error fails only its trajectory
-        return "error", f"{type(err).__name__}: {err}"
+        return "error", (type(err).__name__, f"{type(err).__name__}: {err}")
 
 
 def perf_to_wall_offset() -> float:

@@ -8,6 +8,8 @@ new segment whenever the prompt stops extending the previous one.
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -57,7 +59,8 @@ class Trajectory:
     invalid_actions: int = 0
     finish: str = ""  # terminated | truncated | max_turns | context_limit
     status: Status = "ok"
-    failure_reason: str | None = None
+    failure_reason: str | None = None  # the whole message, e.g. "env step 2: RuntimeError: boom"
+    failure_kind: str | None = None  # what to count it under, e.g. "env_step_error:RuntimeError" (see failures.py)
     worker: str = ""
     timings: dict[str, float] = field(default_factory=dict)
     prompt_tokens: int = 0
@@ -87,7 +90,17 @@ class Trajectory:
     def num_tokens(self) -> int:
         return sum(len(seg) for seg in self.segments)
 
-    def fail(self, reason: str) -> Trajectory:
+    def fail(self, reason: str, kind: str = "other") -> Trajectory:
         self.status = "failed"
         self.failure_reason = reason
+        self.failure_kind = kind
         return self
+
+
+def batch_digest(trajectories: Iterable[Trajectory]) -> str:
+    """A short hash of every token id of a batch, in order: equal digests mean token-identical batches."""
+    digest = hashlib.blake2b(digest_size=8)
+    for traj in trajectories:
+        for seg in traj.segments:
+            digest.update(str(seg.token_ids).encode())
+    return digest.hexdigest()

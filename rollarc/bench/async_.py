@@ -13,6 +13,11 @@ same pools:
 Reported per mode: RL wall time (first admitted group to last weight sync; SFT, Ray start-up and the
 held-out evaluations are outside it), trajectories/s, the bubble fraction of each role, and held-out
 success after training (200 greedy episodes on seeds disjoint from training).
+
+Time to target (``rollarc.bench.time_to_target``): sync, k = 1 and k = 2 each run ``--seeds`` times, with a
+held-out evaluation every ``--eval-every`` steps; the target is a held-out success every synchronous seed
+reaches, and each run's time to target is the RL wall time until its success first reaches it (``null``
+when it never does). ``--quick`` runs one seed.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from rollarc.bench.report_file import add_docs_flag, emit_json, markdown_table, publish
+from rollarc.bench.time_to_target import first_crossing, select_target, speedup, spread, success_curve
 from rollarc.config import load_train_config
 from rollarc.runtime.entry import initial_policy, run_training
 
@@ -61,22 +67,50 @@ def modes(steps_k: list[int]) -> list[tuple[str, list[str]]]:
 
 
 def run_mode(config_path: str, overrides: list[str], label: str, runs: Path) -> dict[str, Any]:
-    cfg = load_train_config(config_path, [*overrides, f"name={label}", f"run.dir={runs}", "run.progress=false"])
+    home = runs / label  # one folder per run: labels may prefix each other (sync, sync_s1)
+    cfg = load_train_config(config_path, [*overrides, f"name={label}", f"run.dir={home}", "run.progress=false"])
     code = run_training(cfg)
     if code != 0:
         raise RuntimeError(f"mode {label} failed with exit code {code}")
-    (run_dir,) = [p for p in runs.iterdir() if p.is_dir() and p.name.startswith(label)]
+    (run_dir,) = [p for p in home.iterdir() if p.is_dir()]
     summary = json.loads((run_dir / "summary.json").read_text())
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    # periodic held-out evaluations pause the controller: they are not training time
+    eval_s = sum(e.get("seconds", 0.0) for e in summary["evals"] if str(e["label"]).startswith("step_"))
+    rl_wall_s = summary["rl_wall_s"] - eval_s
     return {
-        "rl_wall_s": summary["rl_wall_s"],
-        "trajectories_per_s": summary["trajectories_per_s"],
+        "rl_wall_s": rl_wall_s,
+        "trajectories_per_s": summary["trajectories_trained"] / max(rl_wall_s, 1e-9),
         "success": summary["heldout_success_after_rl"],
         "success_before": summary["heldout_success_before_rl"],
         "bubble": summary.get("bubble_fraction", {}),
         "dropped_stale_groups": summary["dropped_stale_groups"],
         "failed_trajectories": summary["failed_trajectories"],
+        "curve": success_curve(summary, rows),
         "run_dir": str(run_dir),
     }
+
+
+def time_to_target(
+    start_success: float, curves: dict[str, list[list[tuple[float, float]]]], fraction: float
+) -> dict[str, Any]:
+    """The time-to-target keys of the JSON line, from every run's success curve (see time_to_target.py)."""
+    target = select_target(start_success, curves["sync"], fraction)
+    times = {
+        label: [None if target is None else first_crossing(curve, target) for curve in runs]
+        for label, runs in curves.items()
+    }
+    out: dict[str, Any] = {
+        "target_success": target,
+        "time_to_target_s": times,
+        "time_to_target_spread_s": {label: spread(t) for label, t in times.items()},
+    }
+    for k in (1, 2):
+        label = f"async_k{k}"
+        out[f"speedup_to_target_k{k}"] = (
+            speedup(times["sync"], times[label]) if label in times and target is not None else None
+        )
+    return out
 
 
 def main(argv: list[str]) -> int:
@@ -84,7 +118,22 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--config", default="configs/longtail.yaml")
     parser.add_argument("--steps", type=int, default=None, help="training steps per mode (default: the config's)")
     parser.add_argument("--ks", default="1,2,4", help="staleness bounds of the async modes")
-    parser.add_argument("--quick", action="store_true", help="a tiny smoke run (nano model, 2 steps)")
+    parser.add_argument("--quick", action="store_true", help="a tiny smoke run (nano model, 2 steps, one seed)")
+    parser.add_argument(
+        "--seeds",
+        type=int,
+        default=None,
+        help="runs (config seeds) of sync, k=1 and k=2 for time to target (default 2)",
+    )
+    parser.add_argument(
+        "--eval-every", type=int, default=None, help="held-out evaluation every N steps (default 2; quick: 1)"
+    )
+    parser.add_argument(
+        "--target-fraction",
+        type=float,
+        default=0.8,
+        help="target = success before RL + this fraction of the lowest synchronous seed's gain",
+    )
     parser.add_argument("--json", action="store_true", help="(the JSON line is always printed last)")
     add_docs_flag(parser)
     parser.add_argument("--runs", default=None, help="where the runs go (default: a temporary directory)")
@@ -93,6 +142,12 @@ def main(argv: list[str]) -> int:
     overrides = [*(QUICK if args.quick else []), *args.overrides]
     if args.steps is not None:
         overrides.append(f"train.steps={args.steps}")
+    seeds = args.seeds if args.seeds is not None else (1 if args.quick else 2)
+    if seeds < 1:
+        parser.error(f"--seeds {seeds}: at least one run per mode is needed")
+    if not 0.0 < args.target_fraction <= 1.0:
+        parser.error(f"--target-fraction {args.target_fraction}: use a fraction in (0, 1]")
+    overrides.append(f"train.eval_every={args.eval_every if args.eval_every is not None else (1 if args.quick else 2)}")
     ks = [int(k) for k in args.ks.split(",") if k]
     base = load_train_config(args.config, overrides)
     policy, _ = initial_policy(base)  # train the shared SFT warm start once, before any timing
@@ -109,6 +164,16 @@ def main(argv: list[str]) -> int:
             f"bubbles {json.dumps({k: round(v, 2) for k, v in r['bubble'].items()})}",
             flush=True,
         )
+    curves = {label: [results[label]["curve"]] for label in ["sync", *(f"async_k{k}" for k in ks if k in (1, 2))]}
+    for seed in range(1, seeds):
+        for label, mode_overrides in modes(ks):
+            if label in curves:
+                print(f"== {label}, seed {base.seed + seed}", flush=True)
+                run = run_mode(
+                    args.config, [*overrides, *mode_overrides, f"seed={base.seed + seed}"], f"{label}_s{seed}", runs
+                )
+                curves[label].append(run["curve"])
+    to_target = time_to_target(results["sync"]["success_before"], curves, args.target_fraction)
     sync_s = results["sync"]["rl_wall_s"]
     result = {
         "sync_s": sync_s,
@@ -122,6 +187,8 @@ def main(argv: list[str]) -> int:
         "success_before_rl": results["sync"]["success_before"],
         "steps": base.train.steps,
         "trajectories_per_step": base.train.groups_per_step * base.train.group_size,
+        "seeds": seeds,
+        **to_target,
     }
     rows = [
         [
@@ -153,6 +220,27 @@ def main(argv: list[str]) -> int:
         f"\n\n{base.train.steps} steps of {result['trajectories_per_step']} trajectories per mode; "
         f"held-out success before RL {result['success_before_rl']:.3f} (200 greedy episodes)."
     )
+    target = to_target["target_success"]
+    body += "\n\n" + markdown_table(
+        ["mode", "time to target s (per seed)", "median speed-up vs sync"],
+        [
+            [
+                label,
+                ", ".join("not reached" if t is None else f"{t:.1f}" for t in times),
+                "" if label == "sync" else _or_none(to_target.get(f"speedup_to_target_{label.removeprefix('async_')}")),
+            ]
+            for label, times in to_target["time_to_target_s"].items()
+        ],
+    )
+    body += (
+        f"\n\nTarget: held-out success {target:.3f}, reached by every synchronous seed; {seeds} seed(s) per mode."
+        if target is not None
+        else "\n\nNo target: synchronous training did not raise held-out success above its start."
+    )
     publish("async", body, result, "rollarc bench async", quick=args.quick, no_docs=args.no_docs)
     emit_json(result)
     return 0
+
+
+def _or_none(value: float | None) -> str:
+    return "n/a (a median run never reached the target)" if value is None else f"{value:.2f}"

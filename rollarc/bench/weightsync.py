@@ -35,7 +35,7 @@ import torch
 
 from rollarc.bench.report_file import add_docs_flag, emit_json, markdown_table, publish
 from rollarc.sync.codec import apply_delta, encode_delta, encode_full, full_nbytes
-from rollarc.sync.config import SyncConfig
+from rollarc.sync.config import RelayConfig
 
 TENSOR_SIDE = 4096
 CHUNK_ELEMENTS = 64 << 20
@@ -247,7 +247,7 @@ def relay_bytes(versions: list[dict[str, torch.Tensor]], sites: int, per_site: i
     identical = True
     try:
         for topology in ("tree", "direct"):
-            relay = WeightRelay(members, SyncConfig(method="delta", topology=topology, fanout=2))
+            relay = WeightRelay(members, RelayConfig(method="delta", topology=topology, fanout=2))
             try:
                 cross = intra = 0
                 for state in versions:

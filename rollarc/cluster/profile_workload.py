@@ -1,6 +1,6 @@
 """A workload profile built from a run's measured task profiles (``RUN_DIR/task_profiles.json``).
 
-The runtime measures, per task, turns per trajectory, prompt and generated tokens per turn, cached
+The runtime measures (typed by :mod:`rollarc.report.run_dir`), per task, turns per trajectory, prompt and generated tokens per turn, cached
 prompt tokens, env-step and reward latencies, each as a mean and quantiles (p50, p90, p99). This
 module turns them into the :class:`~rollarc.cluster.workload.TaskProfile` distributions the planner
 and the simulator read, so a plan or a simulation can start from what a real run did rather than
@@ -24,17 +24,18 @@ cache served, so its distribution is scaled by the uncached share
 from __future__ import annotations
 
 import math
-from typing import Any
+from dataclasses import replace
 
 import numpy as np
 
 from rollarc.cluster.distributions import Constant, Empirical
-from rollarc.cluster.workload import BatchSpec, Efficiency, ModelSpec, RewardSpec, TaskProfile, Workload
+from rollarc.cluster.workload import BatchSpec, Efficiency, ModelSpec, RewardSpec, Workload
+from rollarc.cluster.workload import TaskProfile as PlannedTask
 from rollarc.configio import ConfigError
+from rollarc.report.run_dir import QuantileSummary, TaskProfile, TaskProfiles
 
 GRID = 200
 KNOTS = (0.0, 0.5, 0.9, 0.99, 1.0)
-FIELDS = ("turns", "prompt_tokens_per_turn", "new_tokens_per_turn", "cached_tokens", "env_step_s")
 
 
 def _quantile_grid(lo: float, p50: float, p90: float, p99: float, hi: float) -> np.ndarray:
@@ -42,17 +43,17 @@ def _quantile_grid(lo: float, p50: float, p90: float, p99: float, hi: float) -> 
     return np.interp(q, KNOTS, [lo, p50, p90, p99, hi])
 
 
-def distribution_from_summary(summary: dict[str, Any] | None, where: str = "summary") -> Constant | Empirical:
+def distribution_from_summary(summary: QuantileSummary | None, where: str = "summary") -> Constant | Empirical:
     """A distribution with the summary's mean, p50, p90 and p99 (see the module docstring)."""
-    if not summary or not summary.get("n"):  # nothing measured (e.g. no reward time): costs nothing
+    if summary is None or not summary.n:  # nothing measured (e.g. no reward time): costs nothing
         return Constant(value=0.0)
-    try:
-        mean, p50, p90, p99 = (float(summary[key]) for key in ("mean", "p50", "p90", "p99"))
-    except (KeyError, TypeError, ValueError) as err:
-        raise ConfigError(f"{where}: needs numeric mean, p50, p90, p99 (got {summary!r})") from err
+    mean, p50, p90, p99 = summary.mean, summary.p50, summary.p90, summary.p99
     values = [mean, p50, p90, p99]
     if not all(math.isfinite(v) and v >= 0 for v in values) or not p50 <= p90 <= p99:
-        raise ConfigError(f"{where}: mean and quantiles must be finite, >= 0 and p50 <= p90 <= p99 (got {summary!r})")
+        raise ConfigError(
+            f"{where}: mean and quantiles must be finite, >= 0 and p50 <= p90 <= p99 (got mean={mean}, p50={p50}, "
+            f"p90={p90}, p99={p99})"
+        )
     if p99 - p50 <= 1e-12 * max(p99, 1.0) and abs(mean - p50) <= 1e-9 * max(mean, 1.0):
         return Constant(value=mean)
     # The grid's mean is linear in the two free ends: mean = known + a·lo + b·hi.
@@ -68,59 +69,53 @@ def distribution_from_summary(summary: dict[str, Any] | None, where: str = "summ
     return Empirical(values=_quantile_grid(lo, p50, p90, p99, hi).tolist())
 
 
-def _scaled(summary: dict[str, Any], factor: float) -> dict[str, Any]:
-    return {**summary, **{key: float(summary[key]) * factor for key in ("mean", "p50", "p90", "p99") if key in summary}}
+def _scaled(summary: QuantileSummary, factor: float) -> QuantileSummary:
+    return replace(
+        summary,
+        mean=summary.mean * factor,
+        p50=summary.p50 * factor,
+        p90=summary.p90 * factor,
+        p99=summary.p99 * factor,
+    )
 
 
-def uncached_share(profile: dict[str, Any]) -> float:
+def uncached_share(profile: TaskProfile) -> float:
     """Share of prompt tokens the engine had to prefill (the rest came from the prefix cache)."""
-    prompt = float(profile["prompt_tokens_per_turn"]["mean"]) * float(profile["turns"]["mean"])
-    cached = float(profile.get("cached_tokens", {}).get("mean") or 0.0)
+    prompt = profile.prompt_tokens_per_turn.mean * profile.turns.mean
+    cached = profile.cached_tokens.mean if math.isfinite(profile.cached_tokens.mean) else 0.0
     if not prompt > 0:
         return 1.0
     return min(max(1.0 - cached / prompt, 0.0), 1.0)
 
 
-def task_from_profile(name: str, profile: dict[str, Any], share: float, where: str = "task_profiles") -> TaskProfile:
+def task_from_profile(name: str, profile: TaskProfile, share: float, where: str = "task_profiles") -> PlannedTask:
     """One task's measured profile as a planner/simulator task."""
-    missing = [key for key in FIELDS if key not in profile]
-    if missing:
-        raise ConfigError(f"{where}: tasks.{name} lacks {', '.join(missing)}")
-    if not profile["turns"].get("n"):
+    if not profile.turns.n:
         raise ConfigError(f"{where}: tasks.{name} has no completed trajectory to profile (turns.n is 0)")
 
-    def fit(key: str, summary: dict[str, Any] | None = None) -> Constant | Empirical:
-        return distribution_from_summary(
-            profile.get(key) if summary is None else summary, f"{where}: tasks.{name}.{key}"
-        )
+    def fit(key: str, summary: QuantileSummary | None) -> Constant | Empirical:
+        return distribution_from_summary(summary, f"{where}: tasks.{name}.{key}")
 
-    return TaskProfile(
+    return PlannedTask(
         name=name,
         share=share,
-        prompt_tokens=fit(
-            "prompt_tokens_per_turn", _scaled(profile["prompt_tokens_per_turn"], uncached_share(profile))
-        ),
-        response_tokens=fit("new_tokens_per_turn"),
-        turns=fit("turns"),
-        env_latency_s=fit("env_step_s"),
-        reward=RewardSpec(kind="rule", latency_s=fit("reward_s")),
+        prompt_tokens=fit("prompt_tokens_per_turn", _scaled(profile.prompt_tokens_per_turn, uncached_share(profile))),
+        response_tokens=fit("new_tokens_per_turn", profile.new_tokens_per_turn),
+        turns=fit("turns", profile.turns),
+        env_latency_s=fit("env_step_s", profile.env_step_s),
+        reward=RewardSpec(kind="rule", latency_s=fit("reward_s", profile.reward_s)),
     )
 
 
 def workload_from_profiles(
-    profiles: dict[str, Any],
+    profiles: TaskProfiles,
     model: ModelSpec,
     efficiency: Efficiency,
     groups_per_step: int | None = None,
     where: str = "task_profiles",
 ) -> Workload:
     """The run's tasks, task mix (weights), B, G and k, on ``model`` with ``efficiency``."""
-    for key in ("tasks", "groups_per_step", "group_size", "max_staleness", "weights"):
-        if key not in profiles:
-            raise ConfigError(f"{where}: missing key {key!r}")
-    tasks = profiles["tasks"]
-    weights = profiles["weights"]
-    unprofiled = sorted(set(weights) - set(tasks))
+    unprofiled = sorted(set(profiles.weights) - set(profiles.tasks))
     if unprofiled:
         raise ConfigError(
             f"{where}: task(s) {', '.join(unprofiled)} have a weight but no profile (no trajectory finished)"
@@ -129,9 +124,12 @@ def workload_from_profiles(
         model=model,
         efficiency=efficiency,
         batch=BatchSpec(
-            groups_per_step=groups_per_step or int(profiles["groups_per_step"]),
-            group_size=int(profiles["group_size"]),
-            max_staleness=int(profiles["max_staleness"]),
+            groups_per_step=groups_per_step or profiles.groups_per_step,
+            group_size=profiles.group_size,
+            max_staleness=profiles.max_staleness,
         ),
-        tasks=[task_from_profile(name, tasks[name], float(weights.get(name, 1.0)), where) for name in sorted(tasks)],
+        tasks=[
+            task_from_profile(name, profiles.tasks[name], float(profiles.weights.get(name, 1.0)), where)
+            for name in sorted(profiles.tasks)
+        ],
     )

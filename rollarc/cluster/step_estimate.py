@@ -11,7 +11,8 @@ Per rollout pool, the step needs the larger of two times:
 Synchronous: ``max(pools, env, reward) + reward tail + train + weight sync + swap``.
 Asynchronous with bound ``k``: the phases overlap, so
 ``max(pool throughputs, env, reward, train, tails / (k + 1)) + swap``: a trajectory may span
-``k + 1`` steps, no more. Every cost comes from :mod:`rollarc.cluster.engine_cost`.
+``k + 1`` steps, no more (:func:`rollarc.policy.freshness.steps_spanned`, the staleness rule the runtime
+and the simulator use). Every cost comes from :mod:`rollarc.cluster.engine_cost`.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from rollarc.cluster import roofline
 from rollarc.cluster.catalogue import Catalogue
 from rollarc.cluster.engine_cost import RooflineEngine, RooflineReward, RooflineTrain
 from rollarc.cluster.workload import TaskProfile, Workload
+from rollarc.policy.freshness import steps_spanned
 
 
 @dataclass(frozen=True)
@@ -114,7 +116,7 @@ def estimate(
         prefill_tokens = sum(trajs[t.name] * numbers[t.name]["prompt_tokens"] for t in tasks)
         decode_tokens = sum(trajs[t.name] * numbers[t.name]["decode_tokens"] for t in tasks)
         kv_turn = sum(trajs[t.name] * numbers[t.name]["kv_per_turn"] for t in tasks) / total_traj
-        in_flight = total_traj * (max_staleness + 1) / engines
+        in_flight = total_traj * steps_spanned(max_staleness) / engines
         batch = max(1.0, min(eff.max_batch, engine.kv_capacity_tokens / kv_turn, in_flight))
         per_iter = engine.decode_cost(round(batch), batch * kv_turn).step(0.0)
         prefill = engine.prefill_time(prefill_tokens) / engines
@@ -152,5 +154,5 @@ def estimate(
     if max_staleness == 0:
         step = max(busiest, tail) + reward_tail + train_s + sync_s + swap_s
     else:
-        step = max(busiest, train_s, (tail + reward_tail) / (max_staleness + 1)) + swap_s
+        step = max(busiest, train_s, (tail + reward_tail) / steps_spanned(max_staleness)) + swap_s
     return Estimate(step, rollout_s, tail, env_s, reward_s, train_s, sync_s, trajectories, tokens)

@@ -40,6 +40,9 @@ ParseMode = Literal["strict", "lenient"]
 Parsed = TypeVar("Parsed")
 
 
+MAX_ACTION_LENGTH = 1 << 16  # bound of max_action_length: replies are model output, a few thousand tokens at most
+
+
 class GenerationFailed(RuntimeError):
     """No task instance meeting the env's settings was found; the message names the settings to relax."""
 
@@ -50,7 +53,9 @@ class TextEnvConfig(FrozenModel):
     max_steps: int = Field(default=20, ge=1, description="turns before the episode is truncated")
     invalid_penalty: float = Field(default=-0.1, description="reward of an invalid (unparseable/illegal) action")
     parse_mode: ParseMode = Field(default="lenient", description="strict: exact action syntax only")
-    max_action_length: int = Field(default=64, ge=1, description="longer replies are invalid actions")
+    max_action_length: int = Field(
+        default=64, ge=1, le=MAX_ACTION_LENGTH, description="longer replies are invalid actions"
+    )
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ from typing import Any, Literal, cast
 import numpy as np
 from pydantic import Field, model_validator
 
-from rollarc.envs.base import GenerationFailed, Outcome, ParseMode, TextEnv, TextEnvConfig
+from rollarc.envs.base import MAX_ACTION_LENGTH, GenerationFailed, Outcome, ParseMode, TextEnv, TextEnvConfig
 from rollarc.envs.countdown_solver import Solution, reachable
 from rollarc.envs.safe_arith import ArithError, evaluate, format_number
 
@@ -39,12 +39,17 @@ MAX_SHOWN_DIGITS = 20  # longer calculator results are shown as too large (keeps
 MAX_MESSAGE_LENGTH = 100  # bound of the line above the task (the longest error message is ~80 characters)
 MAX_INSTANCE_ATTEMPTS = 1000
 _STRICT = re.compile(r"<(calc|answer)>(.*)</\1>", re.DOTALL)
-_LENIENT = re.compile(r"<\s*(calc|answer)\s*>(.*?)<\s*/\s*\1\s*>", re.DOTALL | re.IGNORECASE)
+# Lenient tags are found one at a time (each pattern is linear: no backreference, no lazy body), then
+# paired in one pass; a single regex with a lazy body and a backreference is quadratic on "<calc>" * n.
+_OPEN = re.compile(r"<\s*(calc|answer)\s*>", re.IGNORECASE)
+_CLOSE = re.compile(r"<\s*/\s*(calc|answer)\s*>", re.IGNORECASE)
 
 
 class CountdownConfig(TextEnvConfig):
     max_steps: int = Field(default=6, ge=1, description="turns (calc calls + answer) before truncation")
-    max_action_length: int = Field(default=96, ge=16)
+    max_action_length: int = Field(
+        default=96, ge=16, le=MAX_ACTION_LENGTH, description="longer replies are invalid actions"
+    )
     num_count: int = Field(default=4, ge=2, le=5, description="how many numbers are given")
     num_min: int = Field(default=1, ge=1)
     num_max: int = Field(default=25, ge=1, le=1000)
@@ -109,10 +114,7 @@ class CountdownEnv(TextEnv[tuple[Tag, str]]):
         )
 
     def _parse(self, action: str, mode: ParseMode) -> tuple[Tag, str] | None:
-        match = _STRICT.fullmatch(action) if mode == "strict" else _LENIENT.search(action)
-        if match is None:
-            return None
-        return cast(Tag, match.group(1).lower()), match.group(2)  # the patterns match only the tags
+        return parse_action(action, mode)
 
     def _apply(self, parsed: tuple[Tag, str]) -> Outcome:
         tag, expression = parsed
@@ -146,6 +148,27 @@ class CountdownEnv(TextEnv[tuple[Tag, str]]):
             if turns_left > 1 and step.text not in self.calculated:
                 return f"<calc>{step.text}</calc>"
         return f"<answer>{self.solution.expression}</answer>"
+
+
+def parse_action(action: str, mode: ParseMode) -> tuple[Tag, str] | None:
+    """The (tag, expression) of a reply, or None; linear time in the reply's length in both modes.
+
+    Strict: the reply is exactly one ``<calc>``/``<answer>`` tag. Lenient: the first opening tag (any
+    case, spaces allowed inside the brackets) that has a closing tag of the same name after it, with the
+    text up to the first such closing tag.
+    """
+    if mode == "strict":
+        match = _STRICT.fullmatch(action)
+        return None if match is None else (cast(Tag, match.group(1)), match.group(2))
+    closes: dict[str, list[re.Match[str]]] = {"calc": [], "answer": []}
+    for close in _CLOSE.finditer(action):
+        closes[close.group(1).lower()].append(close)
+    for opening in _OPEN.finditer(action):
+        tag = opening.group(1).lower()
+        if closes[tag] and closes[tag][-1].start() >= opening.end():  # a closing tag follows: take the first
+            first = next(c for c in closes[tag] if c.start() >= opening.end())
+            return cast(Tag, tag), action[opening.end() : first.start()]
+    return None
 
 
 def _short(value: Fraction) -> str | None:

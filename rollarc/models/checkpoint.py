@@ -24,6 +24,9 @@ from rollarc.models.tokenizer import build_tokenizer
 # Loading a 2 MB checkpoint is instant; per-load progress bars from every actor only bury the run's output.
 hf_logging.disable_progress_bar()
 
+# In an RL checkpoint: the frozen KL reference's weights (only when algo.kl_coef > 0), so a resume keeps it.
+REFERENCE_FILE = "reference.safetensors"
+
 
 @contextlib.contextmanager
 def atomic_directory(path: str | Path) -> Iterator[Path]:
@@ -49,24 +52,27 @@ def atomic_directory(path: str | Path) -> Iterator[Path]:
         shutil.rmtree(old, ignore_errors=True)
 
 
-def clean_partial_checkpoints(parent: str | Path) -> list[str]:
-    """Remove what an interrupted :func:`atomic_directory` left in ``parent``; returns the names removed.
+def remove_partial_directories(parent: str | Path, name: str = "*") -> list[Path]:
+    """Undo what a crash inside :func:`atomic_directory` left in ``parent`` (for ``name``, or every name).
 
-    A ``.NAME.tmp-*`` directory is a half-written one. A ``.NAME.old-*`` directory is the previous complete
-    one; it is put back as ``NAME`` when the process died between the two renames, and removed otherwise.
+    A ``.NAME.tmp-*`` directory is an unfinished write: removed. A ``.NAME.old-*`` directory is the
+    previous complete version, moved aside just before the new one took its place: put back when
+    ``NAME`` is missing (the crash fell between the two renames), else removed. Returns what was removed.
     """
     parent = Path(parent)
+    removed: list[Path] = []
     if not parent.is_dir():
-        return []
-    removed = []
-    for leftover in sorted(parent.glob(".*.tmp-*")) + sorted(parent.glob(".*.old-*")):
-        name, _, _ = leftover.name[1:].rpartition(".")
-        target = parent / name
-        if leftover.name.rpartition(".")[2].startswith("old-") and not target.exists():
-            os.replace(leftover, target)
-            continue
-        shutil.rmtree(leftover, ignore_errors=True)
-        removed.append(leftover.name)
+        return removed
+    for old in sorted(parent.glob(f".{name}.old-*")):
+        target = parent / old.name[1:].rsplit(".old-", 1)[0]
+        if target.exists():
+            shutil.rmtree(old, ignore_errors=True)
+            removed.append(old)
+        else:
+            os.replace(old, target)
+    for tmp in sorted(parent.glob(f".{name}.tmp-*")):
+        shutil.rmtree(tmp, ignore_errors=True)
+        removed.append(tmp)
     return removed
 
 

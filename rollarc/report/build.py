@@ -2,13 +2,12 @@
 ``report.md``, one page that puts them together with the held-out table, the counters and the config.
 
 Everything is rebuilt from the run directory's own files (``metrics.jsonl``, ``timeline.jsonl``,
-``summary.json``, ``config.yaml``), so a report can be regenerated at any time, also for a run that
+``summary.json``, ``config.yaml``), read through their schema (:mod:`rollarc.report.run_dir`), so a report can be regenerated at any time, also for a run that
 stopped early. ``render_report`` is pure (data in, Markdown out); ``build_report`` does the I/O.
 """
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,22 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
-RUN_FILES = ("metrics.jsonl", "timeline.jsonl", "summary.json", "config.yaml")
+from rollarc.report.run_dir import (
+    CONFIG,
+    METRICS,
+    SUMMARY,
+    TIMELINE,
+    MetricsRecord,
+    RunDirError,
+    Span,
+    read_metrics,
+    read_summary,
+    read_timeline,
+    to_dict,
+    write_json,
+)
+
+RUN_FILES = (METRICS, TIMELINE, SUMMARY, CONFIG)
 LEARNING_CURVE, TIMELINE, REPORT = "learning_curve.png", "timeline.png", "report.md"
 # The run's counters (summary.json, from the controller), in the order the report lists them.
 COUNTERS = (
@@ -55,10 +69,10 @@ KIND_COLORS = {
 }
 
 
-def busy_intervals(spans: list[dict[str, Any]]) -> list[tuple[float, float]]:
+def busy_intervals(spans: list[Span]) -> list[tuple[float, float]]:
     """The union of the spans' [t0, t1] intervals, merged and sorted."""
     merged: list[tuple[float, float]] = []
-    for t0, t1 in sorted((s["t0"], s["t1"]) for s in spans):
+    for t0, t1 in sorted((s.t0, s.t1) for s in spans):
         if merged and t0 <= merged[-1][1]:
             merged[-1] = (merged[-1][0], max(merged[-1][1], t1))
         else:
@@ -66,18 +80,18 @@ def busy_intervals(spans: list[dict[str, Any]]) -> list[tuple[float, float]]:
     return merged
 
 
-def bubble_fractions(spans: list[dict[str, Any]], window: tuple[float, float] | None = None) -> dict[str, float]:
+def bubble_fractions(spans: list[Span], window: tuple[float, float] | None = None) -> dict[str, float]:
     """Per role: idle time / wall time, averaged over the role's workers (a worker is busy while any span runs)."""
     if not spans:
         return {}
-    start = window[0] if window else min(s["t0"] for s in spans)
-    end = window[1] if window else max(s["t1"] for s in spans)
+    start = window[0] if window else min(s.t0 for s in spans)
+    end = window[1] if window else max(s.t1 for s in spans)
     wall = max(end - start, 1e-9)
-    by_worker: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    by_worker: dict[tuple[str, str], list[Span]] = {}
     for span in spans:
-        if span.get("kind") == "eval":
+        if span.kind == "eval":
             continue
-        by_worker.setdefault((span["role"], span["worker"]), []).append(span)
+        by_worker.setdefault((span.role, span.worker), []).append(span)
     per_role: dict[str, list[float]] = {}
     for (role, _worker), worker_spans in by_worker.items():
         busy = sum(min(t1, end) - max(t0, start) for t0, t1 in busy_intervals(worker_spans) if t1 > start and t0 < end)
@@ -85,11 +99,11 @@ def bubble_fractions(spans: list[dict[str, Any]], window: tuple[float, float] | 
     return {role: sum(v) / len(v) for role, v in sorted(per_role.items())}
 
 
-def plot_learning_curve(metrics: list[dict[str, Any]], evals: list[dict[str, Any]], path: Path) -> Path:
+def plot_learning_curve(metrics: list[MetricsRecord], evals: list[dict[str, Any]], path: Path) -> Path:
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
-    steps = [m["step"] for m in metrics]
+    steps = [m.step for m in metrics]
     if metrics:
-        ax1.plot(steps, [m.get("success", float("nan")) for m in metrics], label="train success (sampled)", alpha=0.7)
+        ax1.plot(steps, [_or_nan(m.success) for m in metrics], label="train success (sampled)", alpha=0.7)
     points = [(e["version"], e["success"]) for e in evals if e.get("episodes") != 0]  # None: count unknown
     if points:
         ax1.plot(*zip(*points, strict=True), "o-", label="held-out success (greedy)", color="black")
@@ -99,7 +113,7 @@ def plot_learning_curve(metrics: list[dict[str, Any]], evals: list[dict[str, Any
     ax1.legend()
     ax1.grid(alpha=0.3)
     if metrics:
-        ax2.plot(steps, [m.get("reward", float("nan")) for m in metrics], label="mean reward", color="tab:green")
+        ax2.plot(steps, [_or_nan(m.reward) for m in metrics], label="mean reward", color="tab:green")
     ax2.set_xlabel("training step")
     ax2.set_ylabel("reward")
     ax2.grid(alpha=0.3)
@@ -110,25 +124,19 @@ def plot_learning_curve(metrics: list[dict[str, Any]], evals: list[dict[str, Any
     return path
 
 
-def plot_timeline(spans: list[dict[str, Any]], path: Path, max_lanes: int = 40) -> Path:
+def plot_timeline(spans: list[Span], path: Path, max_lanes: int = 40) -> Path:
     """A Gantt chart: one lane per worker, one bar per span, coloured by kind, so idle bubbles show."""
-    lanes = sorted({(s["role"], s["worker"]) for s in spans})[:max_lanes]
+    lanes = sorted({(s.role, s.worker) for s in spans})[:max_lanes]
     index = {lane: i for i, lane in enumerate(lanes)}
     fig, ax = plt.subplots(figsize=(12, 0.45 * len(lanes) + 1.5))
     for kind, color in KIND_COLORS.items():
         for lane in lanes:
-            bars = [
-                (s["t0"], s["t1"] - s["t0"])
-                for s in spans
-                if s.get("kind") == kind and (s["role"], s["worker"]) == lane
-            ]
+            bars = [(s.t0, s.t1 - s.t0) for s in spans if s.kind == kind and (s.role, s.worker) == lane]
             if lane[0] in ("env", "rollout") and kind in ("generate", "env_step"):
                 # Many overlapping per-trajectory spans: draw the busy union instead of thousands of bars.
                 bars = [
                     (t0, t1 - t0)
-                    for t0, t1 in busy_intervals(
-                        [s for s in spans if s.get("kind") == kind and (s["role"], s["worker"]) == lane]
-                    )
+                    for t0, t1 in busy_intervals([s for s in spans if s.kind == kind and (s.role, s.worker) == lane])
                 ]
             if bars:
                 ax.broken_barh(bars, (index[lane] - 0.4, 0.8), facecolors=color, label=kind)
@@ -155,24 +163,28 @@ def build_report(run_dir: str | Path) -> list[Path]:
         raise ReportError(
             f"{run_dir} holds none of {', '.join(RUN_FILES)}: it is not a run directory, or its run has not started yet"
         )
-    metrics = _read_jsonl(run_dir / "metrics.jsonl")
-    spans = _read_jsonl(run_dir / "timeline.jsonl")
-    summary_path = run_dir / "summary.json"
-    summary = _read_summary(summary_path)
-    finished = "steps" in summary  # the controller writes it at the end; a stopped run has none
-    evals = summary.get("evals") or [
-        {"label": f"step_{m['step']}", "version": m["step"], "success": m["heldout_success"], "episodes": None}
+    try:
+        metrics = read_metrics(run_dir)
+        spans = read_timeline(run_dir)
+        record = read_summary(run_dir)
+    except RunDirError as err:
+        raise ReportError(str(err)) from None
+    summary_path = run_dir / SUMMARY
+    finished = record.steps is not None  # the controller writes it at the end; a stopped run has none
+    evals = record.evals or [
+        {"label": f"step_{m.step}", "version": m.step, "success": m.heldout_success, "episodes": None}
         for m in metrics
-        if "heldout_success" in m
+        if m.heldout_success is not None
     ]
     outputs = [plot_learning_curve(metrics, evals, run_dir / LEARNING_CURVE)]
     if spans:
         outputs.append(plot_timeline(spans, run_dir / TIMELINE))
-        train_spans = [s for s in spans if s.get("kind") != "eval"]
-        window = tuple(summary["rl_window"]) if summary.get("rl_window") else None
-        summary["bubble_fraction"] = bubble_fractions(train_spans, window)
-        summary_path.write_text(json.dumps(summary, indent=1, default=str))
+        train_spans = [s for s in spans if s.kind != "eval"]
+        window = (record.rl_window[0], record.rl_window[1]) if record.rl_window else None
+        record.bubble_fraction = bubble_fractions(train_spans, window)
+        write_json(summary_path, record)
         outputs.append(summary_path)
+    summary = to_dict(record)
     config_path = run_dir / "config.yaml"
     text = render_report(
         run_dir.name,
@@ -194,7 +206,7 @@ def build_report(run_dir: str | Path) -> list[Path]:
 def render_report(
     name: str,
     *,
-    metrics: list[dict[str, Any]],
+    metrics: list[MetricsRecord],
     summary: dict[str, Any],
     evals: list[dict[str, Any]],
     finished: bool,
@@ -293,12 +305,12 @@ def _heldout_section(summary: dict[str, Any], evals: list[dict[str, Any]]) -> li
     return [*lines, ""]
 
 
-def _training_section(metrics: list[dict[str, Any]]) -> list[str]:
+def _training_section(metrics: list[MetricsRecord]) -> list[str]:
     if not metrics:
         return ["No training step was logged (`metrics.jsonl` is missing or empty).", ""]
     first, last = metrics[0], metrics[-1]
     lines = [
-        f"{len(metrics)} training steps logged (steps {first['step']} to {last['step']}).",
+        f"{len(metrics)} training steps logged (steps {first.step} to {last.step}).",
         "",
         "| per step | first step | last step | mean | max |",
         "|---|---|---|---|---|",
@@ -311,10 +323,10 @@ def _training_section(metrics: list[dict[str, Any]]) -> list[str]:
         ("staleness_max", "max staleness (versions)"),
         ("loss", "loss"),
     ):
-        values = [m[key] for m in metrics if isinstance(m.get(key), (int, float)) and not isinstance(m[key], bool)]
+        values = [getattr(m, key) for m in metrics if getattr(m, key) is not None]
         if values:
             lines.append(
-                f"| {label} | {_num(first.get(key))} | {_num(last.get(key))} | "
+                f"| {label} | {_num(getattr(first, key))} | {_num(getattr(last, key))} | "
                 f"{_num(sum(values) / len(values))} | {_num(max(values))} |"
             )
     return [*lines, ""]
@@ -334,6 +346,11 @@ def _counters_section(summary: dict[str, Any]) -> list[str]:
         lines += ["Most common failure reasons:", "", "| reason | trajectories |", "|---|---|"]
         lines += [f"| {reason.replace('|', '/')} | {count} |" for reason, count in top]
         lines.append("")
+        examples = summary.get("failure_examples") or {}
+        lines += [f"- `{kind}`: {example}" for kind, _ in top for example in examples.get(kind, [])[:1]]
+        lines.append("")
+    if summary.get("status") == "stopped":
+        lines = [f"**The run stopped early:** {summary.get('stop_reason')}", "", *lines]
     return lines
 
 
@@ -351,27 +368,5 @@ def _num(value: Any) -> str:
     return str(value)
 
 
-def _read_jsonl(path: Path) -> list[dict[str, Any]]:
-    if not path.is_file():
-        return []
-    records = []
-    for number, line in enumerate(path.read_text().splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError as err:
-            raise ReportError(f"{path}, line {number}: not valid JSON ({err.msg})") from None
-    return records
-
-
-def _read_summary(path: Path) -> dict[str, Any]:
-    if not path.is_file():
-        return {}
-    try:
-        summary = json.loads(path.read_text())
-    except json.JSONDecodeError as err:
-        raise ReportError(f"{path}, line {err.lineno}: not valid JSON ({err.msg})") from None
-    if not isinstance(summary, dict):
-        raise ReportError(f"{path} must hold a JSON object, not {type(summary).__name__}")
-    return summary
+def _or_nan(value: float | None) -> float:
+    return float("nan") if value is None else value

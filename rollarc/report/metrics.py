@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
 
 import psutil
+
+from rollarc.report.run_dir import METRICS, TIMELINE, JsonlAppender, MetricsRecord, Span, from_dict, truncate_metrics
 
 
 def process_rss_mb() -> float:
@@ -17,18 +18,13 @@ def process_rss_mb() -> float:
 
 
 class MetricsWriter:
-    """Appends one JSON object per step; numeric values also go to TensorBoard under the same names."""
+    """Appends one :class:`MetricsRecord` per step; numeric values also go to TensorBoard under the same names."""
 
     def __init__(self, run_dir: Path, tensorboard: bool = True, truncate_after_step: int | None = None):
-        self.path = run_dir / "metrics.jsonl"
-        if truncate_after_step is not None and self.path.exists():
-            kept = [
-                line
-                for line in self.path.read_text().splitlines()
-                if line.strip() and json.loads(line).get("step", 0) <= truncate_after_step
-            ]
-            self.path.write_text("".join(line + "\n" for line in kept))
-        self._file = self.path.open("a")
+        self.path = run_dir / METRICS
+        if truncate_after_step is not None:
+            truncate_metrics(run_dir, truncate_after_step)
+        self._out = JsonlAppender(self.path)
         self._tb = None
         if tensorboard:
             from torch.utils.tensorboard import SummaryWriter  # deferred: tensorboard imports torch
@@ -36,36 +32,41 @@ class MetricsWriter:
             self._tb = SummaryWriter(log_dir=str(run_dir / "tensorboard"))
 
     def log(self, step: int, values: dict[str, Any]) -> None:
-        record = {"step": step, **values}
-        self._file.write(json.dumps(record, default=_jsonable) + "\n")
-        self._file.flush()
+        self._out.append(
+            [from_dict(MetricsRecord, {"step": step, **values}, f"{self.path}, step {step}", lenient=True)]
+        )
         if self._tb is not None:
             for key, value in _flatten(values).items():
                 if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
                     self._tb.add_scalar(key, value, step)
 
     def close(self) -> None:
-        self._file.close()
+        self._out.close()
         if self._tb is not None:
             self._tb.close()
 
 
 class TimelineWriter:
-    """Appends spans with times relative to the run start (seconds)."""
+    """Appends :class:`Span` records with times relative to the run start (seconds)."""
 
     def __init__(self, run_dir: Path, run_start: float):
-        self.path = run_dir / "timeline.jsonl"
+        self.path = run_dir / TIMELINE
         self.run_start = run_start
-        self._file = self.path.open("a")
+        self._out = JsonlAppender(self.path)
 
     def write(self, spans: list[dict[str, Any]]) -> None:
-        for span in spans:
-            span = {**span, "t0": round(span["t0"] - self.run_start, 6), "t1": round(span["t1"] - self.run_start, 6)}
-            self._file.write(json.dumps(span, default=_jsonable) + "\n")
-        self._file.flush()
+        self._out.append(
+            from_dict(
+                Span,
+                {**span, "t0": round(span["t0"] - self.run_start, 6), "t1": round(span["t1"] - self.run_start, 6)},
+                str(self.path),
+                lenient=True,
+            )
+            for span in spans
+        )
 
     def close(self) -> None:
-        self._file.close()
+        self._out.close()
 
 
 def _flatten(values: dict[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -77,9 +78,3 @@ def _flatten(values: dict[str, Any], prefix: str = "") -> dict[str, Any]:
         else:
             flat[name] = value
     return flat
-
-
-def _jsonable(value: Any) -> Any:
-    if hasattr(value, "item"):
-        return value.item()
-    return str(value)

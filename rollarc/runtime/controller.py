@@ -1,9 +1,11 @@
 """The Controller: the step loop that admits groups, forms batches, trains, syncs and checkpoints.
 
-One loop serves synchronous and asynchronous training. Groups are admitted by the staleness ledger
-(``k = 0`` gives the synchronous barrier), finished groups wait in a bounded buffer, a training step
-starts as soon as ``B`` fresh groups are ready, and after each step the new weights are published once
-and synced to every rollout replica. Rollout never waits for training except through the ledger.
+One loop serves synchronous and asynchronous training. Every scheduling decision is the pure core's
+(:mod:`rollarc.policy`, through :class:`~rollarc.runtime.scheduling.RuntimeScheduling`, the same core
+the simulator runs): groups are admitted under the staleness bound (``k = 0`` gives the synchronous
+barrier), finished groups wait in its bounded buffer, a training step starts as soon as ``B`` fresh
+groups are ready, and after each step the new weights are published once and synced to every rollout
+replica. Rollout never waits for training except through the admission rule.
 
 Everything that can go wrong with one trajectory or one worker is counted and survived: failed
 trajectories, dropped or restarted stale groups, dead EnvWorkers (replaced; their groups re-run), dead
@@ -17,11 +19,9 @@ on disk.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -29,16 +29,21 @@ import numpy as np
 import ray
 from ray.exceptions import RayActorError, RayTaskError
 
+from rollarc.agent.failures import FailureTally
+from rollarc.agent.local_eval import heldout_specs
 from rollarc.agent.runner import EpisodeSpec
-from rollarc.agent.task_mix import TaskMix
-from rollarc.agent.trajectory import Trajectory
-from rollarc.config import Config
-from rollarc.models.checkpoint import clean_partial_checkpoints
+from rollarc.agent.seeds import derived_seed
+from rollarc.agent.trajectory import Trajectory, batch_digest
+from rollarc.config import Config, elastic_pool
+from rollarc.models.checkpoint import remove_partial_directories
+from rollarc.policy.freshness import staleness as trained_staleness
+from rollarc.policy.scheduler import Admission
 from rollarc.report.metrics import MetricsWriter, TimelineWriter, process_rss_mb
 from rollarc.report.progress import RunProgress
+from rollarc.report.run_dir import TASK_PROFILES, TaskProfiles, from_dict, to_dict, truncate_timeline, write_json
 from rollarc.runtime.env_worker import GroupResult, GroupSpec
-from rollarc.runtime.group_buffer import GroupBuffer
-from rollarc.runtime.staleness import StalenessLedger
+from rollarc.runtime.failure_window import FailureWindow
+from rollarc.runtime.scheduling import RuntimeScheduling
 from rollarc.runtime.task_profile import TaskProfiler
 from rollarc.runtime.trajectory_accounting import TrajectoryAccount
 from rollarc.runtime.weight_sync import SyncPayload
@@ -63,10 +68,9 @@ class Counters:
     restarted_stale: int = 0
     dropped_failed: int = 0
     failed_trajectories: int = 0
-    failure_reasons: Counter[str] = field(default_factory=Counter)
+    failures: FailureTally = field(default_factory=FailureTally)
     env_worker_restarts: int = 0
     retried_groups: int = 0
-    consecutive_dropped: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -76,10 +80,28 @@ class Counters:
             "restarted_stale_groups": self.restarted_stale,
             "dropped_failed_groups": self.dropped_failed,
             "failed_trajectories": self.failed_trajectories,
-            "failure_reasons": dict(self.failure_reasons),
+            **self.failures.as_dict(),
             "env_worker_restarts": self.env_worker_restarts,
             "retried_groups": self.retried_groups,
         }
+
+    @classmethod
+    def from_dict(cls, saved: dict[str, Any]) -> Counters:
+        """The counters :meth:`as_dict` wrote (a checkpoint's), so a resumed run counts on from them."""
+        return cls(
+            groups_started=int(saved.get("groups_started", 0)),
+            groups_trained=int(saved.get("groups_trained", 0)),
+            dropped_stale=int(saved.get("dropped_stale_groups", 0)),
+            restarted_stale=int(saved.get("restarted_stale_groups", 0)),
+            dropped_failed=int(saved.get("dropped_failed_groups", 0)),
+            failed_trajectories=int(saved.get("failed_trajectories", 0)),
+            failures=FailureTally(
+                counts=Counter({str(k): int(v) for k, v in saved.get("failure_reasons", {}).items()}),
+                examples={str(k): [str(m) for m in v] for k, v in saved.get("failure_examples", {}).items()},
+            ),
+            env_worker_restarts=int(saved.get("env_worker_restarts", 0)),
+            retried_groups=int(saved.get("retried_groups", 0)),
+        )
 
 
 class Controller:
@@ -99,17 +121,13 @@ class Controller:
         self.workers = workers
         self.B = cfg.train.groups_per_step
         self.G = cfg.train.group_size
-        self.ledger = StalenessLedger(
-            self.B, cfg.async_.max_staleness, published_version=start_version, next_train_version=start_version
-        )
+        self.scheduling = RuntimeScheduling(cfg, start_version=start_version, group_index=group_index)
         self.start_version = start_version
-        self.mix = TaskMix({t.name: t.weight for t in cfg.tasks})
-        self.mix.skip(group_index)
         self.group_index = group_index
         self.counters = Counters()
         self.pending: dict[Any, tuple[GroupSpec, str]] = {}
-        self.buffer = GroupBuffer[GroupResult](self.B, cfg.async_.max_staleness)
-        self.restart_queue: list[GroupSpec] = []
+        self.specs: dict[int, GroupSpec] = {}  # admitted, not yet trained or dropped: a restart re-runs its spec
+        self.finished: dict[int, GroupResult] = {}  # in the scheduler's buffer, by group index
         self.run_start = run_start or time.time()
         self.metrics = metrics or MetricsWriter(run_dir, tensorboard=cfg.run.tensorboard)
         self.timeline = TimelineWriter(run_dir, self.run_start)
@@ -128,6 +146,34 @@ class Controller:
         self.steps_lost = 0
         self._last_heal = time.time()
         workers.supervise(REPLACEMENT_WAIT_S)
+        self.elastic_events: list[dict[str, Any]] = []
+        # One step's worth of started rollouts: B × (G + r).
+        self.failures = FailureWindow(self.B * (self.G + cfg.async_.redundancy), cfg.async_.max_failed_fraction)
+        self.resumed_rl_start_s: float | None = None  # set by restore(): the RL window's start on the run clock
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """Continue from a checkpoint's controller state exactly: counters, evaluations, task profiles, the run
+        clock and the groups that were started but not trained (they are run again, same seeds; docs/async.md).
+
+        The run clock goes on from the checkpoint's ``wall_s``: spans that the stopped run wrote after that
+        time describe work that is redone now, so the timeline drops them and continues without a gap.
+        """
+        self.counters = Counters.from_dict(state.get("counters", {}))
+        self.evals = list(state.get("evals", []))
+        if "task_profiler" in state:
+            self.profiler = TaskProfiler.from_state(state["task_profiler"])
+        self.dropped_by_task = Counter({str(k): int(v) for k, v in state.get("dropped_by_task", {}).items()})
+        self.buffer_sizes = [int(state.get("max_buffer_groups", 0))]
+        for saved in state.get("unfinished_groups", []):
+            spec = GroupSpec(**saved)
+            self.specs[spec.index] = spec  # run again first, same seeds (docs/async.md)
+            self.scheduling.core.requeue(spec.index, spec.task)
+        clock = float(state["wall_s"])
+        self.run_start = time.time() - clock
+        self.timeline.close()
+        truncate_timeline(self.run_dir, clock)
+        self.timeline = TimelineWriter(self.run_dir, self.run_start)
+        self.resumed_rl_start_s = state.get("rl_start_s")
 
     # ---- the loop --------------------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
@@ -143,15 +189,17 @@ class Controller:
         last_step_end = time.time()
         last_spans = time.time()
         self.rl_start = self.rl_end = time.time()
+        if self.resumed_rl_start_s is not None:
+            self.rl_start = self.run_start + self.resumed_rl_start_s
         with RunProgress(steps, enabled=self.cfg.run.progress) as progress:
             progress.update(version, success=self.evals[-1]["success"])
             while version < steps or not self._finished(version):
                 version = self.version  # rewound when the trainer was lost at the very end (``_finished``)
                 self._admit()
                 if train_ref is None and publish_ref is None and not sync_refs:
-                    batch = self._form_batch()
-                    if batch is not None:
-                        train_version = self.ledger.consume(len(batch))
+                    formed = self._form_batch()
+                    if formed is not None:
+                        train_version, batch = formed
                         step_started = time.time()
                         batch_info = self._batch_info(batch, train_version)
                         train_ref = self.workers.trainer.train_step.remote(
@@ -178,7 +226,7 @@ class Controller:
                             if not sync_refs:
                                 version += 1
                                 self.version = version
-                                self.ledger.publish(version)
+                                self.scheduling.weights_published(version)
                                 now = time.time()
                                 record = self._step_record(
                                     version,
@@ -190,6 +238,7 @@ class Controller:
                                 )
                                 last_step_end = self.rl_end = now
                                 self._after_step(version, record, progress)
+                                self._apply_elastic(version)
                 except TrainerLost:
                     version = self.version = self._recover_trainer(version)
                     train_ref, publish_ref, sync_refs = None, None, []
@@ -220,15 +269,13 @@ class Controller:
 
     # ---- admission and batches -------------------------------------------------------------------
     def _admit(self) -> None:
-        while self.ledger.can_admit():
-            spec = self.restart_queue.pop(0) if self.restart_queue else self._new_spec()
-            self.ledger.admit()
+        for admission in self.scheduling.admissions():
+            spec = self.specs[admission.group] if admission.restart else self._new_spec(admission)
             self._submit(spec)
 
-    def _new_spec(self) -> GroupSpec:
-        index = self.group_index
-        self.group_index += 1
-        task = self.mix.next()
+    def _new_spec(self, admission: Admission) -> GroupSpec:
+        index, task = admission.group, admission.task
+        self.group_index = index + 1
         sampling_seed = _seed_of(self.cfg.seed, "sampling", index)
         return GroupSpec(
             group_id=f"g{index}",
@@ -238,10 +285,11 @@ class Controller:
             size=self.G,
             redundancy=self.cfg.async_.redundancy,
             sampling_seed=sampling_seed,
-            step=self.ledger.published_version,
+            step=self.scheduling.core.published_version,
         )
 
     def _submit(self, spec: GroupSpec) -> None:
+        self.specs[spec.index] = spec
         name = self.workers.least_loaded_env(self.pending.values())
         ref = self.workers.env[name].run_group.remote(spec)
         self.pending[ref] = (spec, name)
@@ -273,53 +321,54 @@ class Controller:
             self.profiler.add(traj)
         for traj in result.failed:
             self.counters.failed_trajectories += 1
-            self.counters.failure_reasons[(traj.failure_reason or "unknown").split(":")[0]] += 1
-        if len(result.trajectories) < 2:
+            self.counters.failures.add(traj)
+        self.failures.add(ok=len(result.trajectories), failed=len(result.failed))
+        if not self.scheduling.group_finished(spec.index, len(result.trajectories), result.min_version):
+            self.specs.pop(spec.index, None)
             self.dropped_by_task[spec.task] += 1
-            self.ledger.discard()
             self.counters.dropped_failed += 1
-            self.counters.consecutive_dropped += 1
             self._check_health(result)
-            return
-        self.counters.consecutive_dropped = 0
-        self.buffer.add(result)
+        else:
+            self.finished[spec.index] = result
+        self._check_failed_fraction()
 
-    def _form_batch(self) -> list[GroupResult] | None:
-        decision = self.buffer.take(self.ledger.next_train_version)
-        for result in decision.stale:
-            self.ledger.discard()
+    def _form_batch(self) -> tuple[int, list[GroupResult]] | None:
+        """The scheduler's next batch as (the version its step starts from, the groups' results), or None."""
+        decision = self.scheduling.form_batch()
+        for stale in decision.stale:
+            self.finished.pop(stale.group)
             if self.cfg.async_.on_stale == "restart":
                 self.counters.restarted_stale += 1
-                self.restart_queue.append(result.spec)
             else:
+                self.specs.pop(stale.group, None)
                 self.counters.dropped_stale += 1
-            self.dropped_by_task[result.spec.task] += 1
-        self.buffer_sizes.append(len(self.buffer) + len(decision.batch))
-        if not decision.batch:
+            self.dropped_by_task[stale.task] += 1
+        taken = decision.batch.groups if decision.batch is not None else ()
+        self.buffer_sizes.append(len(self.finished))
+        if decision.batch is None:
             return None
-        ids = [g.spec.group_id for g in decision.batch]
+        batch = [self.finished.pop(g.group) for g in taken]
+        for group in taken:
+            self.specs.pop(group.group, None)
+        ids = [g.spec.group_id for g in batch]
         if len(set(ids)) != len(ids) or self.trained_groups.intersection(ids):
             raise RunError(
                 f"internal error: a group would be trained twice ({ids}); stopping rather than "
                 "training on duplicated data"
             )
         self.trained_groups.update(ids)
-        self.counters.groups_trained += len(decision.batch)
-        return decision.batch
+        self.counters.groups_trained += len(batch)
+        return decision.batch.train_version, batch
 
     def _batch_info(self, batch: list[GroupResult], train_version: int) -> dict[str, Any]:
         trajs = [t for g in batch for t in g.trajectories]
-        staleness = [train_version - t.min_version for t in trajs]
+        staleness = [trained_staleness(train_version, t.min_version) for t in trajs]
         per_task: dict[str, list[Trajectory]] = {}
         for t in trajs:
             per_task.setdefault(t.task, []).append(t)
-        digest = hashlib.blake2b(digest_size=8)
-        for t in trajs:
-            for seg in t.segments:
-                digest.update(str(seg.token_ids).encode())
         return {
             "train_version": train_version,
-            "batch_digest": digest.hexdigest(),
+            "batch_digest": batch_digest(trajs),
             "trajectories": len(trajs),
             "reward": float(np.mean([t.reward for t in trajs])),
             "success": float(np.mean([t.success for t in trajs])),
@@ -382,7 +431,9 @@ class Controller:
         """A new trainer from the last checkpoint; returns the version training goes on from.
 
         Groups in flight or buffered may hold tokens of the lost versions, whose weights no longer exist: they
-        are cancelled and run again (same seeds) under the restored weights, so version labels stay exact.
+        are cancelled and the scheduler runs them again first (same seeds, ``self.specs``) under the restored
+        weights, so version labels stay exact. Groups trained in the lost steps are not run again (their ids
+        are trained once); new groups take their place.
         """
         unsupported = (
             "rollout.backend: openai"
@@ -406,18 +457,18 @@ class Controller:
             )
         else:
             checkpoint, restored = None, 0
-        clean_partial_checkpoints(self.run_dir / "checkpoints")  # a save the trainer died in
+        remove_partial_directories(self.run_dir / "checkpoints")  # a save the trainer died in
         policy_dir = str(Path(checkpoint) / "policy") if checkpoint is not None else self.workers.policy_dir
-        restart = [spec for spec, _ in self.pending.values()] + [g.spec for g in self.buffer.ready]
-        self.buffer = GroupBuffer[GroupResult](self.B, self.cfg.async_.max_staleness)
         self._cancel_pending()
+        self.finished.clear()
+        restart = self.scheduling.trainer_lost(restored)
+        if set(restart) != set(self.specs):
+            raise RunError(
+                f"internal error: groups to run again {restart} differ from those admitted {sorted(self.specs)}"
+            )
         self.workers.restart_from(policy_dir, checkpoint, restored)
         self.steps_lost += version - restored
         self.trainer_restarts += 1
-        self.ledger = StalenessLedger(
-            self.B, self.cfg.async_.max_staleness, published_version=restored, next_train_version=restored
-        )
-        self.restart_queue = sorted([*restart, *self.restart_queue], key=lambda spec: spec.index)
         self.counters.retried_groups += len(restart)
         return restored
 
@@ -435,9 +486,15 @@ class Controller:
             and not self.workers.alive_rollouts()
         ):
             raise RunError("every rollout worker died; no replica is left to generate")
-        if self.counters.consecutive_dropped >= max(4 * self.B, 16):
-            top = ", ".join(f"{k} ({v})" for k, v in self.counters.failure_reasons.most_common(3))
-            raise RunError(f"the last {self.counters.consecutive_dropped} groups all failed; reasons: {top}")
+
+    def _check_failed_fraction(self) -> None:
+        """``async.max_failed_fraction``: stop when too many of the last B×(G+r) finished trajectories failed."""
+        if self.failures.exceeded():
+            raise RunError(
+                f"{self.failures.failed} of the last {self.failures.size} finished trajectories failed, more than "
+                f"async.max_failed_fraction={self.failures.max_fraction:g} allows; "
+                f"reasons: {self.counters.failures.describe()}"
+            )
 
     # ---- per-step bookkeeping --------------------------------------------------------------------
     def _step_record(
@@ -460,7 +517,7 @@ class Controller:
             "tokens": train.get("tokens", 0),
             "gen_tok_s": tokens / step_time if step_time > 0 else 0.0,
             "trajectories_per_s": batch["trajectories"] / step_time if step_time > 0 else 0.0,
-            "buffer_groups": len(self.buffer),
+            "buffer_groups": len(self.finished),
             "in_flight_groups": len(self.pending),
             "rss_mb": process_rss_mb(),
             "rss_mb_train": train.get("rss_mb", 0.0),
@@ -473,7 +530,9 @@ class Controller:
             "grad_norm": train.get("grad_norm"),
             "clip_frac": train.get("clip_frac"),
             "entropy": train.get("entropy"),
-            **{k: v for k, v in self.counters.as_dict().items() if k != "failure_reasons"},
+            **{k: v for k, v in self.counters.as_dict().items() if k not in ("failure_reasons", "failure_examples")},
+            # every other scalar the trainer reports (token staleness, lr, rows, ...) reaches metrics.jsonl too
+            **{k: v for k, v in train.items() if k not in _NOT_STEP_METRICS and isinstance(v, int | float)},
         }
 
     def _after_step(self, version: int, record: dict[str, Any], progress: RunProgress) -> None:
@@ -493,20 +552,32 @@ class Controller:
             staleness=record["staleness_max"],
         )
 
+    def _apply_elastic(self, version: int) -> None:
+        """The ``elastic`` schedule: between steps (no train, publish or sync in flight), add or remove replicas."""
+        for change in self.cfg.elastic:
+            if change.at_step != version:
+                continue
+            pool = elastic_pool(change, self.cfg.cluster)
+            group = next(g for g in self.cfg.cluster.roles.rollout if g.pool == pool)
+            event: dict[str, Any] = {"step": version, "pool": pool, "added": [], "removed": []}
+            for _ in range(change.add):
+                name = self.workers.next_rollout_name()
+                self.workers.add_rollout(name, group, version, catch_up=True)
+                event["added"].append(name)
+            for name in list(reversed(self.workers.rollouts_of_pool(pool)))[: change.remove]:
+                outcome = self.workers.remove_rollout(name, change.drain_timeout_s)
+                event["removed"].append({"name": name, **outcome})
+            self.elastic_events.append(event)
+
     # ---- evaluation, checkpoints, spans ----------------------------------------------------------
     def evaluate(self, version: int, label: str) -> dict[str, Any]:
-        """Greedy episodes on held-out seeds (disjoint from training seeds), spread over the EnvWorkers."""
+        """Held-out episodes (seeds disjoint from training) at ``train.eval_temperature``, on the EnvWorkers."""
         n = self.cfg.train.eval_episodes
         t0 = time.time()
         if n == 0:
             return {"label": label, "version": version, "success": float("nan"), "episodes": 0}
-        mix = TaskMix({t.name: t.weight for t in self.cfg.tasks})
-        specs = [
-            EpisodeSpec(
-                traj_id=f"eval-{label}-{i}", task=mix.next(), seed=self.cfg.train.eval_seed_base + i, greedy=True
-            )
-            for i in range(n)
-        ]
+        t = self.cfg.train
+        specs = heldout_specs(list(self.cfg.tasks), n, t.eval_seed_base, f"eval-{label}", t.eval_temperature)
         trajs = self._run_episodes(specs)
         ok = [t for t in trajs if t.status == "ok"]
         per_task = {}
@@ -575,19 +646,27 @@ class Controller:
             "weights": {t.name: t.weight for t in self.cfg.tasks},
             "rollout_pools": {t.name: t.rollout_pool for t in self.cfg.tasks},
         }
-        (self.run_dir / "task_profiles.json").write_text(json.dumps(profiles, indent=1))
-        return profiles
+        path = self.run_dir / TASK_PROFILES
+        record = from_dict(TaskProfiles, profiles, str(path), lenient=True)
+        write_json(path, record)
+        return to_dict(record)
 
     def checkpoint(self, version: int, final: bool = False) -> None:
         self.write_profiles()
         path = self.run_dir / "checkpoints" / f"step_{version:06d}"
+        unfinished = sorted(self.specs.values(), key=lambda spec: spec.index)  # admitted, not yet trained
         state = {
             "version": version,
             "group_index": self.group_index,
             "evals": self.evals,
             "counters": self.counters.as_dict(),
             "wall_s": time.time() - self.run_start,
+            "rl_start_s": getattr(self, "rl_start", self.run_start) - self.run_start,
             "final": final,
+            "dropped_by_task": dict(self.dropped_by_task),
+            "max_buffer_groups": max(self.buffer_sizes, default=0),
+            "unfinished_groups": [asdict(spec) for spec in unfinished],
+            "task_profiler": self.profiler.state(),
         }
         try:
             self.last_checkpoint = ray.get(self.workers.trainer.save_checkpoint.remote(str(path), state))
@@ -606,11 +685,30 @@ class Controller:
             self.trajectories.cancel(ref)
         self.pending.clear()
 
+    def stopped_summary(self, reason: str) -> dict[str, Any]:
+        """What a run that stopped early knows, from the driver alone (no remote call that could hang)."""
+        before = next((e for e in self.evals if e["label"] == "before_rl"), None)
+        return {
+            "name": self.cfg.name,
+            "status": "stopped",
+            "stop_reason": reason,
+            "mode": self.cfg.async_.mode,
+            "steps": self.scheduling.core.published_version,
+            "wall_s": time.time() - self.run_start,
+            "heldout_success_before_rl": before["success"] if before else None,
+            "evals": self.evals,
+            "last_checkpoint": self.last_checkpoint,
+            "dropped_groups_by_task": dict(self.dropped_by_task),
+            **self.counters.as_dict(),
+        }
+
     def summary(self, version: int) -> dict[str, Any]:
         before = next((e for e in self.evals if e["label"] == "before_rl"), None)
         after = self.evals[-1]
         return {
             "name": self.cfg.name,
+            "status": "completed",
+            "stop_reason": None,
             "mode": self.cfg.async_.mode,
             "max_staleness": self.cfg.async_.max_staleness,
             "steps": version,
@@ -624,13 +722,14 @@ class Controller:
             "heldout_episodes": after["episodes"],
             "evals": self.evals,
             "max_buffer_groups": max(self.buffer_sizes, default=0),
-            "max_in_flight_groups_bound": self.ledger.max_in_flight,
+            "max_in_flight_groups_bound": self.scheduling.core.max_in_flight,
             "last_checkpoint": self.last_checkpoint,
             "routing": self.workers.routing_stats(),
             "env_workers": self.workers.env_stats(),
             "sync": _mean_dicts(self.sync_times),
             "task_profiles": self.write_profiles()["tasks"],
             "dropped_groups_by_task": dict(self.dropped_by_task),
+            "elastic": self.elastic_events,
             **self.counters.as_dict(),
             **self.recovery_stats(),
         }
@@ -646,9 +745,11 @@ class Controller:
         }
 
 
+_NOT_STEP_METRICS = {"version", "tokens", "train_s", "rss_mb", "loss", "grad_norm", "clip_frac", "entropy"}
+
+
 def _seed_of(seed: int, purpose: str, index: int) -> int:
-    digest = hashlib.blake2b(f"{seed}:{purpose}:{index}".encode(), digest_size=6).digest()
-    return int.from_bytes(digest, "little") * 1000
+    return derived_seed(seed, purpose, index)  # shared with the in-process reference loop
 
 
 def _mean_dicts(items: list[dict[str, float]]) -> dict[str, float]:

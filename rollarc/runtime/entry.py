@@ -11,18 +11,22 @@ from pathlib import Path
 from typing import Any
 
 import ray
+import torch
 
 from rollarc.agent.local_eval import evaluate_local
 from rollarc.config import Config, load_train_config
-from rollarc.configio import ConfigError, dump_yaml
-from rollarc.models.checkpoint import clean_partial_checkpoints, load_policy
+from rollarc.configio import ConfigError
+from rollarc.models.checkpoint import load_policy, remove_partial_directories
 from rollarc.models.device import resolve_device, resolve_dtype
 from rollarc.report.metrics import MetricsWriter
+from rollarc.report.run_dir import SUMMARY, Summary, from_dict, write_json
 from rollarc.runtime import stop_signals
 from rollarc.runtime.controller import Controller, RunError
-from rollarc.runtime.ray_cluster import plugin_pythonpath, start_ray
+from rollarc.runtime.ray_cluster import plugin_pythonpath, start_ray, stop_ray
+from rollarc.runtime.resume import ResumePoint, latest_checkpoint, prepare_resume, record_new_run
 from rollarc.runtime.stop_signals import RunStopped
 from rollarc.runtime.workers import Workers
+from rollarc.train.preflight import eval_policy_dir, preflight_train
 from rollarc.train.sft_entry import SFT_META, read_sft_meta, run_sft
 
 
@@ -35,11 +39,6 @@ def new_run_dir(cfg: Config) -> Path:
         suffix += 1
     run_dir.mkdir(parents=True)
     return run_dir
-
-
-def latest_checkpoint(run_dir: Path) -> Path | None:
-    candidates = sorted(p for p in (run_dir / "checkpoints").glob("step_*") if (p / "state.json").is_file())
-    return candidates[-1] if candidates else None
 
 
 def initial_policy(cfg: Config, log: Callable[[str], None] = print) -> tuple[str, dict[str, Any] | None]:
@@ -62,34 +61,36 @@ def run_training(cfg: Config, address: str | None = None) -> int:
     """Run (or resume) RL training; returns a process exit code (``128 + signal`` when stopped by a signal)."""
     start = time.time()
     plugin_pythonpath(cfg.plugin_paths)  # plugin envs must import here too (SFT demos, evaluation)
-    resume_state: dict[str, Any] | None = None
+    preflight_train(cfg, resuming=cfg.resume is not None, warn=lambda m: print(m, file=sys.stderr))
+    resume: ResumePoint | None = None
     if cfg.resume is not None:
-        run_dir = Path(cfg.resume)
-        checkpoint = latest_checkpoint(run_dir)
-        if checkpoint is None:
-            raise ConfigError(f"resume={run_dir}: no checkpoint found under {run_dir / 'checkpoints'}")
-        resume_state = json.loads((checkpoint / "state.json").read_text())
-        policy_dir = str(checkpoint / "policy")
+        if Path(cfg.resume).is_dir():
+            remove_partial_directories(Path(cfg.resume) / "checkpoints")  # left by a crash in the middle of a save
+        resume = prepare_resume(cfg)  # refuses a config that differs from the run's in an unsafe key
+        run_dir = resume.run_dir
+        policy_dir = str(resume.checkpoint / "policy")
         sft_meta = read_sft_meta(run_dir)
-        print(f"resuming {run_dir} from {checkpoint.name} (version {resume_state['version']})", file=sys.stderr)
+        print(f"resuming {run_dir} from {resume.checkpoint.name} (version {resume.state['version']})", file=sys.stderr)
     else:
+        remove_partial_directories(cfg.sft_checkpoint().parent, cfg.sft_checkpoint().name)
         policy_dir, sft_meta = initial_policy(cfg, log=lambda m: print(m, file=sys.stderr))
         run_dir = new_run_dir(cfg)
         if sft_meta is not None:
             (run_dir / SFT_META).write_text(json.dumps(sft_meta, indent=1))
-    (run_dir / "config.yaml").write_text(dump_yaml(cfg))
+        record_new_run(run_dir, cfg)
+    resume_state = resume.state if resume is not None else None
     version = int(resume_state["version"]) if resume_state else 0
     if address is not None:  # joining a cluster: pools are real resources there (see ray_cluster)
         cfg = cfg.model_copy(update={"cluster": cfg.cluster.model_copy(update={"address": address})})
-    start_ray(cfg.cluster, address, cfg.plugin_paths, device=cfg.model.device)
-    stop_signals.install()  # ray.init replaced the SIGTERM handler with one that exits mid-step
-    workers = None
+    workers: Workers | None = None
     controller: Controller | None = None
     stopped: RunStopped | None = None
     try:
+        start_ray(cfg.cluster, address, cfg.plugin_paths, device=cfg.model.device)
+        stop_signals.install()  # ray.init replaced the SIGTERM handler with one that exits mid-step
         workers = Workers(cfg, policy_dir, start_version=version)
-        if resume_state is not None:
-            ray.get(workers.trainer.load_checkpoint.remote(str(latest_checkpoint(run_dir))))
+        if resume is not None:
+            ray.get(workers.trainer.load_checkpoint.remote(str(resume.checkpoint)))
         metrics = MetricsWriter(
             run_dir, tensorboard=cfg.run.tensorboard, truncate_after_step=version if resume_state else None
         )
@@ -102,29 +103,33 @@ def run_training(cfg: Config, address: str | None = None) -> int:
             metrics=metrics,
         )
         if resume_state is not None:
-            controller.evals = list(resume_state.get("evals", []))
+            controller.restore(resume_state)
         try:
             summary = controller.run()
         except RunError as err:
             print(f"rollarc: run stopped: {err}", file=sys.stderr)
             controller.collect_spans()
+            _write_summary(run_dir, stopped_summary(controller, str(err), version, sft_meta, start))
+            print(f"run directory: {run_dir} (summary.json: counts and examples of every failure)", file=sys.stderr)
             return 1
-        except RunStopped as err:
-            stopped = err
         finally:
             metrics.close()
             controller.timeline.close()
-    except RunStopped as err:  # a signal while the workers start
+    except RunStopped as err:  # a stop signal: summary.json and one line below, after Ray is stopped
         stopped = err
+    except BaseException as err:  # recorded in summary.json, then re-raised: a dead trainer, a bug
+        _write_summary(run_dir, stopped_summary(controller, f"{type(err).__name__}: {err}", version, sft_meta, start))
+        raise
     finally:
         if workers is not None:
             workers.shutdown()
-        ray.shutdown()
+        stop_ray()
     if stopped is not None:
-        return _stop_summary(run_dir, stopped, controller, time.time() - start)
+        return _stop_summary(run_dir, stopped, stopped_summary(controller, stopped.name, version, sft_meta, start))
     summary["sft"] = sft_meta
     summary["total_wall_s"] = time.time() - start
-    (run_dir / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
+    summary["resumes"] = resume.resumes if resume is not None else 0
+    write_json(run_dir / SUMMARY, from_dict(Summary, summary, str(run_dir / SUMMARY), lenient=True))
     from rollarc.report.build import build_report  # deferred: matplotlib is heavy
 
     build_report(run_dir)
@@ -132,24 +137,38 @@ def run_training(cfg: Config, address: str | None = None) -> int:
     return 0
 
 
-def _stop_summary(run_dir: Path, stopped: RunStopped, controller: Controller | None, wall_s: float) -> int:
+def stopped_summary(
+    controller: Controller | None, reason: str, version: int, sft_meta: dict[str, Any] | None, start: float
+) -> dict[str, Any]:
+    """``summary.json`` of a run that stopped before its last step: the reason and the counts so far."""
+    if controller is not None:
+        summary = controller.stopped_summary(reason)
+    else:  # it stopped while starting (Ray, the workers): nothing was counted yet
+        summary = {"status": "stopped", "stop_reason": reason, "steps": version}
+    return {**summary, "sft": sft_meta, "total_wall_s": time.time() - start}
+
+
+def _write_summary(run_dir: Path, summary: dict[str, Any]) -> None:
+    tmp = run_dir / "summary.json.tmp"
+    tmp.write_text(json.dumps(summary, indent=1, default=str))
+    tmp.replace(run_dir / "summary.json")
+
+
+def _stop_summary(run_dir: Path, stopped: RunStopped, summary: dict[str, Any]) -> int:
     """After a stop signal: remove half-written checkpoints, record why the run stopped, say how to resume.
 
     The resume command names the run's own ``config.yaml``: it holds the overrides the run was started with.
     """
-    removed = clean_partial_checkpoints(run_dir / "checkpoints")
+    removed = remove_partial_directories(run_dir / "checkpoints")
     checkpoint = latest_checkpoint(run_dir)
     saved = json.loads((checkpoint / "state.json").read_text())["version"] if checkpoint else None
-    summary: dict[str, Any] = {
-        "stop_reason": stopped.name,
-        "steps": controller.version if controller is not None else None,
+    summary = {
+        **summary,
         "last_checkpoint": str(checkpoint) if checkpoint else None,
         "last_checkpoint_step": saved,
-        "removed_partial_checkpoints": removed,
-        "total_wall_s": wall_s,
-        **(controller.counters.as_dict() if controller is not None else {}),
+        "removed_partial_checkpoints": [path.name for path in removed],
     }
-    (run_dir / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
+    _write_summary(run_dir, summary)
     if checkpoint is None:
         print(f"rollarc: stopped by {stopped.name}; no checkpoint was written yet ({run_dir})", file=sys.stderr)
     else:
@@ -175,11 +194,24 @@ def eval_main(
     config_path: str, overrides: list[str], checkpoint: str | None = None, episodes: int | None = None
 ) -> int:
     cfg = load_train_config(config_path, overrides)
+    n = episodes if episodes is not None else cfg.train.eval_episodes
+    if n < 1:
+        raise ConfigError("train.eval_episodes is 0, so there is nothing to evaluate; pass --episodes N")
     plugin_pythonpath(cfg.plugin_paths)
-    path = checkpoint or cfg.model.path or str(cfg.sft_checkpoint())
+    torch.set_num_threads(cfg.train.eval_threads)
+    path = eval_policy_dir(cfg, checkpoint)
     model, tokenizer = load_policy(path)
     model = model.to(resolve_device(cfg.model.device), resolve_dtype(cfg.engine.dtype or cfg.model.dtype))  # type: ignore[arg-type]  # transformers' typed .to rejects a device
-    n = episodes if episodes is not None else cfg.train.eval_episodes
-    result = evaluate_local(model, tokenizer, list(cfg.tasks), n, cfg.train.eval_seed_base, cfg.sampling, cfg.engine)
+    engine = cfg.engine.model_copy(update={"num_threads": cfg.train.eval_threads})
+    result = evaluate_local(
+        model,
+        tokenizer,
+        list(cfg.tasks),
+        n,
+        cfg.train.eval_seed_base,
+        cfg.sampling,
+        engine,
+        temperature=cfg.train.eval_temperature,
+    )
     print(json.dumps({"checkpoint": path, **result}))
     return 0

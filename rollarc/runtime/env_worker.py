@@ -119,7 +119,7 @@ class EnvWorker:
             self.router.abort_key.remote(spec.traj_id)
             return Trajectory(
                 traj_id=spec.traj_id, task=spec.task, seed=spec.seed, group_id=spec.group_id, worker=self.name
-            ).fail(f"trajectory timeout after {self.trajectory_timeout_s:g} s")
+            ).fail(f"trajectory timeout after {self.trajectory_timeout_s:g} s", kind="trajectory_timeout")
         finally:
             self._traj_task.pop(spec.traj_id, None)
             self.router.release.remote(spec.traj_id)
@@ -188,7 +188,7 @@ class EnvWorker:
             "injected_failures": s.injected_failures,
             "hung_threads": s.hung_threads,
             "pool_replacements": s.pool_replacements,
-            "failure_reasons": dict(s.failure_reasons),
+            **s.failures.as_dict(),
             "running_groups": len(self._groups),
         }
 

@@ -18,12 +18,17 @@ How a pool becomes Ray resources (``actor_options``), by where Ray runs and the 
 
 At start-up every pool is checked against what the cluster has; a missing one is a one-line
 :class:`ClusterResourceError`, not an actor that waits forever.
+
+A local cluster listens on the loopback interface when the ``rollarc`` command started it (see
+``rollarc.ray_loopback``), and :func:`stop_ray` makes sure its processes are gone; a watcher process
+(``rollarc.runtime.ray_reaper``) reaps them if the driver dies without stopping it.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import subprocess
 from typing import Any
 
 import ray
@@ -34,6 +39,10 @@ from rollarc.placement import accelerator_resource, pool_resource
 from rollarc.placement import actor_options as actor_options  # re-exported: the runtime's workers import it here
 from rollarc.placement import is_gpu_kind as is_gpu_kind
 from rollarc.plugin_path import plugin_pythonpath as plugin_pythonpath
+from rollarc.runtime.ray_reaper import reap, start_watcher
+
+WATCHER_STOP_S = 10.0
+_local_session: tuple[str, subprocess.Popen[bytes]] | None = None  # (session dir, watcher) of our local cluster
 
 
 class ClusterResourceError(ConfigError):
@@ -64,13 +73,14 @@ def start_ray(
     Raises :class:`ClusterResourceError` (after shutting Ray down) when a pool, or the GPU that
     ``device='cuda'`` needs, is not in the cluster.
     """
+    global _local_session
     address = address or cluster.address
     if ray.is_initialized():
-        ray.shutdown()
+        stop_ray()
     if plugin_paths:
         os.environ["PYTHONPATH"] = plugin_pythonpath(plugin_paths)  # inherited by local Ray workers
     if address is None:
-        ray.init(
+        context = ray.init(
             num_cpus=cluster.num_cpus or os.cpu_count() or 1,
             resources={pool_resource(n, p): float(p.count) for n, p in cluster.pools.items()},
             include_dashboard=cluster.include_dashboard,
@@ -78,6 +88,8 @@ def start_ray(
             logging_level=logging.WARNING,
             log_to_driver=True,
         )
+        session_dir = str(context.address_info["session_dir"])  # type: ignore[attr-defined]  # typed BaseContext; a local init returns a RayContext
+        _local_session = (session_dir, start_watcher(session_dir))
     else:
         env = {"env_vars": {"PYTHONPATH": os.environ["PYTHONPATH"]}} if plugin_paths else None
         ray.init(address=address, logging_level=logging.WARNING, runtime_env=env)
@@ -90,7 +102,7 @@ def start_ray(
         if have[n][1] < p.count
     ]
     if missing:
-        ray.shutdown()
+        stop_ray()
         raise ClusterResourceError(
             "the Ray cluster lacks the configured pools: "
             + ", ".join(missing)
@@ -101,9 +113,25 @@ def start_ray(
         if address is None and uses_gpus(cluster, device):
             check_local_gpus(cluster, available.get("GPU", 0.0))
     except ClusterResourceError:
-        ray.shutdown()
+        stop_ray()
         raise
     return available
+
+
+def stop_ray() -> None:
+    """``ray.shutdown``; for a local cluster rollarc started, also wait for (or kill) its processes."""
+    global _local_session
+    ray.shutdown()
+    if _local_session is None:
+        return
+    session_dir, watcher = _local_session
+    _local_session = None
+    reap(session_dir)
+    watcher.terminate()
+    try:
+        watcher.wait(timeout=WATCHER_STOP_S)
+    except subprocess.TimeoutExpired:
+        watcher.kill()
 
 
 def gpu_demand(cluster: ClusterConfig) -> float:

@@ -42,13 +42,17 @@ class RolloutWorker:
         in_flight_update: str,
         threads: int,
         pool: str,
-        version: int = 0,
+        version: int | None = 0,
         sync_cfg: SyncConfig | None = None,
         trainer: Any = None,
         device: str = "auto",
         dtype: str = "float32",
     ):
-        """``device``: ``model.device``; ``dtype``: the engine's (``engine.dtype`` or else ``model.dtype``)."""
+        """``device``: ``model.device``; ``dtype``: the engine's (``engine.dtype`` or else ``model.dtype``).
+
+        ``version``: the policy version of ``policy_dir``'s weights; None for a replica added mid-run, whose
+        checkpoint is older than the trainer's weights: it must ``catch_up`` (a full copy) before it serves.
+        """
         torch.set_num_threads(threads)
         self.name = name
         self.pool = pool
@@ -57,11 +61,11 @@ class RolloutWorker:
         # The receiver's copy starts bit-identical to the publisher's (same checkpoint, same wire dtype), so it
         # is taken from the float32 CPU weights the trainer starts from, before the engine's cast.
         start = WeightPublisher(sync_cfg or SyncConfig())
-        start.publish(model.state_dict(), version=version)
+        start.publish(model.state_dict(), version=version or 0)
         self.receiver = WeightReceiver(WHOLE, state=dict(start.shard(WHOLE)), version=version)
         model = model.to(resolve_device(device), resolve_dtype(dtype))  # type: ignore[arg-type]  # transformers' typed .to rejects a device
         self.engine = AsyncLLMEngine(model, engine_cfg.model_copy(update={"num_threads": threads}))
-        self.engine.engine.version = version  # resuming: the weights loaded are that version
+        self.engine.engine.version = version or 0  # resuming: the weights loaded are that version
         self.trainer = trainer
         self._engine_like = {k: v for k, v in model.state_dict().items()}
         self.recoveries = 0
@@ -167,17 +171,25 @@ class RolloutWorker:
         }
 
     async def catch_up(self) -> int:
-        """A replica added mid-run starts from the checkpoint's weights: fetch what it lacks from the trainer."""
-        updates = await self.trainer.fetch_weights.remote(self.receiver.version)
+        """Fetch what this replica lacks from the trainer (a full copy when it holds no version) and swap it in.
+
+        A replica added mid-run holds the start checkpoint's weights under no version, so it is sent a full
+        copy of the current weights; later syncs then send it the same deltas as every other replica.
+        """
+
+        async def fetch(have: int | None):
+            return await self.trainer.fetch_weights.remote(have)
+
+        updates = await fetch(self.receiver.version)
         if updates:
-
-            async def fetch(have: int | None):
-                return await self.trainer.fetch_weights.remote(have)
-
             report = await receive(self.receiver, updates, fetch)
             await self.engine.update_weights(engine_weights(self.receiver, self._engine_like), report.version)
-        assert self.receiver.version is not None  # the receiver starts at the checkpoint's version
+        assert self.receiver.version is not None  # a full copy (or the checkpoint's own version) sets it
         return int(self.receiver.version)
+
+    def engine_weights(self) -> dict[str, torch.Tensor]:
+        """The weights the engine generates with, on the CPU (to check a sync bitwise)."""
+        return {name: t.detach().cpu().clone() for name, t in self.engine.engine.model.state_dict().items()}
 
     def abort_key(self, cache_key: str) -> int:
         ids = [rid for rid, key in self._running.items() if key == cache_key]

@@ -1,9 +1,11 @@
 """Router: the one front door of the rollout replicas (a Ray async actor).
 
-It applies :class:`RoutingPolicy` to every turn and owns the control protocol that elasticity builds
+It routes every turn through a :class:`~rollarc.policy.dispatcher.Dispatcher` (the pure routing core the
+simulator runs too, built by :func:`~rollarc.runtime.scheduling.make_dispatcher`) and owns the control protocol that elasticity builds
 on: ``suspend`` / ``resume`` (hold new turns), ``abort_all``, ``drain`` (wait for in-flight turns),
 ``add_replica`` / ``remove_replica`` at run time. A replica that dies mid-request is marked dead and
-the turn is retried on another; when none is left the turn fails with a clear error.
+the turn is retried on another; with none usable a turn waits up to ``replacement_wait_s`` for the
+replacement the controller starts, then fails with a clear error.
 
 The router itself is restarted by Ray when it dies (``max_restarts``), under the same handle, and the turns
 in flight through it are retried there (``max_task_retries``). A restarted router knows no replica, so it
@@ -22,7 +24,8 @@ import ray
 from ray.exceptions import RayActorError
 
 from rollarc.engine.types import Completion, SamplingParams
-from rollarc.runtime.routing import NoReplicaError, ReplicaState, Route, RoutingPolicy
+from rollarc.policy.routing import NoReplicaError, Route
+from rollarc.runtime.scheduling import make_dispatcher
 
 MAX_FAILOVERS = 8
 
@@ -30,10 +33,9 @@ MAX_FAILOVERS = 8
 @ray.remote
 class Router:
     def __init__(self, task_pools: dict[str, str | None], steal_fraction: float = 0.5):
-        self.task_pools = task_pools
-        self.policy = RoutingPolicy(steal_fraction=steal_fraction)
+        self.dispatch = make_dispatcher(task_pools, steal_fraction)
+        self.replicas = self.dispatch.replicas
         self.handles: dict[str, Any] = {}
-        self.replicas: dict[str, ReplicaState] = {}
         self._open = asyncio.Event()
         with warnings.catch_warnings():  # Ray's property reads its own deprecated ``actor_id``
             warnings.simplefilter("ignore")
@@ -51,11 +53,12 @@ class Router:
         self.stolen = 0
         self.replica_turns: Counter[str] = Counter()
         self.replacement_wait_s = 0.0
+        self.removed: list[str] = []
 
     # ---- membership --------------------------------------------------------------------------------
     def add_replica(self, name: str, handle: Any, pool: str, capacity: int) -> None:
         self.handles[name] = handle
-        self.replicas[name] = ReplicaState(name=name, pool=pool, capacity=capacity)
+        self.dispatch.add_replica(name, pool, capacity)
 
     def set_replacement_wait(self, seconds: float) -> None:
         """A supervisor replaces dead replicas: with none usable, a turn waits this long for one before failing."""
@@ -77,17 +80,35 @@ class Router:
         """The controller found ``name`` dead (a failed ping or sync): stop routing to it."""
         self._mark_dead(name)
 
-    async def remove_replica(self, name: str, drain: bool = True) -> None:
-        """Stop routing to ``name``; with ``drain`` wait until its in-flight turns have finished."""
-        state = self.replicas.get(name)
+    async def remove_replica(self, name: str, drain_timeout_s: float | None = None) -> dict[str, int]:
+        """Take ``name`` out of service: suspend it, drain it, abort what is left, then forget it.
+
+        New turns (and the next turns of its trajectories) go to the other replicas at once. Its in-flight
+        turns may finish for ``drain_timeout_s`` seconds (None: as long as they take); those still running
+        then are aborted, and the agent loops retry them on the remaining replicas. Returns the counts:
+        ``drained`` turns finished on it, ``aborted`` turns cut short.
+        """
+        state = self.dispatch.stop_accepting(name)
         if state is None:
-            return
-        state.accepting = False
-        self.policy.forget(name)
-        while drain and state.alive and state.outstanding > 0:
+            return {"drained": 0, "aborted": 0}
+        in_flight = state.outstanding
+        loop = asyncio.get_running_loop()
+        deadline = None if drain_timeout_s is None else loop.time() + drain_timeout_s
+        while state.alive and state.outstanding > 0 and (deadline is None or loop.time() < deadline):
             await asyncio.sleep(0.005)
-        self.replicas.pop(name, None)
+        left = state.outstanding if state.alive else 0
+        aborted = 0
+        if left:
+            try:
+                aborted = await self.handles[name].abort_all.remote()
+            except RayActorError:
+                self._mark_dead(name)
+            while state.alive and state.outstanding > 0:  # aborted turns return at the next decode step
+                await asyncio.sleep(0.005)
+        self.dispatch.remove(name)
         self.handles.pop(name, None)
+        self.removed.append(name)
+        return {"drained": max(0, in_flight - left), "aborted": aborted}
 
     # ---- control protocol --------------------------------------------------------------------------
     def suspend(self) -> None:
@@ -115,15 +136,12 @@ class Router:
         step: int | None = None,
     ) -> Completion:
         await self._open.wait()
-        preferred = self.task_pools.get(task) if task is not None else None
         self._inflight += 1
         self._idle.clear()
         try:
             for _ in range(MAX_FAILOVERS):
-                route = await self._choose(cache_key, preferred)
-                state = self.replicas[route.replica]
-                state.outstanding += 1
-                state.foreign += int(route.stolen)
+                route = await self._choose(cache_key, task)
+                pool = self.replicas[route.replica].pool
                 try:
                     completion = await self.handles[route.replica].generate.remote(
                         prompt_ids, params, cache_key, task, step
@@ -132,9 +150,8 @@ class Router:
                     self._mark_dead(route.replica)
                     continue
                 finally:
-                    state.outstanding -= 1
-                    state.foreign -= int(route.stolen)
-                key = (task or "-", state.pool)
+                    self.dispatch.finish_turn(route)
+                key = (task or "-", pool)
                 self.tokens[key] += completion.num_tokens
                 self.prompt_tokens[key] += completion.prompt_len
                 self.turns[key] += 1
@@ -147,34 +164,32 @@ class Router:
             if self._inflight == 0:
                 self._idle.set()
 
-    async def _choose(self, cache_key: str | None, preferred: str | None) -> Route:
+    async def _choose(self, cache_key: str | None, task: str | None) -> Route:
+        """Start a turn on a replica; with none usable, wait up to ``replacement_wait_s`` for a replacement."""
         deadline = time.monotonic() + self.replacement_wait_s
         while True:
             try:
-                return self.policy.choose(self.replicas, cache_key, preferred)
+                return self.dispatch.start_turn(cache_key, task)
             except NoReplicaError:
                 if time.monotonic() >= deadline:
                     raise
                 await asyncio.sleep(0.05)  # the last replica died; its replacement is being started
 
     def release(self, cache_key: str) -> None:
-        self.policy.release(cache_key)
+        self.dispatch.release(cache_key)
 
     async def abort_key(self, cache_key: str) -> None:
         """Abort the in-flight turn of a cancelled trajectory on the replica that serves it."""
-        name = self.policy.sticky.get(cache_key)
-        self.policy.release(cache_key)
+        name = self.dispatch.sticky_replica(cache_key)
+        self.dispatch.release(cache_key)
         state = self.replicas.get(name) if name is not None else None
         if name is not None and state is not None and state.alive:
             await self.handles[name].abort_key.remote(cache_key)
 
     def _mark_dead(self, name: str) -> None:
-        state = self.replicas.get(name)
-        if state is not None and state.alive:
-            state.alive = False
+        if self.dispatch.mark_dead(name):
             self.dead.append(name)
             self.failovers += 1
-            self.policy.forget(name)
 
     # ---- introspection -----------------------------------------------------------------------------
     def alive(self) -> list[str]:
@@ -188,6 +203,7 @@ class Router:
             "stolen_turns": self.stolen,
             "replica_turns": dict(self.replica_turns),
             "dead_replicas": list(self.dead),
+            "removed_replicas": list(self.removed),
             "failovers": self.failovers,
             "time": time.time(),
         }

@@ -42,6 +42,26 @@ class Reservoir:
             if j < self.size:
                 self.values[j] = value
 
+    def state(self) -> dict[str, Any]:
+        """Everything needed to continue the stream exactly (sample, count, sum and the generator), as JSON."""
+        version, internal, gauss = self._rng.getstate()
+        return {
+            "size": self.size,
+            "values": list(self.values),
+            "count": self.count,
+            "total": self.total,
+            "rng": [version, list(internal), gauss],
+        }
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> Reservoir:
+        reservoir = cls(size=int(state["size"]), values=[float(v) for v in state["values"]])
+        reservoir.count = int(state["count"])
+        reservoir.total = float(state["total"])
+        version, internal, gauss = state["rng"]
+        reservoir._rng.setstate((version, tuple(internal), gauss))
+        return reservoir
+
     def summary(self) -> dict[str, float]:
         if not self.values:
             return {"mean": float("nan"), "p50": float("nan"), "p90": float("nan"), "p99": float("nan"), "n": 0}
@@ -89,6 +109,22 @@ class TaskProfiler:
         if "reward_s" in traj.timings:
             stats["reward_s"].add(traj.timings["reward_s"])
         stats["trajectory_s"].add(traj.timings.get("total_s", 0.0))
+
+    def state(self) -> dict[str, Any]:
+        """The profiler as JSON, saved in a checkpoint so a resumed run's profiles cover the whole run."""
+        return {
+            "tasks": {task: {name: r.state() for name, r in stats.items()} for task, stats in self.tasks.items()},
+            "outcomes": {task: dict(outcome) for task, outcome in self.outcomes.items()},
+        }
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> TaskProfiler:
+        profiler = cls()
+        profiler.tasks = {
+            task: {name: Reservoir.from_state(r) for name, r in stats.items()} for task, stats in state["tasks"].items()
+        }
+        profiler.outcomes = {task: {k: int(v) for k, v in o.items()} for task, o in state["outcomes"].items()}
+        return profiler
 
     def profiles(self) -> dict[str, Any]:
         return {

@@ -10,7 +10,8 @@ the ``WeightPublisher`` (full or delta), as by the single trainer.
 
 A checkpoint directory holds ``sharded/`` (torch DCP: every rank's model and optimiser shards), ``policy/``
 (the gathered weights as an HF directory, which is also what a resumed run starts its actors from),
-``trainer_state.pt`` (scheduler, version, minibatch-order generator) and ``state.json``; it is written
+``trainer_state.pt`` (scheduler, version, minibatch-order generator), ``reference.safetensors`` (the frozen KL
+reference, when ``algo.kl_coef > 0``) and ``state.json``; it is written
 atomically, as by the single trainer. All ranks must see the same file system.
 """
 
@@ -26,7 +27,7 @@ import torch
 
 from rollarc.agent.trajectory import Trajectory
 from rollarc.config import Config
-from rollarc.models.checkpoint import atomic_directory, load_policy
+from rollarc.models.checkpoint import REFERENCE_FILE, atomic_directory, load_policy
 from rollarc.models.device import resolve_device, resolve_dtype
 from rollarc.report.metrics import process_rss_mb
 from rollarc.runtime.ray_cluster import actor_options
@@ -137,6 +138,7 @@ class FSDPTrainRank:
     def rank_load(self, path: str) -> None:
         self.trainer.load_sharded(str(Path(path) / SHARDED_DIR))
         self.trainer.load_loop_state(torch.load(Path(path) / "trainer_state.pt", weights_only=False))
+        self.trainer.load_reference(Path(path) / REFERENCE_FILE)  # every rank holds the whole reference
 
     def rank_spans(self) -> list[dict[str, Any]]:
         spans, self._spans = self._spans, []
@@ -207,6 +209,7 @@ class FSDPTrainRank:
             self.trainer.model.save_pretrained(tmp / "policy", state_dict=weights, safe_serialization=True)
             self.tokenizer.save_pretrained(tmp / "policy")
             torch.save(self.trainer.loop_state(), tmp / "trainer_state.pt")
+            self.trainer.save_reference(tmp / REFERENCE_FILE)
             (tmp / FSDP_META).write_text(json.dumps({"ranks": self.world_size}))
             (tmp / "state.json").write_text(json.dumps(controller_state, indent=1))
         return path

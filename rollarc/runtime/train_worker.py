@@ -12,7 +12,7 @@ import torch
 
 from rollarc.agent.trajectory import Trajectory
 from rollarc.config import Config
-from rollarc.models.checkpoint import atomic_directory, load_policy
+from rollarc.models.checkpoint import REFERENCE_FILE, atomic_directory, load_policy
 from rollarc.models.device import resolve_device, resolve_dtype
 from rollarc.report.metrics import process_rss_mb
 from rollarc.runtime.weight_sync import SyncPayload
@@ -98,12 +98,17 @@ class TrainWorker:
     def version(self) -> int:
         return self.trainer.version
 
+    def gathered_weights(self) -> dict[str, torch.Tensor]:
+        """The current weights on the CPU (the FSDP group's method of the same name gathers its shards)."""
+        return self.trainer.named_weights()
+
     def save_checkpoint(self, path: str, controller_state: dict[str, Any]) -> str:
         """Policy (HF format), optimiser state and controller state, written atomically as one directory."""
         with atomic_directory(path) as tmp:
             self.model.save_pretrained(tmp / "policy", safe_serialization=True)
             self.tokenizer.save_pretrained(tmp / "policy")
             torch.save(self.trainer.optimizer_state(), tmp / "trainer_state.pt")
+            self.trainer.save_reference(tmp / REFERENCE_FILE)
             (tmp / "state.json").write_text(json.dumps(controller_state, indent=1))
         return path
 
@@ -117,6 +122,7 @@ class TrainWorker:
         model, _ = load_policy(path_ / "policy")
         self.model.load_state_dict(model.state_dict())
         self.trainer.load_optimizer_state(torch.load(path_ / "trainer_state.pt", weights_only=False))
+        self.trainer.load_reference(path_ / REFERENCE_FILE)
         self.publisher = WeightPublisher(self.cfg.sync)
         self.publisher.publish(self.trainer.named_weights(), version=self.trainer.version)
         return json.loads((path_ / "state.json").read_text())

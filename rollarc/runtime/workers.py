@@ -6,6 +6,7 @@ out to every rollout replica, and gathering spans and stats. No decisions about 
 
 from __future__ import annotations
 
+import contextlib
 from collections import Counter
 from collections.abc import Iterable
 from typing import Any
@@ -14,7 +15,7 @@ import ray
 from ray.exceptions import RayActorError
 
 from rollarc.cluster_config import RoleConfig
-from rollarc.config import Config
+from rollarc.config import Config, rollout_entry_replicas
 from rollarc.runtime.env_worker import EnvWorker
 from rollarc.runtime.openai_replica import start_openai_backend, sync_openai
 from rollarc.runtime.ray_cluster import actor_options, uses_gpus
@@ -47,12 +48,13 @@ class Workers:
         self.rollout: dict[str, Any] = {}
         self.rollout_pool: dict[str, str] = {}
         self.handoff = start_openai_backend(self, start_version) if cfg.rollout.backend == "openai" else None
-        index = 0
-        for group in roles.rollout if self.handoff is None else []:
-            for _ in range(group.replicas):
-                name = f"rollout-{index}"
-                index += 1
-                self.add_rollout(name, group, start_version)
+        self._rollout_serial = 0
+        self._left_spans: list[dict[str, Any]] = []  # spans of removed replicas, not yet collected
+        # A resumed run starts with the membership its elastic schedule had reached at start_version.
+        counts = rollout_entry_replicas(cfg.elastic, cfg.cluster, start_version)
+        for group, count in zip(roles.rollout, counts, strict=True) if self.handoff is None else []:
+            for _ in range(count):
+                self.add_rollout(self.next_rollout_name(), group, start_version)
         self.reward_backend = None
         if cfg.reward.kind != "rule":
             from rollarc.rewards.service import start_reward_backend  # deferred: Ray Serve is heavy
@@ -66,8 +68,17 @@ class Workers:
         self.dead_rollouts: list[str] = []
 
     # ---- rollout replicas ------------------------------------------------------------------------
+    def next_rollout_name(self) -> str:
+        name = f"rollout-{self._rollout_serial}"
+        self._rollout_serial += 1
+        return name
+
     def add_rollout(self, name: str, group: RoleConfig, version: int, catch_up: bool = False) -> Any:
-        """Start a rollout replica on ``group``'s pool; mid-run (``catch_up``) it first fetches the current weights."""
+        """Start a rollout replica on ``group``'s pool.
+
+        Mid-run (``catch_up``) the checkpoint it loads is older than the trainer's weights: it starts under no
+        version, fetches a full copy of the current weights, and only then joins the router.
+        """
         options = actor_options(self.cfg.cluster, group, gpus=self.gpus)
         handle = RolloutWorker.options(**options, max_concurrency=10_000).remote(  # type: ignore[attr-defined]  # @ray.remote class
             name,
@@ -76,24 +87,40 @@ class Workers:
             self.cfg.async_.in_flight_update,
             group.threads,
             group.pool,
-            version,
+            None if catch_up else version,
             self.cfg.sync,
             self.trainer,
             self.cfg.model.device,
             self.cfg.engine.dtype or self.cfg.model.dtype,
         )
         if catch_up:
-            ray.get(handle.catch_up.remote())
+            caught_up = ray.get(handle.catch_up.remote())
+            if caught_up != version:
+                raise RuntimeError(f"rollout replica {name} caught up to version {caught_up}, expected {version}")
         self.rollout[name] = handle
         self.rollout_pool[name] = group.pool
         ray.get(self.router.add_replica.remote(name, handle, group.pool, self.cfg.engine.max_num_seqs))
         return handle
 
-    def remove_rollout(self, name: str, drain: bool = True) -> None:
-        ray.get(self.router.remove_replica.remote(name, drain))
+    def remove_rollout(self, name: str, drain_timeout_s: float | None = None) -> dict[str, int]:
+        """Take ``name`` out of the router (drain, then abort what is left after ``drain_timeout_s``), then stop it.
+
+        Returns the router's counts: in-flight turns that finished during the drain and turns aborted (the agent
+        loops retry those on the remaining replicas, so no trajectory is lost).
+        """
+        outcome: dict[str, int] = ray.get(self.router.remove_replica.remote(name, drain_timeout_s))
         handle = self.rollout.pop(name)
         self.rollout_pool.pop(name, None)
+        if name in self.dead_rollouts:
+            self.dead_rollouts.remove(name)
+        with contextlib.suppress(RayActorError):  # one that died first takes its spans along (death is counted)
+            self._left_spans.extend(ray.get(handle.drain_spans.remote()))  # its timeline outlives it
         ray.kill(handle)
+        return outcome
+
+    def rollouts_of_pool(self, pool: str) -> list[str]:
+        """The live replicas of ``pool``, oldest first."""
+        return [n for n, p in self.rollout_pool.items() if p == pool and n not in self.dead_rollouts]
 
     def sync_all(self, payload: SyncPayload) -> list[Any]:
         if self.handoff is not None:
@@ -179,7 +206,7 @@ class Workers:
         groups = {group.pool: group for group in self.cfg.cluster.roles.rollout}
         for name in list(self.rollout):
             pool = self.rollout_pool[name]
-            self.remove_rollout(name, drain=False)
+            self.remove_rollout(name, drain_timeout_s=0.0)
             self.add_rollout(self._next_rollout_name(name), groups[pool], version)
         self.dead_rollouts = []
 
@@ -212,7 +239,7 @@ class Workers:
         groups = {group.pool: group for group in self.cfg.cluster.roles.rollout}
         for name in list(self.dead_rollouts):
             pool = self.rollout_pool[name]
-            ray.get(self.router.remove_replica.remote(name, False))
+            ray.get(self.router.remove_replica.remote(name, 0.0))
             self.rollout.pop(name)
             self.rollout_pool.pop(name)
             self.dead_rollouts.remove(name)
@@ -233,7 +260,7 @@ class Workers:
             *(h for n, h in list(self.rollout.items()) if n not in self.dead_rollouts),
             self.trainer,
         ]
-        spans: list[dict[str, Any]] = []
+        spans, self._left_spans = self._left_spans, []
         for ref in [h.drain_spans.remote() for h in handles]:
             try:
                 spans.extend(ray.get(ref))

@@ -37,6 +37,8 @@ from rollarc.cluster.distributions import Constant, Empirical
 from rollarc.cluster.engine_cost import LinearEngine, LinearTrain
 from rollarc.cluster.workload import split_groups
 from rollarc.configio import ConfigError
+from rollarc.policy.freshness import max_in_flight_groups
+from rollarc.report.run_dir import Span
 from rollarc.sim.run_dir import RunRecord
 from rollarc.sim.setup import PoolBilling, RewardSetup, RolloutPoolSetup, SimSetup, TaskSetup
 from rollarc.sim.simulator import simulate
@@ -82,8 +84,8 @@ class FittedCosts:
         }
 
 
-def _max_concurrency(spans: list[dict[str, Any]]) -> int:
-    edges = sorted([(s["t0"], 1) for s in spans] + [(s["t1"], -1) for s in spans], key=lambda e: (e[0], e[1]))
+def _max_concurrency(spans: list[Span]) -> int:
+    edges = sorted([(s.t0, 1) for s in spans] + [(s.t1, -1) for s in spans], key=lambda e: (e[0], e[1]))
     best = level = 0
     for _t, delta in edges:
         level += delta
@@ -91,15 +93,15 @@ def _max_concurrency(spans: list[dict[str, Any]]) -> int:
     return best
 
 
-def _mean_concurrency(spans: list[dict[str, Any]]) -> np.ndarray:
+def _mean_concurrency(spans: list[Span]) -> np.ndarray:
     """For each span, the time-average number of spans of the same worker open during it."""
     out = np.ones(len(spans))
-    by_worker: dict[Any, list[int]] = defaultdict(list)
+    by_worker: dict[str, list[int]] = defaultdict(list)
     for i, s in enumerate(spans):
-        by_worker[s.get("worker")].append(i)
+        by_worker[s.worker].append(i)
     for indices in by_worker.values():
-        t0 = np.array([spans[i]["t0"] for i in indices], dtype=float)
-        t1 = np.array([spans[i]["t1"] for i in indices], dtype=float)
+        t0 = np.array([spans[i].t0 for i in indices], dtype=float)
+        t1 = np.array([spans[i].t1 for i in indices], dtype=float)
         times = np.concatenate([t0, t1])
         deltas = np.concatenate([np.ones_like(t0), -np.ones_like(t1)])
         order = np.lexsort((deltas, times))
@@ -112,17 +114,17 @@ def _mean_concurrency(spans: list[dict[str, Any]]) -> np.ndarray:
     return out
 
 
-def _admitted_during(spans: list[dict[str, Any]], prompt: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _admitted_during(spans: list[Span], prompt: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """For each span: how many spans of the same worker started within it, and their prompt tokens."""
     count = np.zeros(len(spans))
     tokens = np.zeros(len(spans))
-    by_worker: dict[Any, list[int]] = defaultdict(list)
+    by_worker: dict[str, list[int]] = defaultdict(list)
     for i, s in enumerate(spans):
-        by_worker[s.get("worker")].append(i)
+        by_worker[s.worker].append(i)
     for indices in by_worker.values():
         idx = np.array(indices)
-        t0 = np.array([spans[i]["t0"] for i in indices], dtype=float)
-        t1 = np.array([spans[i]["t1"] for i in indices], dtype=float)
+        t0 = np.array([spans[i].t0 for i in indices], dtype=float)
+        t1 = np.array([spans[i].t1 for i in indices], dtype=float)
         order = np.argsort(t0, kind="stable")
         starts = t0[order]
         cum = np.concatenate([[0.0], np.cumsum(prompt[idx][order])])
@@ -145,13 +147,11 @@ def fit_costs(runs: list[RunRecord]) -> FittedCosts:
     if len(generate) < 4 or not train:
         raise ConfigError("calibration needs at least 4 generate spans and 1 train span in the timelines")
     for span in generate:
-        if span.get("new_tokens") is None or span.get("prompt_tokens") is None:
-            raise ConfigError(
-                f"generate span of worker {span.get('worker')!r} at t0={span['t0']} lacks prompt_tokens/new_tokens"
-            )
-    duration = np.array([s["t1"] - s["t0"] for s in generate])
-    uncached = np.array([s["prompt_tokens"] - (s.get("cached_tokens") or 0) for s in generate], dtype=float)
-    new = np.array([s["new_tokens"] for s in generate], dtype=float)
+        if span.new_tokens is None or span.prompt_tokens is None:
+            raise ConfigError(f"generate span of worker {span.worker!r} at t0={span.t0} lacks prompt_tokens/new_tokens")
+    duration = np.array([s.t1 - s.t0 for s in generate])
+    uncached = np.array([(s.prompt_tokens or 0) - (s.cached_tokens or 0) for s in generate], dtype=float)
+    new = np.array([s.new_tokens for s in generate], dtype=float)
     batch = _mean_concurrency(generate)
     admissions, admitted = _admitted_during(generate, uncached)
     features = np.column_stack([admissions, admitted, new, new * batch])
@@ -167,14 +167,14 @@ def fit_costs(runs: list[RunRecord]) -> FittedCosts:
         kv_capacity_tokens=float("inf"),
         max_batch=int(batch.max()),
     )
-    t_dur = np.array([s["t1"] - s["t0"] for s in train])
-    t_tok = np.array([s.get("tokens") or 0 for s in train], dtype=float)
+    t_dur = np.array([s.t1 - s.t0 for s in train])
+    t_tok = np.array([s.tokens or 0 for s in train], dtype=float)
     fixed, per_token = nonnegative_lstsq(np.column_stack([np.ones_like(t_tok), t_tok]), t_dur)
-    sync = [s["t1"] - s["t0"] for run in runs for s in run.spans_of("sync")]
+    sync = [s.t1 - s.t0 for run in runs for s in run.spans_of("sync")]
     env_spans = [s for run in runs for s in run.spans_of("env_step")]
     return FittedCosts(
         engine=engine,
-        engines=max(len({s.get("worker") for s in run.spans_of("generate")}) for run in runs),
+        engines=max(len({s.worker for s in run.spans_of("generate")}) for run in runs),
         train=LinearTrain(float(fixed), float(per_token)),
         sync_s=float(np.mean(sync)) if sync else 0.0,
         env_slots=max(_max_concurrency(env_spans), 1),
@@ -187,39 +187,39 @@ def _task_shares(runs: list[RunRecord]) -> dict[str, float]:
     trajs: dict[str, set[str]] = defaultdict(set)
     for run in runs:
         for s in run.spans_of("generate"):
-            trajs[s.get("task") or "task"].add(f"{run.path}:{s.get('traj')}")
+            trajs[s.task or "task"].add(f"{run.path}:{s.traj}")
     total = sum(len(v) for v in trajs.values())
     return {task: len(v) / total for task, v in sorted(trajs.items())}
 
 
 def _fit_tasks(runs: list[RunRecord]) -> list[TaskSetup]:
-    turns: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    turns: dict[str, list[tuple[str, Span]]] = defaultdict(list)
     env_lat: dict[str, list[float]] = defaultdict(list)
     reward_lat: dict[str, list[float]] = defaultdict(list)
     for run in runs:
         for s in run.spans:
-            task = s.get("task") or "task"
-            if s["kind"] == "generate":
-                turns[task].append({**s, "traj": f"{run.path}:{s.get('traj')}"})
-            elif s["kind"] == "env_step":
-                env_lat[task].append(s["t1"] - s["t0"])
-            elif s["kind"] == "reward":
-                reward_lat[task].append(s["t1"] - s["t0"])
+            task = s.task or "task"
+            if s.kind == "generate":
+                turns[task].append((f"{run.path}:{s.traj}", s))
+            elif s.kind == "env_step":
+                env_lat[task].append(s.t1 - s.t0)
+            elif s.kind == "reward":
+                reward_lat[task].append(s.t1 - s.t0)
     tasks = []
     for task, spans in sorted(turns.items()):
-        by_traj: dict[str, list[dict[str, Any]]] = defaultdict(list)
-        for s in spans:
-            by_traj[s["traj"]].append(s)
+        by_traj: dict[str, list[Span]] = defaultdict(list)
+        for traj, s in spans:
+            by_traj[traj].append(s)
         first: list[float] = []
         later: list[float] = []
         new: list[float] = []
         counts: list[int] = []
         for traj_spans in by_traj.values():
-            traj_spans.sort(key=lambda s: s["t0"])
+            traj_spans.sort(key=lambda s: s.t0)
             counts.append(len(traj_spans))
             for i, s in enumerate(traj_spans):
-                (first if i == 0 else later).append(float(s["prompt_tokens"] - (s.get("cached_tokens") or 0)))
-                new.append(float(s["new_tokens"]))
+                (first if i == 0 else later).append(float((s.prompt_tokens or 0) - (s.cached_tokens or 0)))
+                new.append(float(s.new_tokens or 0))
         tasks.append(
             TaskSetup(
                 name=task,
@@ -245,7 +245,7 @@ def setup_for(costs: FittedCosts, run: RunRecord, max_staleness: int, seed: int 
         tasks=[replace(t, groups_per_step=groups.get(t.name, 0)) for t in costs.tasks],
         rollout=[RolloutPoolSetup("rollout", costs.engines, costs.engine)],
         env_pool="env",
-        env_slots=max(costs.env_slots, run.groups_per_step * run.group_size * (max_staleness + 1)),
+        env_slots=max(costs.env_slots, max_in_flight_groups(run.groups_per_step, max_staleness) * run.group_size),
         train_pool="train",
         train=costs.train,
         reward=RewardSetup("dedicated", "reward", 0),

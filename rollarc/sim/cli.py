@@ -45,7 +45,7 @@ def format_result(r: SimResult) -> str:
         f"{r.name}: {r.mode}, {r.placement}, {r.routing} routing, {r.steps} steps",
         f"  step time {r.step_time_s:.1f} s (steady {r.steady_step_time_s:.1f} s)   "
         f"throughput {r.trajectories_per_s:.2f} traj/s, {r.tokens_per_s:,.0f} tok/s",
-        f"  trajectories trained {r.trajectories:,} {r.trained_by_task}  dropped groups {r.dropped_groups}  "
+        f"  trajectories trained {r.trajectories:,} {r.trained_by_task}  dropped groups {r.dropped_groups} {r.dropped_by_task}  "
         f"mean staleness {r.mean_staleness:.2f}",
         f"  cost ${r.price_per_hour:,.0f}/h reserved + ${r.serverless_usd:,.2f} serverless = ${r.cost_per_step_usd:,.2f}/step",
         "  pool        kind     count  busy   bubble  utilisation",

@@ -11,8 +11,8 @@ for the task mix a real run measured (``--from-workload W.yaml``: for a workload
    device kind and count per role, and each task's rollout pool, by hardware affinity.
 4. The simulator runs that placement twice with the same seed: (a) **affinity** routing, each task's
    trajectories on its planned pool; (b) **random** routing, each trajectory on any engine of any
-   rollout pool (least loaded of two random ones, as in (a), but task-oblivious). Same devices, same
-   engines; only the routing differs.
+   rollout pool (the runtime's routing with no preferred pool: sticky, least loaded, as in (a), but
+   task-oblivious). Same devices, same engines; only the routing differs.
 
 The speed-up is ``step_time(random) / step_time(affinity)``.
 """
@@ -82,10 +82,10 @@ def compare_routing(
     report = compare_workload_routing(
         workload, cluster, steps, seed, source=str(run_dir / "task_profiles.json"), label=run_dir.name
     )
-    measured = {t: profiles["tasks"][t] for t in profiles["tasks"]}
     for row in report["tasks"]:
-        row["prompt_tokens_per_turn"] = measured[row["task"]]["prompt_tokens_per_turn"]["mean"]
-        row["uncached_share"] = uncached_share(measured[row["task"]])
+        measured = profiles.tasks[row["task"]]
+        row["prompt_tokens_per_turn"] = measured.prompt_tokens_per_turn.mean
+        row["uncached_share"] = uncached_share(measured)
     return {"run_dir": str(run_dir), "model_workload": str(model_workload), **report}
 
 

@@ -78,6 +78,7 @@ class SimResult:
     wall_s: float
     routing: str = "affinity"
     generated_by_task_pool: dict[str, float] = field(default_factory=dict)
+    dropped_by_task: dict[str, int] = field(default_factory=dict)  # as the runtime's dropped_groups_by_task
     step_ends: list[float] = field(default_factory=list, repr=False)
     timeline: list[dict[str, Any]] | None = field(default=None, repr=False)
 
@@ -108,6 +109,7 @@ class SimResult:
             "tokens_per_s": self.tokens_per_s,
             "generated_tokens": self.generated_tokens,
             "dropped_groups": self.dropped_groups,
+            "dropped_by_task": self.dropped_by_task,
             "trained_by_task": self.trained_by_task,
             "routing": self.routing,
             "generated_by_task_pool": self.generated_by_task_pool,

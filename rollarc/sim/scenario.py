@@ -50,7 +50,7 @@ class Scenario(FrozenModel):
     routing: Literal["affinity", "random"] = Field(
         default="affinity",
         description="affinity: a task's trajectories run on its rollout_pool; random: on any engine of any rollout "
-        "pool, task-oblivious (the baseline that shows what affinity routing buys)",
+        "pool (least loaded), task-oblivious (the baseline that shows what affinity routing buys)",
     )
     spot_pools: list[str] = Field(default_factory=list, description="pools billed at the spot price")
     cluster: ClusterSpec

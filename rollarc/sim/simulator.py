@@ -3,26 +3,28 @@
 Orchestration only: every duration comes from the cost objects in the :class:`SimSetup` (which
 come from :mod:`rollarc.cluster`), so the simulator holds no cost formula of its own.
 
+Every scheduling decision is the runtime's: :class:`~rollarc.sim.scheduling.SimScheduling` drives the
+pure core of :mod:`rollarc.policy` that the Ray controller and router drive too.
+
 - Each trajectory is a SimPy process running the agent loop: generate → env step → generate …,
-  then its reward. It sticks to one engine (its KV prefix stays there), chosen on its first turn by
-  the less loaded of two random engines of its task's pool (routing ``affinity``), or of every
-  rollout pool regardless of its task (routing ``random``, the task-oblivious baseline).
-- The trainer process takes ``B`` complete groups, trains, and publishes weights. A group is usable
-  at step ``t`` if its oldest policy version is at least ``t − k``; others are dropped and counted.
-  Groups are launched while ``outstanding < (engine_version + k + 1 − steps_started) · B``, which
-  fills the pipeline ``k`` steps ahead (ROLL's async ratio); ``k = 0`` is exactly synchronous: the
-  next batch starts only when the new weights are on the engines.
-- Sync mode puts the weight transfer on the critical path; async mode overlaps it with training
-  (the engines only pause for the swap).
+  then its reward. Each turn is routed as the runtime's Router routes it: sticky to the engine that
+  holds the trajectory's prefix, else the least loaded engine of its task's pool (routing
+  ``affinity``) or of every pool (routing ``random``, the task-oblivious baseline), with bounded
+  stealing when the task's pool is full.
+- Groups are launched when the core admits them (the staleness ledger's rule, tasks in weighted
+  round-robin by their ``groups_per_step``). When the trainer is free it takes the core's batch: the
+  ``B`` oldest fresh finished groups of any task; finished groups too stale for that step are
+  dropped and counted. ``k = 0`` is exactly synchronous.
+- As in the runtime, the trainer takes its next batch only once the previous step's weights are on
+  the engines (train → weight sync → next step); with ``k ≥ 1`` rollout goes on meanwhile, and the
+  engines only pause for the swap.
 - A run's time ends when the last step's weights are on the engines, so in sync mode without
   variance the step time is exactly rollout + reward + train + sync + swap.
 """
 
 from __future__ import annotations
 
-import random
 import time
-from collections import deque
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,8 +33,10 @@ import numpy as np
 import simpy
 
 from rollarc.cluster.distributions import sampler
+from rollarc.policy.freshness import staleness
 from rollarc.sim.engine import SimEngine
 from rollarc.sim.result import PoolReport, SimResult
+from rollarc.sim.scheduling import SimScheduling, engine_names
 from rollarc.sim.serverless import ServerlessPool
 from rollarc.sim.servers import FifoServers
 from rollarc.sim.setup import SimSetup, TaskSetup
@@ -44,7 +48,6 @@ class _Group:
     remaining: int
     min_version: int | None = None
     tokens: float = 0.0
-    doomed: bool = False
 
 
 @dataclass(slots=True)
@@ -75,7 +78,6 @@ class Simulation:
     def __init__(self, setup: SimSetup, record_timeline: bool = False):
         self.setup = setup
         self.env = simpy.Environment()
-        self.rng = random.Random(setup.seed)
         seeds = np.random.SeedSequence(setup.seed).spawn(len(setup.tasks))
         self.streams: dict[str, _TaskStreams] = {}
         for task, seed in zip(setup.tasks, seeds, strict=True):
@@ -89,12 +91,13 @@ class Simulation:
                 sampler(task.env_latency, gen),
                 sampler(task.reward_latency, gen),
             )
+        names = engine_names(setup)
         self.engines = {
-            pool.name: [SimEngine(self.env, pool.cost, f"{pool.name}-{i}") for i in range(pool.engines)]
-            for pool in setup.rollout
+            pool.name: [SimEngine(self.env, pool.cost, name) for name in names[pool.name]] for pool in setup.rollout
         }
         self.engine_pool = {engine.name: pool for pool, engines in self.engines.items() for engine in engines}
-        self._all_engines = [engine for engines in self.engines.values() for engine in engines]
+        self.engine_by_name = {engine.name: engine for engines in self.engines.values() for engine in engines}
+        self.scheduling = SimScheduling(setup)
         self.env_servers = FifoServers(self.env, setup.env_slots, "env")
         self.reward: FifoServers | ServerlessPool
         if setup.reward.mode == "dedicated":
@@ -105,44 +108,24 @@ class Simulation:
         self.counters = _Counters()
         self.timeline: list[dict[str, Any]] | None = [] if record_timeline else None
         self.engine_version = 0
-        self.steps_started = 0
-        self.outstanding = {t.name: 0 for t in setup.tasks}
-        self.launched = 0
-        self.ready: dict[str, deque[_Group]] = {t.name: deque() for t in setup.tasks}
-        self.in_flight: set[int] = set()
         self._groups: dict[int, _Group] = {}
         self._ready_signal: simpy.Event | None = None
         self._traj_ids = 0
 
     # -- launching -----------------------------------------------------------------------------
     def _launch(self) -> None:
+        """Start every group the scheduling core admits now."""
         s = self.setup
-        rounds = self.engine_version + s.max_staleness + 1 - self.steps_started
-        for task in s.tasks:
-            streams = self.streams[task.name]
-            while self.outstanding[task.name] < rounds * task.groups_per_step:
-                group = _Group(task.name, s.group_size)
-                gid = self.launched
-                self.launched += 1
-                self.outstanding[task.name] += 1
-                self._groups[gid] = group
-                self.in_flight.add(gid)
-                for _ in range(s.group_size):
-                    self.env.process(self._trajectory(gid, group, streams))
-
-    def _pick_engine(self, pool: str) -> SimEngine:
-        engines = self._all_engines if self.setup.routing == "random" else self.engines[pool]
-        if len(engines) == 1:
-            return engines[0]
-        a = engines[self.rng.randrange(len(engines))]
-        b = engines[self.rng.randrange(len(engines))]
-        return a if a.load <= b.load else b
+        for admission in self.scheduling.admissions():
+            group = _Group(admission.task, s.group_size)
+            self._groups[admission.group] = group
+            streams = self.streams[admission.task]
+            for _ in range(s.group_size):
+                self.env.process(self._trajectory(admission.group, group, streams))
 
     # -- one trajectory ------------------------------------------------------------------------
     def _trajectory(self, gid: int, group: _Group, s: _TaskStreams) -> Generator[simpy.Event, Any, None]:
         env = self.env
-        engine = self._pick_engine(s.setup.rollout_pool)
-        route = f"{s.setup.name}@{self.engine_pool[engine.name]}"
         routed = self.counters.generated_by_task_pool
         turns = int(s.turns())
         context = 0.0
@@ -151,9 +134,11 @@ class Simulation:
         for turn in range(turns):
             prompt = s.first_prompt() if turn == 0 else s.prompt()
             response = s.response()
+            engine = self.engine_by_name[self.scheduling.turn_starts(traj, s.setup.name)]
             t0 = env.now
             version, batch = yield engine.submit(prompt, context, response)
-            if turn == 0 and (group.min_version is None or version < group.min_version):
+            self.scheduling.turn_ends(traj)
+            if group.min_version is None or version < group.min_version:
                 group.min_version = version
             if self.timeline is not None:
                 self._span(
@@ -171,6 +156,7 @@ class Simulation:
                     version=version,
                 )
             context += prompt + response
+            route = f"{s.setup.name}@{self.engine_pool[engine.name]}"
             routed[route] = routed.get(route, 0.0) + response
             latency = s.env_latency()
             if latency > 0.0:
@@ -178,6 +164,7 @@ class Simulation:
                 yield self.env_servers.request(latency)
                 if self.timeline is not None:
                     self._span("env", "env", "env_step", t0, env.now, s.setup.name, traj)
+        self.scheduling.trajectory_ends(traj)
         t0 = env.now
         if s.setup.reward_service is not None:
             yield self.reward.request(s.setup.reward_service.time(context))
@@ -193,73 +180,39 @@ class Simulation:
             self._group_done(gid, group)
 
     def _group_done(self, gid: int, group: _Group) -> None:
-        self.in_flight.discard(gid)
-        del self._groups[gid]
-        if group.doomed:
-            return  # already counted as dropped and no longer outstanding
-        self.ready[group.task].append(group)
+        assert group.min_version is not None  # every trajectory generates at least one turn
+        self.scheduling.group_done(gid, group.min_version)
         if self._ready_signal is not None and not self._ready_signal.triggered:
             self._ready_signal.succeed()
 
     # -- trainer -------------------------------------------------------------------------------
-    def _collect(self) -> Generator[simpy.Event, Any, list[_Group]]:
-        """Wait until every task has its share of usable groups (the task mix of a step is fixed, so
-        slow tasks are not crowded out by fast ones); drop the stale groups met on the way."""
-        s = self.setup
+    def _collect(self) -> Generator[simpy.Event, Any, list[tuple[int, _Group]]]:
+        """Wait until the scheduling core forms a batch; each try drops the groups too stale to train."""
         while True:
-            floor = self.steps_started - s.max_staleness
-            dropped = False
-            complete = True
-            for task in s.tasks:
-                ready = self.ready[task.name]
-                stale = sum(1 for g in ready if g.min_version is not None and g.min_version < floor)
-                if stale:
-                    self.ready[task.name] = ready = deque(
-                        g for g in ready if g.min_version is None or g.min_version >= floor
-                    )
-                    self.counters.groups_dropped += stale
-                    self.outstanding[task.name] -= stale
-                    dropped = True
-                complete = complete and len(ready) >= task.groups_per_step
-            if complete:
-                batch: list[_Group] = []
-                for task in s.tasks:
-                    ready = self.ready[task.name]
-                    batch += [ready.popleft() for _ in range(task.groups_per_step)]
-                    self.outstanding[task.name] -= task.groups_per_step
-                return batch
-            if dropped:
-                self._launch()
+            decision = self.scheduling.take_batch()
+            for stale in decision.stale:
+                del self._groups[stale.group]
+            self.counters.groups_dropped += len(decision.stale)
+            self._launch()  # dropping stale groups may admit new ones
+            if decision.batch is not None:
+                version = decision.batch.train_version
+                return [(staleness(version, g.min_version), self._groups.pop(g.group)) for g in decision.batch.groups]
             self._ready_signal = self.env.event()
             yield self._ready_signal
             self._ready_signal = None
-
-    def _doom_stale(self) -> None:
-        """Groups in flight that can no longer be used: stop counting them, launch replacements."""
-        floor = self.steps_started - self.setup.max_staleness
-        for gid in list(self.in_flight):
-            group = self._groups[gid]
-            if not group.doomed and group.min_version is not None and group.min_version < floor:
-                group.doomed = True
-                self.in_flight.discard(gid)
-                self.counters.groups_dropped += 1
-                self.outstanding[group.task] -= 1
 
     def _trainer(self) -> Generator[simpy.Event, Any, None]:
         s = self.setup
         env = self.env
         for step in range(s.steps):
             batch = yield from self._collect()
-            self.steps_started += 1
-            self._doom_stale()
-            self._launch()
-            tokens = sum(g.tokens for g in batch)
+            tokens = sum(g.tokens for _, g in batch)
             c = self.counters
             c.trajectories_trained += len(batch) * s.group_size
-            for g in batch:
+            for _, g in batch:
                 c.trained_by_task[g.task] = c.trained_by_task.get(g.task, 0) + s.group_size
             c.tokens_trained += tokens
-            c.staleness_sum += sum(step - g.min_version for g in batch if g.min_version is not None)
+            c.staleness_sum += sum(age for age, _ in batch)
             if s.colocated and s.switch_s:
                 yield env.timeout(s.switch_s)
             t0 = env.now
@@ -268,19 +221,8 @@ class Simulation:
             yield env.timeout(duration)
             if self.timeline is not None:
                 self._span("train", "train", "train", t0, env.now, None, None, tokens=tokens, step=step)
-            version = step + 1
-            if s.max_staleness == 0:
-                yield env.timeout(s.sync_s + (s.switch_s if s.colocated else 0.0))
-                self._deliver(version)
-            elif step == s.steps - 1:
-                yield env.timeout(s.sync_s)
-                self._deliver(version)
-            else:
-
-                def deliver(_event: simpy.Event, v: int = version) -> None:
-                    self._deliver(v)
-
-                env.timeout(s.sync_s).callbacks.append(deliver)
+            yield env.timeout(s.sync_s + (s.switch_s if s.colocated and s.max_staleness == 0 else 0.0))
+            self._deliver(step + 1)
             c.step_ends.append(env.now)
 
     def _deliver(self, version: int) -> None:
@@ -292,6 +234,7 @@ class Simulation:
             for engine in engines:
                 engine.swap_weights(version, self.setup.swap_s)
         self.engine_version = version
+        self.scheduling.weights_published(version)
         self._launch()
 
     def _span(
@@ -304,7 +247,7 @@ class Simulation:
             "kind": kind,
             "t0": t0,
             "t1": t1,
-            "step": self.steps_started,
+            "step": self.scheduling.core.next_train_version,
             "task": task,
             "traj": traj,
         }
@@ -325,7 +268,8 @@ class Simulation:
         except simpy.core.EmptySchedule:
             raise RuntimeError(
                 f"simulation {self.setup.name!r} stalled at t={self.env.now:.1f}s after {len(self.counters.step_ends)} steps: "
-                f"nothing left to happen (outstanding groups {self.outstanding}, ready { ({k: len(v) for k, v in self.ready.items()}) })"
+                f"nothing left to happen (in flight {len(self.scheduling.core.in_flight)} groups, finished "
+                f"{len(self.scheduling.core.ready)})"
             ) from None
         if not trainer.ok:
             assert isinstance(trainer.value, BaseException)  # a failed simpy process holds its exception
@@ -392,6 +336,7 @@ class Simulation:
             tokens_per_s=c.tokens_trained / total,
             generated_tokens=generated,
             dropped_groups=c.groups_dropped,
+            dropped_by_task=dict(sorted(self.scheduling.core.counts.dropped_by_task.items())),
             trained_by_task=dict(sorted(c.trained_by_task.items())),
             routing=s.routing,
             generated_by_task_pool=dict(sorted(c.generated_by_task_pool.items())),

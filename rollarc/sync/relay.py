@@ -23,7 +23,7 @@ import ray
 import torch
 
 from rollarc.sync.codec import SyncIntegrityError, state_checksums
-from rollarc.sync.config import SyncConfig
+from rollarc.sync.config import RelayConfig
 from rollarc.sync.shard import ShardSpec
 from rollarc.sync.topology import Route, Topology, plan_routes
 from rollarc.sync.versions import VersionedUpdate, VersionGap, WeightPublisher, WeightReceiver, updates_nbytes
@@ -158,7 +158,7 @@ class RelayNode:
 class RelayOrigin:
     """The trainer side: publishes versions and starts one route per site (or per member for ``direct``)."""
 
-    def __init__(self, config: SyncConfig, site: str, torch_threads: int = 1) -> None:
+    def __init__(self, config: RelayConfig, site: str, torch_threads: int = 1) -> None:
         torch.set_num_threads(torch_threads)
         self.site = site
         self.publisher = WeightPublisher(config)
@@ -211,14 +211,14 @@ class WeightRelay:
     def __init__(
         self,
         members: Sequence[Member],
-        config: SyncConfig | None = None,
+        config: RelayConfig | None = None,
         origin_site: str = "origin",
         torch_threads: int = 1,
     ) -> None:
         names = [m.name for m in members]
         if len(set(names)) != len(names):
             raise ValueError(f"relay member names must be unique, got {sorted(names)}")
-        self.config = config or SyncConfig(method="delta")
+        self.config = config or RelayConfig(method="delta")
         self.members = {m.name: m for m in members}
         self.origin = RelayOrigin.remote(self.config, origin_site, torch_threads)  # type: ignore[attr-defined]  # @ray.remote class
         self.handles = {m.name: RelayNode.remote(m, torch_threads) for m in members}  # type: ignore[attr-defined]  # @ray.remote class

@@ -19,9 +19,11 @@ from __future__ import annotations
 import contextlib
 import copy
 import time
+from pathlib import Path
 from typing import Any
 
 import torch
+from safetensors.torch import load_model, save_model
 from transformers import PreTrainedModel
 
 from rollarc.agent.trajectory import Trajectory
@@ -164,6 +166,7 @@ class PolicyTrainer:
                 "tokens": int(batch.attention_mask.sum().item()),
                 "train_s": time.perf_counter() - start,
                 "token_staleness_max": float((self.version - 1) - stale.min().item()) if stale.numel() else 0.0,
+                "token_staleness_min": float((self.version - 1) - stale.max().item()) if stale.numel() else 0.0,
             }
         )
         return result
@@ -250,6 +253,22 @@ class PolicyTrainer:
     def named_weights(self) -> dict[str, torch.Tensor]:
         """The weights on the CPU (a no-op copy when training on the CPU), as weight sync expects them."""
         return {name: tensor.detach().cpu() for name, tensor in self.model.state_dict().items()}
+
+    def save_reference(self, path: str | Path) -> None:
+        """The frozen KL reference, saved in a checkpoint: a resumed run starts its actors from the checkpoint's
+        policy, so without this its reference would be a copy of the resumed weights, not the original one."""
+        if self.ref_model is not None:
+            save_model(self.ref_model, str(path))
+
+    def load_reference(self, path: str | Path) -> None:
+        if self.ref_model is None:
+            return
+        if not Path(path).is_file():
+            raise FileNotFoundError(
+                f"{path} does not exist: the checkpoint holds no KL reference (algo.kl_coef > 0 needs one); "
+                "it was written by an older rollarc or with algo.kl_coef: 0"
+            )
+        load_model(self.ref_model, str(path), device=str(self.device))
 
     def optimizer_state(self) -> dict[str, Any]:
         return {

@@ -51,6 +51,8 @@ def train_sft(
     on_step: Callable[[int, float], None] | None = None,
 ) -> SFTResult:
     """Adam on random minibatches of demonstration rows, linear warmup then cosine decay to 10%."""
+    if steps == 0:  # sft.steps: 0 keeps the initial weights (and may come with no demonstrations)
+        return SFTResult(steps=0, final_loss=float("nan"), seconds=0.0, rows=0, target_tokens=0)
     data = sft_rows(demos, pad_id)
     rng = random.Random(seed)
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -13,9 +14,10 @@ import torch
 from rollarc.agent.chat import ChatRenderer
 from rollarc.agent.local_eval import evaluate_local
 from rollarc.config import Config, load_train_config
-from rollarc.models.checkpoint import load_policy, new_policy, save_policy
+from rollarc.models.checkpoint import load_policy, new_policy, remove_partial_directories, save_policy
 from rollarc.plugin_path import plugin_pythonpath
 from rollarc.train.demos import demonstrations
+from rollarc.train.preflight import preflight_sft
 from rollarc.train.sft import train_sft
 
 SFT_META = "sft_meta.json"
@@ -23,6 +25,7 @@ SFT_META = "sft_meta.json"
 
 def run_sft(cfg: Config, log: Callable[[str], None] = print) -> Path:
     """Train the warm start and save it at ``cfg.sft.checkpoint``; returns that directory."""
+    torch.set_num_threads(cfg.sft.threads)
     torch.manual_seed(cfg.seed)
     plugin_pythonpath(cfg.plugin_paths)
     target = cfg.sft_checkpoint()
@@ -32,7 +35,12 @@ def run_sft(cfg: Config, log: Callable[[str], None] = print) -> Path:
         model, tokenizer = new_policy(cfg.model.preset, cfg.model.max_position_embeddings, seed=cfg.model.init_seed)
     renderer = ChatRenderer(tokenizer)
     t0 = time.perf_counter()
-    demos = demonstrations(list(cfg.tasks), cfg.sft.episodes, cfg.sft.seed_base, renderer, cfg.sampling)
+    # sft.steps: 0 trains nothing, so it needs no demonstrations (nor an env with an expert to make them).
+    demos = (
+        demonstrations(list(cfg.tasks), cfg.sft.episodes, cfg.sft.seed_base, renderer, cfg.sampling)
+        if cfg.sft.steps > 0
+        else []
+    )
     demo_s = time.perf_counter() - t0
     log(f"SFT: {len(demos)} demonstrations in {demo_s:.1f} s; training {cfg.sft.steps} steps")
 
@@ -72,7 +80,7 @@ def run_sft(cfg: Config, log: Callable[[str], None] = print) -> Path:
             cfg.sft.eval_episodes,
             cfg.train.eval_seed_base,
             cfg.sampling,
-            cfg.engine.model_copy(update={"dtype": None}),
+            cfg.engine.model_copy(update={"dtype": None, "num_threads": cfg.sft.threads}),
         )
         meta["heldout_success"] = score["success"]
         meta["heldout_episodes"] = score["episodes"]
@@ -88,6 +96,9 @@ def read_sft_meta(path: Path) -> dict[str, Any] | None:
 
 def sft_main(config_path: str, overrides: list[str]) -> int:
     cfg = load_train_config(config_path, overrides)
+    plugin_pythonpath(cfg.plugin_paths)
+    preflight_sft(cfg, warn=lambda m: print(m, file=sys.stderr))
+    remove_partial_directories(cfg.sft_checkpoint().parent, cfg.sft_checkpoint().name)
     path = run_sft(cfg)
     print(path)
     return 0

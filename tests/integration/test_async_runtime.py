@@ -8,6 +8,7 @@ import time
 
 import pytest
 import ray
+import torch
 
 from rollarc.runtime.entry import run_training
 from tests.integration.test_runtime import config, metrics, only_run
@@ -98,8 +99,10 @@ def test_fifty_steps_keep_buffer_and_memory_flat(nano_policy_dir, tmp_path):
         assert last < first * 1.10 + 20, (role, first, last)
 
 
-def test_adding_and_removing_rollout_replicas_mid_run(nano_policy_dir, tmp_path):
-    """A replica joins (catching up to the current weights) and the original one leaves (drained)."""
+def test_elastic_schedule_adds_a_replica_with_the_current_weights_and_removes_one(nano_policy_dir, tmp_path):
+    """The config's schedule, read by the controller: a replica joins after step 1 holding the trainer's weights
+    bitwise (regression: it served the start weights labelled as the current version), one leaves after step 2."""
+    from rollarc.models import load_policy
     from rollarc.runtime.controller import Controller
     from rollarc.runtime.ray_cluster import start_ray
     from rollarc.runtime.workers import Workers
@@ -108,44 +111,43 @@ def test_adding_and_removing_rollout_replicas_mid_run(nano_policy_dir, tmp_path)
         nano_policy_dir,
         tmp_path,
         env_kwargs={"turns": 3},
-        **{"async": {"mode": "async", "max_staleness": 1}},
         cluster={"pools": {"compute": {"count": 3}, "cpu": {"count": 2}}},
-        train={"steps": 8, "checkpoint_every": 0},
-    )
-    cfg = cfg.model_copy(
-        update={
-            "tasks": [
-                cfg.tasks[0].model_copy(
-                    update={"latency": cfg.tasks[0].latency.model_copy(update={"kind": "fixed", "fixed_s": 0.05})}
-                )
-            ]
-        }
+        train={
+            "steps": 3,
+            "checkpoint_every": 0,
+            "eval_episodes": 2,
+            "weight_decay": 0.1,
+        },  # decay: step 1 moves every weight
+        elastic=[{"at_step": 1, "add": 1}, {"at_step": 2, "remove": 1, "drain_timeout_s": 5.0}],
     )
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     start_ray(cfg.cluster)
-    events: list[str] = []
+    seen: dict[str, dict[str, torch.Tensor]] = {}
 
-    class ElasticController(Controller):
-        """Changes the rollout membership right after step 2 is published, from inside the loop (deterministic)."""
+    class Observed(Controller):
+        """Reads both sides' weights right after the schedule's change at step 1 (nothing is in flight then)."""
 
-        def _after_step(self, version: int, *args: object) -> None:
-            super()._after_step(version, *args)
-            if version == 2:
-                workers.add_rollout("rollout-new", cfg.cluster.roles.rollout[0], version, catch_up=True)
-                events.append("added")
-                workers.remove_rollout("rollout-0", drain=True)
-                events.append("removed")
+        def _apply_elastic(self, version: int) -> None:
+            super()._apply_elastic(version)
+            if version == 1:
+                (added,) = self.elastic_events[-1]["added"]
+                seen["added"] = ray.get(workers.rollout[added].engine_weights.remote())
+                seen["trainer"] = ray.get(workers.trainer.gathered_weights.remote())
 
     try:
         workers = Workers(cfg, str(nano_policy_dir))
-        summary = ElasticController(cfg, run_dir, workers).run()
+        summary = Observed(cfg, run_dir, workers).run()
     finally:
         ray.shutdown()
-    assert events == ["added", "removed"]
-    assert summary["steps"] == 8
-    assert summary["groups_trained"] == 8 * cfg.train.groups_per_step  # none lost, none trained twice
-    turns = summary["routing"]["replica_turns"]
-    assert turns.get("rollout-new", 0) > 0 and turns.get("rollout-0", 0) > 0
-    rows = metrics(run_dir)
-    assert all(r["staleness_max"] <= 1 for r in rows)
+    start = load_policy(nano_policy_dir)[0].state_dict()
+    assert seen["added"].keys() == seen["trainer"].keys()
+    assert all(torch.equal(seen["added"][n], seen["trainer"][n]) for n in seen["trainer"])
+    assert not all(torch.equal(start[n], seen["trainer"][n]) for n in seen["trainer"])  # step 1 changed them
+    assert [e["step"] for e in summary["elastic"]] == [1, 2]
+    assert summary["elastic"][0]["added"] == ["rollout-1"]
+    assert [r["name"] for r in summary["elastic"][1]["removed"]] == ["rollout-1"]  # newest first
+    assert summary["steps"] == 3
+    assert summary["groups_trained"] == 3 * cfg.train.groups_per_step  # none lost, none trained twice
+    assert summary["routing"]["replica_turns"].get("rollout-1", 0) > 0
+    assert summary["routing"]["removed_replicas"] == ["rollout-1"]

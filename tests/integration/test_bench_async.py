@@ -33,3 +33,15 @@ def test_quick_bench_reports_every_mode(tmp_path, capsys):
         assert math.isfinite(result[key]) and result[key] > 0, key
     assert set(result["success"]) == {"sync", "async_k1", "async_k2", "monolithic"}
     assert all(0.0 <= v <= 1.0 for v in result["success"].values())
+    # time to target: one seed in quick mode; a value is a time or null (never reached), never made up
+    assert result["seeds"] == 1
+    assert set(result["time_to_target_s"]) == {"sync", "async_k1", "async_k2"}
+    for times in result["time_to_target_s"].values():
+        assert len(times) == 1 and (times[0] is None or times[0] > 0)
+    if result["target_success"] is None:
+        assert all(t == [None] for t in result["time_to_target_s"].values())
+    else:
+        assert result["time_to_target_s"]["sync"][0] is not None  # sync reaches the target it sets
+    for k in (1, 2):
+        value = result[f"speedup_to_target_k{k}"]
+        assert value is None or (math.isfinite(value) and value > 0)

@@ -14,6 +14,7 @@ from rollarc.models import load_policy
 from rollarc.runtime.controller import Controller
 from rollarc.runtime.entry import run_training
 from rollarc.runtime.ray_cluster import actor_options, start_ray
+from rollarc.runtime.resume import record_new_run
 from rollarc.runtime.train_group import FSDP_META
 from rollarc.runtime.train_worker import TrainWorker
 from rollarc.runtime.workers import Workers
@@ -46,6 +47,7 @@ def test_two_ranks_train_sync_checkpoint_and_resume(nano_policy_dir, tmp_path):
     cfg = config(nano_policy_dir, tmp_path, cluster=TWO_RANKS, train={"checkpoint_every": 0})
     run_dir = tmp_path / "run"
     run_dir.mkdir()
+    record_new_run(run_dir, cfg)  # config.yaml and its fingerprint, as `rollarc train` writes them
     start_ray(cfg.cluster)
     try:
         workers = Workers(cfg, str(nano_policy_dir))

@@ -11,7 +11,7 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from rollarc.config import Config
-from rollarc.configio import validate
+from rollarc.configio import ConfigError, validate
 from rollarc.runtime.entry import run_training
 
 pytestmark = pytest.mark.slow
@@ -102,14 +102,67 @@ def test_same_seed_gives_the_same_trajectories_and_weights(nano_policy_dir, tmp_
     assert all(torch.allclose(a[k], b[k], atol=1e-4) for k in a)
 
 
-def test_resume_continues_from_the_last_checkpoint(nano_policy_dir, tmp_path):
-    assert run_training(config(nano_policy_dir, tmp_path)) == 0
-    run = only_run(tmp_path)
-    cfg = config(nano_policy_dir, tmp_path, resume=str(run), train={"steps": 3})
-    assert run_training(cfg) == 0
+# Per-step metrics that measure time or memory; everything else in a step's record must match exactly.
+TIMING_KEYS = {"wall_s", "step_time_s", "train_s", "sync_s", "train_sync_s", "gen_tok_s", "trajectories_per_s"}
+
+
+def deterministic(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{k: v for k, v in r.items() if k not in TIMING_KEYS and not k.startswith("rss_mb")} for r in rows]
+
+
+def test_interrupted_and_resumed_run_equals_the_uninterrupted_one(nano_policy_dir, tmp_path):
+    """3 steps at once, and 2 steps then a resume to 3: the same metrics, counters and bitwise the same weights.
+
+    ``max_num_seqs: 1`` makes every rollout forward pass a batch of one, so the engine's log-probs do not depend
+    on which sequences happen to share a batch (the one source of float differences between two runs, see
+    test_same_seed_gives_the_same_trajectories_and_weights). ``kl_coef > 0`` makes the KL reference matter: a
+    resumed run whose reference were the resumed weights would train to other weights.
+    """
+    exact = {"engine": {"max_num_seqs": 1}, "algo": {"kl_coef": 0.5}}
+    assert run_training(config(nano_policy_dir, tmp_path / "full", train={"steps": 3}, **exact)) == 0
+    full = only_run(tmp_path / "full")
+    assert run_training(config(nano_policy_dir, tmp_path / "part", **exact)) == 0  # train.steps: 2
+    run = only_run(tmp_path / "part")
+    clock_at_checkpoint = json.loads((run / "checkpoints" / "step_000002" / "state.json").read_text())["wall_s"]
+    resumed = config(nano_policy_dir, tmp_path / "part", resume=str(run), train={"steps": 3}, **exact)
+    assert run_training(resumed) == 0
+
     assert [r["step"] for r in metrics(run)] == [1, 2, 3]
-    assert json.loads((run / "summary.json").read_text())["steps"] == 3
-    assert (run / "checkpoints" / "step_000003" / "policy" / "model.safetensors").is_file()
+    assert deterministic(metrics(run)) == deterministic(metrics(full))
+    a = AutoModelForCausalLM.from_pretrained(full / "checkpoints" / "step_000003" / "policy").state_dict()
+    b = AutoModelForCausalLM.from_pretrained(run / "checkpoints" / "step_000003" / "policy").state_dict()
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+    summary_full, summary_run = (json.loads((r / "summary.json").read_text()) for r in (full, run))
+    for key in ("groups_started", "groups_trained", "trajectories_trained", "failed_trajectories", "steps"):
+        assert summary_run[key] == summary_full[key], key
+    assert summary_run["resumes"] == 1
+    profiles_full, profiles_run = (json.loads((r / "task_profiles.json").read_text()) for r in (full, run))
+    for field in ("turns", "new_tokens_per_turn", "prompt_tokens_per_turn"):
+        assert profiles_run["tasks"]["scripted"][field] == profiles_full["tasks"]["scripted"][field], field
+
+    # The run clock continues: the third step's train span starts after the checkpoint, not near zero.
+    train = [
+        s
+        for s in (json.loads(line) for line in (run / "timeline.jsonl").read_text().splitlines())
+        if s["kind"] == "train"
+    ]
+    assert [s["step"] for s in train] == [0, 1, 2]
+    assert train[2]["t0"] >= clock_at_checkpoint > train[1]["t1"]
+    assert summary_run["rl_window"][0] <= train[0]["t0"]  # the RL window started in the first process
+
+    # The run's config.yaml is the one it started with; the resume's change is recorded beside it.
+    assert "steps: 2" in (run / "config.yaml").read_text()
+    (history,) = [json.loads(line) for line in (run / "config_history.jsonl").read_text().splitlines()]
+    assert history["changed"] == {"train.steps": {"from": 2, "to": 3}} and history["checkpoint"] == "step_000002"
+    assert "steps: 3" in (run / "config.resume-1.yaml").read_text()
+
+    # Resuming it with another config is refused before anything starts, naming the keys; nothing is written.
+    other = config(nano_policy_dir, tmp_path / "part", resume=str(run), train={"steps": 4, "lr": 0.5}, seed=3, **exact)
+    with pytest.raises(ConfigError, match=r"differs from the run's in seed \(0 -> 3\), train\.lr \(0\.001 -> 0\.5\);"):
+        run_training(other)
+    assert len((run / "config_history.jsonl").read_text().splitlines()) == 1
+    assert [r["step"] for r in metrics(run)] == [1, 2, 3]
 
 
 def test_env_failures_fail_only_their_trajectories(nano_policy_dir, tmp_path):
@@ -118,7 +171,8 @@ def test_env_failures_fail_only_their_trajectories(nano_policy_dir, tmp_path):
     summary = json.loads((only_run(tmp_path) / "summary.json").read_text())
     # Groups of env seeds 0 and 3 fail whole (every trajectory of a group shares the seed) and are replaced.
     assert summary["failed_trajectories"] >= 4 and summary["dropped_failed_groups"] >= 2
-    assert "env step 0" in summary["failure_reasons"]
+    assert summary["failure_reasons"].get("env_step_error:RuntimeError", 0) >= 4
+    assert any("scripted env crash on seed" in m for m in summary["failure_examples"]["env_step_error:RuntimeError"])
     assert summary["steps"] == 2
 
 

@@ -7,7 +7,7 @@ import ray
 import torch
 
 from rollarc.models import new_policy
-from rollarc.sync.config import SyncConfig
+from rollarc.sync.config import RelayConfig
 from rollarc.sync.relay import Member, WeightRelay
 from rollarc.sync.shard import ShardSpec, llama_tensor_parallel
 
@@ -39,7 +39,7 @@ def bf16_versions(count: int) -> list[dict[str, torch.Tensor]]:
 
 def test_tree_and_ring_deliver_identical_weights_with_one_copy_per_site():
     members = [Member(f"{site}{i}", site) for site in ("east", "west") for i in range(3)]
-    relay = WeightRelay(members, SyncConfig(method="delta", topology="tree", fanout=2))
+    relay = WeightRelay(members, RelayConfig(method="delta", topology="tree", fanout=2))
     try:
         states = bf16_versions(4)
         first = relay.publish(states[0])
@@ -68,7 +68,7 @@ def test_tensor_parallel_site_gets_only_the_slices_it_holds():
     states = bf16_versions(2)
     specs = [llama_tensor_parallel(states[0], rank, 2) for rank in range(2)]
     members = [Member("tp0a", "east", specs[0]), Member("tp1a", "east", specs[1]), Member("whole", "west")]
-    relay = WeightRelay(members, SyncConfig(method="delta", topology="ring"))
+    relay = WeightRelay(members, RelayConfig(method="delta", topology="ring"))
     try:
         relay.publish(states[0])
         report = relay.publish(states[1])
@@ -88,7 +88,7 @@ def test_tensor_parallel_site_gets_only_the_slices_it_holds():
 def test_detached_members_catch_up_by_chain_or_full_copy():
     states = bf16_versions(5)
     members = [Member("head", "east"), Member("short", "east"), Member("long", "east")]
-    relay = WeightRelay(members, SyncConfig(method="delta", history=2, topology="tree"))
+    relay = WeightRelay(members, RelayConfig(method="delta", history=2, topology="tree"))
     try:
         relay.publish(states[0])
         relay.detach("long")

@@ -12,8 +12,8 @@ from rollarc.agent.chat import ChatRenderer, Message
 from rollarc.agent.trajectory import Segment, Trajectory
 from rollarc.engine.types import SamplingParams
 from rollarc.models import load_tokenizer
+from rollarc.policy.routing import NoReplicaError
 from rollarc.runtime.ray_cluster import start_ray
-from rollarc.runtime.routing import NoReplicaError
 from rollarc.runtime.workers import Workers
 from tests.integration.test_runtime import config
 

@@ -126,6 +126,9 @@ def test_aborted_turn_is_retried_and_keeps_earlier_turns():
 def test_env_that_raises_fails_only_that_trajectory_with_its_reason():
     traj = run(task(turns=2, raise_on_seed_mod=2), ScriptedEngine(), seed=4)
     assert traj.status == "failed" and "scripted env crash on seed 4" in traj.failure_reason
+    # Regression: the reason was cut at its first colon ("env step 0"); the kind and whole message are kept.
+    assert traj.failure_reason == "env step 0: RuntimeError: scripted env crash on seed 4"
+    assert traj.failure_kind == "env_step_error:RuntimeError"
     ok = run(task(turns=2, raise_on_seed_mod=2), ScriptedEngine(), seed=3)
     assert ok.status == "ok"
 
@@ -141,7 +144,12 @@ def test_env_that_hangs_times_out_and_is_counted():
 
     traj, stats = asyncio.run(go())
     assert traj.status == "failed" and "timed out after 0.05 s" in traj.failure_reason
+    assert traj.failure_kind == "env_step_timeout"
     assert stats.env_timeouts == 1 and stats.failed == 1
+    assert stats.failures.as_dict() == {
+        "failure_reasons": {"env_step_timeout": 1},
+        "failure_examples": {"env_step_timeout": ["env step 0: timed out after 0.05 s in step"]},
+    }
 
 
 def test_injected_failures_fail_the_trajectory_at_a_step_not_at_reset():
@@ -149,6 +157,7 @@ def test_injected_failures_fail_the_trajectory_at_a_step_not_at_reset():
     assert traj.status == "failed" and "injected failure" in traj.failure_reason
     # Regression: latency and failures model env *steps*; reset was wrongly hit too.
     assert traj.failure_reason.startswith("env step 0")
+    assert traj.failure_kind == "env_step_injected"
 
 
 def test_nan_reward_is_kept_and_flagged():
@@ -196,3 +205,28 @@ def test_trajectory_masks_feed_the_batch(mode):
     assert TOKENIZER.decode(targets.tolist()).replace("<|end|>", "|") == "U|U|D|D|"
     assert (batch.behav_logp[batch.loss_mask.bool()] == -0.5).all()
     assert (batch.versions[~batch.loss_mask.bool()] == NO_VERSION).all()
+
+
+def test_injected_failures_do_not_depend_on_which_trajectories_share_the_runner():
+    """Regression: one generator per runner made a trajectory's failures depend on the interleaving of the
+    trajectories sharing its EnvWorker (Ray timing), so synchronous runs with failure_prob > 0 were not
+    reproducible. Each trajectory now draws from a generator of its own sampling seed and id."""
+    cfg = task(turns=6, latency={"kind": "fixed", "fixed_s": 0.0, "failure_prob": 0.3})
+    specs = [EpisodeSpec(f"g0-{j}", cfg.name, 3, group_id="g0", sampling_seed=1000 + j) for j in range(8)]
+
+    def outcomes(order: list[EpisodeSpec], worker_seed: int) -> dict[str, tuple[str, int]]:
+        async def go() -> list[Trajectory]:
+            runner = EpisodeRunner({cfg.name: cfg}, RENDERER, ScriptedEngine(), SAMPLING, latency_seed=worker_seed)
+            try:
+                return [await runner.run(spec) for spec in order]  # one after another: a fixed interleaving
+            finally:
+                runner.close()
+
+        return {t.traj_id: (t.failure_reason or "ok", t.num_turns) for t in asyncio.run(go())}
+
+    forward = outcomes(specs, worker_seed=0)
+    assert outcomes(specs[::-1], worker_seed=0) == forward
+    assert outcomes(specs[3:], worker_seed=7) == {
+        k: v for k, v in forward.items() if k in {s.traj_id for s in specs[3:]}
+    }
+    assert 0 < sum(v[0] != "ok" for v in forward.values()) < len(specs)  # both outcomes occur: the test can fail

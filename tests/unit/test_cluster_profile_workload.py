@@ -1,5 +1,7 @@
 """Measured task profiles to workload distributions: means and quantiles kept, hand-computed ends."""
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -7,17 +9,18 @@ from rollarc.cluster.distributions import Constant, Empirical
 from rollarc.cluster.profile_workload import distribution_from_summary, uncached_share, workload_from_profiles
 from rollarc.cluster.workload import Efficiency, ModelSpec
 from rollarc.configio import ConfigError
+from rollarc.report.run_dir import QuantileSummary, TaskProfile, TaskProfiles, from_dict
 
 MODEL = ModelSpec(total_params=1e9, layers=8, hidden_size=1024, kv_heads=8, head_dim=128)
 
 
 def summary(mean, p50, p90, p99, n=100):
-    return {"mean": mean, "p50": p50, "p90": p90, "p99": p99, "n": n}
+    return QuantileSummary(mean=mean, p50=p50, p90=p90, p99=p99, n=n)
 
 
 def test_equal_quantiles_make_a_constant():
     assert distribution_from_summary(summary(7, 7, 7, 7)) == Constant(value=7)
-    assert distribution_from_summary({"mean": float("nan"), "n": 0}) == Constant(value=0)  # nothing measured
+    assert distribution_from_summary(QuantileSummary(n=0)) == Constant(value=0)  # nothing measured
 
 
 def test_mean_is_matched_by_the_low_end():
@@ -43,30 +46,30 @@ def test_a_heavy_tail_raises_the_high_end():
 def test_bad_summaries_are_named():
     with pytest.raises(ConfigError, match=r"tasks\.a\.turns"):
         distribution_from_summary(summary(3, 5, 4, 6), "tasks.a.turns")
-    with pytest.raises(ConfigError, match="numeric"):
-        distribution_from_summary({"mean": 1, "n": 3}, "x")
+    with pytest.raises(ConfigError, match="finite"):
+        distribution_from_summary(QuantileSummary(mean=1, n=3), "x")  # quantiles missing
 
 
 def profile(prompt=100.0, cached=150.0, turns=2.0, new=10.0):
-    return {
-        "turns": summary(turns, turns, turns, turns),
-        "prompt_tokens_per_turn": summary(prompt, prompt, prompt, prompt),
-        "new_tokens_per_turn": summary(new, new, new, new),
-        "cached_tokens": summary(cached, cached, cached, cached),
-        "env_step_s": summary(0.01, 0.01, 0.01, 0.01),
-        "reward_s": {"mean": float("nan"), "n": 0},
-    }
+    return TaskProfile(
+        turns=summary(turns, turns, turns, turns),
+        prompt_tokens_per_turn=summary(prompt, prompt, prompt, prompt),
+        new_tokens_per_turn=summary(new, new, new, new),
+        cached_tokens=summary(cached, cached, cached, cached),
+        env_step_s=summary(0.01, 0.01, 0.01, 0.01),
+        reward_s=QuantileSummary(n=0),
+    )
 
 
 def test_workload_from_profiles_prefills_only_uncached_tokens():
-    profiles = {
-        "tasks": {"a": profile(), "b": profile(prompt=40, cached=0, turns=1, new=300)},
-        "groups_per_step": 6,
-        "group_size": 4,
-        "max_staleness": 2,
-        "weights": {"a": 2.0, "b": 1.0},
-    }
-    assert uncached_share(profiles["tasks"]["a"]) == pytest.approx(0.25)  # 1 - 150 / (100 · 2)
+    profiles = TaskProfiles(
+        tasks={"a": profile(), "b": profile(prompt=40, cached=0, turns=1, new=300)},
+        groups_per_step=6,
+        group_size=4,
+        max_staleness=2,
+        weights={"a": 2.0, "b": 1.0},
+    )
+    assert uncached_share(profiles.tasks["a"]) == pytest.approx(0.25)  # 1 - 150 / (100 · 2)
     wl = workload_from_profiles(profiles, MODEL, Efficiency())
     a, b = wl.task("a"), wl.task("b")
     assert a.prompt_tokens.mean() == pytest.approx(25.0) and b.prompt_tokens.mean() == pytest.approx(40.0)
@@ -78,15 +81,23 @@ def test_workload_from_profiles_prefills_only_uncached_tokens():
 
 
 def test_unprofiled_tasks_are_errors():
-    profiles = {
-        "tasks": {"a": profile()},
+    profiles = TaskProfiles(
+        tasks={"a": profile()}, groups_per_step=2, group_size=2, max_staleness=0, weights={"a": 1.0, "b": 1.0}
+    )
+    with pytest.raises(ConfigError, match="b have a weight but no profile"):
+        workload_from_profiles(profiles, MODEL, Efficiency())
+    empty = replace(profile(), turns=QuantileSummary(n=0))
+    with pytest.raises(ConfigError, match=r"tasks\.a has no completed trajectory"):
+        workload_from_profiles(replace(profiles, tasks={"a": empty}, weights={"a": 1.0}), MODEL, Efficiency())
+
+
+def test_a_profile_missing_a_measured_field_is_named_on_read():
+    data = {
+        "tasks": {"a": {"turns": {"n": 0}}},
         "groups_per_step": 2,
         "group_size": 2,
         "max_staleness": 0,
-        "weights": {"a": 1.0, "b": 1.0},
+        "weights": {},
     }
-    with pytest.raises(ConfigError, match="b have a weight but no profile"):
-        workload_from_profiles(profiles, MODEL, Efficiency())
-    empty = {**profile(), "turns": {"mean": float("nan"), "n": 0}}
-    with pytest.raises(ConfigError, match=r"tasks\.a has no completed trajectory"):
-        workload_from_profiles({**profiles, "tasks": {"a": empty}, "weights": {"a": 1.0}}, MODEL, Efficiency())
+    with pytest.raises(ConfigError, match=r"task_profiles\.json: tasks\.a: missing key 'prompt_tokens_per_turn'"):
+        from_dict(TaskProfiles, data, "task_profiles.json")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from fractions import Fraction
 
@@ -10,6 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rollarc.envs import CountdownEnv, GenerationFailed, evaluate, play_expert
+from rollarc.envs.base import MAX_ACTION_LENGTH
+from rollarc.envs.countdown import parse_action
 from rollarc.envs.countdown_solver import reachable, solve
 
 
@@ -189,3 +192,40 @@ def test_tagged_random_arithmetic_never_raises(tag: str, expression: str) -> Non
     env, _ = env_on([3, 7, 25, 50], 79)
     obs, *_ = env.step(f"<{tag}>{expression}</{tag}>")
     assert env.observation_space.contains(obs), obs
+
+
+_OLD_LENIENT = re.compile(r"<\s*(calc|answer)\s*>(.*?)<\s*/\s*\1\s*>", re.DOTALL | re.IGNORECASE)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    pieces=st.lists(
+        st.sampled_from(
+            ["<calc>", "</calc>", "< CALC >", "</ calc>", "<answer>", "</Answer >", "<", ">", "/", " ", "1+2"]
+        ),
+        max_size=12,
+    )
+)
+def test_lenient_parse_equals_the_old_regex(pieces: list[str]) -> None:
+    """The linear parser finds exactly what the former (quadratic) regex found."""
+    action = "".join(pieces)
+    match = _OLD_LENIENT.search(action)
+    expected = None if match is None else (match.group(1).lower(), match.group(2))
+    assert parse_action(action, "lenient") == expected
+
+
+@pytest.mark.timeout(20)
+@pytest.mark.parametrize("mode", ["strict", "lenient"])
+def test_a_megabyte_action_parses_in_linear_time(mode: str) -> None:
+    """Regression: '<calc>' * n took seconds at n = 8000 and minutes at 1 MB (a lazy body with a backreference)."""
+    unclosed = "<calc>" * (1_000_000 // 6)
+    assert parse_action(unclosed, mode) is None
+    closed_at_end = unclosed + "</calc>"
+    assert parse_action(closed_at_end, mode) == ("calc", unclosed[len("<calc>") :])
+    assert parse_action("<answer>" + "1+" * 500_000 + "1</answer>", mode) == ("answer", "1+" * 500_000 + "1")
+
+
+def test_max_action_length_has_an_upper_bound() -> None:
+    with pytest.raises(ValueError, match="max_action_length"):
+        CountdownEnv(max_action_length=MAX_ACTION_LENGTH + 1)
+    assert CountdownEnv(max_action_length=MAX_ACTION_LENGTH).action_space.max_length == MAX_ACTION_LENGTH

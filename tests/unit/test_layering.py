@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import functools
 import itertools
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +24,8 @@ PACKAGE_ROOT = Path(rollarc.__file__).parent
 # The layers, lowest first. A unit (a subpackage, or a top-level module of rollarc) may import only units
 # of its own layer or of lower layers; within a layer, the package graph must stay acyclic.
 LAYERS: list[tuple[str, set[str]]] = [
-    ("foundation", {"rollarc", "configio", "cluster_config", "plugin_path", "placement"}),
+    ("foundation", {"rollarc", "configio", "cluster_config", "plugin_path", "placement", "ray_loopback"}),
+    ("policy", {"policy"}),
     ("core", {"algo", "sync", "engine", "envs", "models", "report", "serve"}),
     ("agent", {"agent"}),
     ("rewards", {"rewards"}),
@@ -37,6 +39,7 @@ LAYER_OF = {unit: rank for rank, (_, units) in enumerate(LAYERS) for unit in uni
 # Modules that must stay free of Ray and of the runtime (pure maths and wire formats, testable without Ray).
 RAY_FREE_PREFIXES = (
     "rollarc.algo",
+    "rollarc.policy",
     "rollarc.sync.codec",
     "rollarc.sync.varint",
     "rollarc.sync.checksum",
@@ -167,6 +170,19 @@ def test_pure_modules_import_neither_ray_nor_the_runtime():
         and (imp.target.split(".")[0] == "ray" or imp.target.startswith("rollarc.runtime"))
     ]
     _fail_if(broken, "Ray in pure modules")
+
+
+def test_scheduling_core_imports_only_the_standard_library_and_itself():
+    """rollarc.policy is driven alike by Ray, SimPy and plain tests, so it may depend on none of them."""
+    broken = [
+        f"{imp.where()}: rollarc.policy may import only the standard library and rollarc.policy"
+        for imp in all_imports()
+        if imp.module.startswith("rollarc.policy")
+        and not imp.target.startswith("rollarc.policy")
+        and imp.target.split(".")[0] not in sys.stdlib_module_names
+        and imp.target != "__future__"
+    ]
+    _fail_if(broken, "dependencies of the scheduling core")
 
 
 def test_only_the_orchestration_layer_and_entry_points_import_the_runtime():

@@ -94,7 +94,7 @@ def test_staleness_of_trained_tokens_is_reported():
     stats = trainer.train_step(
         [[make_traj(renderer, "a", "R", 1.0, version=3), make_traj(renderer, "b", "D", 0.0, version=5)]]
     )
-    assert stats["token_staleness_max"] == 2.0 and trainer.version == 6
+    assert stats["token_staleness_max"] == 2.0 and stats["token_staleness_min"] == 0.0 and trainer.version == 6
 
 
 def test_nan_loss_refuses_the_step_and_keeps_the_weights():
@@ -143,3 +143,25 @@ def test_deduplicated_rows_give_exactly_the_same_update(correction):
     assert plain_stats["unique_rows_frac"] == 1.0
     assert torch.allclose(plain, dedup_params, atol=1e-6)
     assert dedup_stats["loss"] == pytest.approx(plain_stats["loss"], abs=1e-6)
+
+
+def test_a_resumed_trainer_gets_the_original_kl_reference_back(tmp_path):
+    """Regression: a resumed run builds its trainer from the checkpoint's policy, so its KL reference was a copy
+    of the resumed weights; the checkpoint now holds the original reference and the resume loads it."""
+    torch.manual_seed(0)
+    model, tok = new_policy("nano", max_position_embeddings=64)
+    renderer = ChatRenderer(tok)
+    original = {k: v.clone() for k, v in model.state_dict().items()}
+    trainer = PolicyTrainer(model, LossConfig(kl_coef=0.5), lr=1e-2, pad_id=tok.pad_token_id)
+    group = [make_traj(renderer, "r", "R", 1.0, model), make_traj(renderer, "d", "D", 0.0, model)]
+    trainer.train_step([group])
+    trainer.save_reference(tmp_path / "reference.safetensors")
+    resumed = PolicyTrainer(model, LossConfig(kl_coef=0.5), lr=1e-2, pad_id=tok.pad_token_id)  # from trained weights
+    assert resumed.ref_model is not None
+    assert not all(torch.equal(original[k], v) for k, v in resumed.ref_model.state_dict().items())
+    resumed.load_reference(tmp_path / "reference.safetensors")
+    assert all(torch.equal(original[k], v) for k, v in resumed.ref_model.state_dict().items())
+    no_kl = PolicyTrainer(model, LossConfig(), lr=1e-2, pad_id=tok.pad_token_id)
+    no_kl.load_reference(tmp_path / "missing.safetensors")  # no reference to restore: nothing to do
+    with pytest.raises(FileNotFoundError, match="holds no KL reference"):
+        resumed.load_reference(tmp_path / "missing.safetensors")

@@ -216,3 +216,20 @@ def test_cli_prints_the_files_it_wrote(tmp_path, capsys):
     assert main(["report", str(run)]) == 0
     printed = capsys.readouterr().out.split()
     assert str(run / "report.md") in printed and str(run / "timeline.png") in printed
+
+
+def test_a_stopped_run_reports_its_reason_and_failure_examples(tmp_path):
+    run = write_run(tmp_path / "demo-20261130-130000", summary=False)
+    stopped = {
+        **_summary(),
+        "status": "stopped",
+        "stop_reason": "the last 16 groups all failed; reasons: env_step_timeout (32)",
+        "failure_reasons": {"env_step_timeout": 32},
+        "failure_examples": {"env_step_timeout": ["env step 0: timed out after 0.5 s in step"]},
+    }
+    (run / "summary.json").write_text(json.dumps(stopped))
+    build_report(run)
+    text = (run / "report.md").read_text()
+    assert "**The run stopped early:** the last 16 groups all failed; reasons: env_step_timeout (32)" in text
+    assert "| env_step_timeout | 32 |" in text
+    assert "- `env_step_timeout`: env step 0: timed out after 0.5 s in step" in text

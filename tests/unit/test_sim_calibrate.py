@@ -70,7 +70,7 @@ def test_bad_run_directory_is_named(tmp_path):
         load_run(tmp_path)
     run = _make_run(tmp_path, 0)
     (run / "timeline.jsonl").write_text('{"kind": "generate", "t0": 0, "t1": 1}\nnot json\n')
-    with pytest.raises(ConfigError, match=r"timeline\.jsonl:2"):
+    with pytest.raises(ConfigError, match=r"timeline\.jsonl, line 2"):
         load_run(run)
 
 

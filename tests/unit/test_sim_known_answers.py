@@ -97,6 +97,7 @@ def test_async_overlaps_training_and_respects_the_staleness_bound():
         result = simulate(toy_setup(steps=6, max_staleness=k, response=LogNormal(mean=100, sigma=0.5, max=400)))
         assert result.step_time_s < sync.step_time_s
         assert 0 < result.mean_staleness <= k
+        assert sum(result.dropped_by_task.values()) == result.dropped_groups
         assert result.trajectories == 6 * 4
 
 

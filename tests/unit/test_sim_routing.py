@@ -29,10 +29,14 @@ def engine(decode_base_s: float) -> LinearEngine:
     )
 
 
-def two_pools(routing: str, groups: int = 1, steps: int = 1, engines: int = 2):
+def two_pools(routing: str, groups: int = 1, steps: int = 1, engines: int = 2, group_size: int = 2):
     """Task ``fast`` on pool ``p1`` (10 ms per decode iteration), task ``slow`` on ``p2`` (20 ms)."""
     base = toy_setup(
-        groups=groups, group_size=2, steps=steps, env_latency=Constant(value=0.0), reward_latency=Constant(value=0.0)
+        groups=groups,
+        group_size=group_size,
+        steps=steps,
+        env_latency=Constant(value=0.0),
+        reward_latency=Constant(value=0.0),
     )
     toy = base.tasks[0]
     tasks = [replace(toy, name="fast", rollout_pool="p1"), replace(toy, name="slow", rollout_pool="p2")]
@@ -51,8 +55,11 @@ def test_affinity_routing_keeps_each_task_on_its_pool_with_known_time():
 
 
 def test_random_routing_spreads_tasks_over_pools_and_does_the_same_work():
-    affinity = simulate(two_pools("affinity", groups=20, steps=2))
-    random = simulate(two_pools("random", groups=20, steps=2))
+    # Task-oblivious routing is the runtime's least-loaded choice over every replica (ties by name). The
+    # task mix alternates fast and slow groups; with 2 trajectories per group on 2 engines per pool, each
+    # task would land on one pool by coincidence, so groups of 3 trajectories are used here.
+    affinity = simulate(two_pools("affinity", groups=20, steps=2, group_size=3))
+    random = simulate(two_pools("random", groups=20, steps=2, group_size=3))
     routed = random.generated_by_task_pool
     assert set(routed) == {"fast@p1", "fast@p2", "slow@p1", "slow@p2"}
     assert sum(routed.values()) == pytest.approx(sum(affinity.generated_by_task_pool.values()))

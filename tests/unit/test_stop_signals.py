@@ -9,7 +9,7 @@ import signal
 import pytest
 
 from rollarc.cli import _guarded
-from rollarc.models.checkpoint import clean_partial_checkpoints
+from rollarc.models.checkpoint import remove_partial_directories
 from rollarc.runtime.stop_signals import RunStopped, stop_on_signals
 
 
@@ -32,14 +32,14 @@ def test_a_command_stopped_by_a_signal_prints_one_line_and_exits_128_plus_the_si
     assert err == "rollarc: stopped by SIGTERM; nothing was saved (this command saves when it ends)\n"
 
 
-def test_clean_partial_checkpoints_removes_half_written_and_restores_a_lost_rename(tmp_path):
+def test_remove_partial_directories_removes_half_written_and_restores_a_lost_rename(tmp_path):
     (tmp_path / "step_000001").mkdir()
     (tmp_path / ".step_000002.tmp-1a2b3c4d").mkdir()  # interrupted mid-write
     (tmp_path / ".step_000001.old-5e6f7a8b").mkdir()  # interrupted after the new copy was in place
     (tmp_path / ".step_000003.old-9c0d1e2f").mkdir()  # interrupted between the two renames
     (tmp_path / ".step_000003.old-9c0d1e2f" / "state.json").write_text("{}")
-    removed = clean_partial_checkpoints(tmp_path)
+    removed = [p.name for p in remove_partial_directories(tmp_path)]
     assert sorted(removed) == [".step_000001.old-5e6f7a8b", ".step_000002.tmp-1a2b3c4d"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["step_000001", "step_000003"]
     assert (tmp_path / "step_000003" / "state.json").read_text() == "{}"
-    assert clean_partial_checkpoints(tmp_path / "missing") == []
+    assert remove_partial_directories(tmp_path / "missing") == []

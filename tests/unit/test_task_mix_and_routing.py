@@ -6,8 +6,9 @@ from collections import Counter
 
 import pytest
 
-from rollarc.agent.task_mix import TaskMix
-from rollarc.runtime.routing import NoReplicaError, ReplicaState, RoutingPolicy
+from rollarc.policy.dispatcher import Dispatcher
+from rollarc.policy.routing import NoReplicaError, ReplicaState, RoutingPolicy
+from rollarc.policy.task_mix import TaskMix
 
 
 def test_task_mix_follows_weights_exactly_and_deterministically():
@@ -76,3 +77,43 @@ def test_forget_drops_sticky_entries_of_a_replica():
     policy.choose(reps, "t", None)
     policy.forget("c0")
     assert "t" not in policy.sticky
+
+
+def test_dispatcher_counts_load_so_least_loaded_and_sticky_follow_the_turns():
+    dispatch = Dispatcher({"read": "p1"})
+    dispatch.add_replica("a", "p1", 4)
+    dispatch.add_replica("b", "p1", 4)
+    first = dispatch.start_turn("t1", "read")
+    second = dispatch.start_turn("t2", "read")
+    assert (first.replica, second.replica) == ("a", "b")  # a is busy with t1, so t2 goes to b
+    dispatch.finish_turn(first)
+    dispatch.start_turn("t3", "read")  # a is free again: least loaded, ties by name
+    again = dispatch.start_turn("t1", "read")  # t1's prefix is on a, even though a is now the busier
+    assert again.replica == "a" and again.sticky
+    assert (dispatch.replicas["a"].outstanding, dispatch.replicas["b"].outstanding) == (2, 1)
+    dispatch.release("t1")
+    assert dispatch.sticky_replica("t1") is None
+
+
+def test_dispatcher_stealing_stops_at_the_bound():
+    # Pool p1 has one replica of capacity 2; p2's replica (capacity 8, so idle enough below 4 turns) may
+    # hold fewer than 0.25 x 8 = 2 foreign turns. Once p1 is full, two turns are stolen, then p1 queues.
+    dispatch = Dispatcher({"read": "p1"}, steal_fraction=0.25)
+    dispatch.add_replica("own", "p1", 2)
+    dispatch.add_replica("other", "p2", 8)
+    routes = [dispatch.start_turn(f"t{i}", "read") for i in range(6)]
+    assert [r.replica for r in routes] == ["own", "own", "other", "other", "own", "own"]
+    assert [r.stolen for r in routes].count(True) == 2 and dispatch.replicas["other"].foreign == 2
+    dispatch.finish_turn(routes[2])  # one stolen turn ends: the bound has room again
+    assert dispatch.replicas["other"].foreign == 1
+    assert dispatch.start_turn("t9", "read").replica == "other"
+
+
+def test_dispatcher_dead_replica_loses_its_sticky_trajectories():
+    dispatch = Dispatcher({})
+    dispatch.add_replica("a", "p", 4)
+    dispatch.add_replica("b", "p", 4)
+    assert dispatch.start_turn("t", None).replica == "a"
+    assert dispatch.mark_dead("a") and not dispatch.mark_dead("a")
+    moved = dispatch.start_turn("t", None)
+    assert moved.replica == "b" and not moved.sticky

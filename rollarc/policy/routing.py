@@ -1,4 +1,5 @@
-"""Which rollout replica serves a turn: a pure policy, kept apart from the Router actor that applies it.
+"""Which rollout replica serves a turn: a pure policy, applied by the :class:`~rollarc.policy.dispatcher.Dispatcher`
+(inside the Ray Router actor and inside the simulator alike).
 
 Rules, in order:
 1. **Sticky prefix.** A trajectory's turns go to the replica that served its previous turn, which holds
@@ -51,18 +52,26 @@ class RoutingPolicy:
         self.max_sticky = max_sticky
         self.sticky: OrderedDict[str, str] = OrderedDict()
 
-    def choose(self, replicas: dict[str, ReplicaState], cache_key: str | None, preferred_pool: str | None) -> Route:
-        usable = [r for r in replicas.values() if r.usable]
-        if not usable:
-            raise NoReplicaError("no rollout replica is alive and accepting requests")
-        if cache_key is not None and cache_key in self.sticky:
-            name = self.sticky[cache_key]
+    def choose(
+        self,
+        replicas: dict[str, ReplicaState],
+        cache_key: str | None,
+        preferred_pool: str | None,
+        pool_members: dict[str, list[ReplicaState]] | None = None,
+    ) -> Route:
+        """The replica for one turn. ``pool_members`` (each pool's replicas, as ``replicas`` holds them) is an
+        index that spares a scan of every replica when the preferred pool has room; it changes no decision."""
+        # Checked first: most turns are sticky, and this needs no scan of the replicas.
+        if cache_key is not None and (name := self.sticky.get(cache_key)) is not None:
             replica = replicas.get(name)
             if replica is not None and replica.usable:
                 self.sticky.move_to_end(cache_key)
                 return Route(name, stolen=replica.pool != preferred_pool and preferred_pool is not None, sticky=True)
-        own = [r for r in usable if preferred_pool is None or r.pool == preferred_pool]
-        route = self._choose_fresh(usable, own, preferred_pool)
+        if preferred_pool is not None and pool_members is not None:
+            own = [r for r in pool_members.get(preferred_pool, ()) if r.usable]
+        else:
+            own = [r for r in replicas.values() if r.usable and (preferred_pool is None or r.pool == preferred_pool)]
+        route = self._choose_fresh(replicas, own, preferred_pool)
         if cache_key is not None:
             self.sticky[cache_key] = route.replica
             self.sticky.move_to_end(cache_key)
@@ -70,15 +79,18 @@ class RoutingPolicy:
                 self.sticky.popitem(last=False)
         return route
 
-    def _choose_fresh(self, usable: list[ReplicaState], own: list[ReplicaState], preferred_pool: str | None) -> Route:
+    def _choose_fresh(
+        self, replicas: dict[str, ReplicaState], own: list[ReplicaState], preferred_pool: str | None
+    ) -> Route:
         if own:
             best = min(own, key=lambda r: (r.outstanding, r.name))
             if best.outstanding < best.capacity:
                 return Route(best.name, stolen=False, sticky=False)
             thieves = [
                 r
-                for r in usable
-                if r.pool != preferred_pool
+                for r in replicas.values()
+                if r.usable
+                and r.pool != preferred_pool
                 and r.outstanding * 2 < r.capacity
                 and r.foreign < self.steal_fraction * r.capacity
             ]
@@ -87,6 +99,9 @@ class RoutingPolicy:
                 return Route(victim.name, stolen=True, sticky=False)
             return Route(best.name, stolen=False, sticky=False)
         # The preferred pool has no usable replica at all: serve anywhere rather than fail.
+        usable = [r for r in replicas.values() if r.usable]
+        if not usable:
+            raise NoReplicaError("no rollout replica is alive and accepting requests")
         best = min(usable, key=lambda r: (r.outstanding, r.name))
         return Route(best.name, stolen=preferred_pool is not None, sticky=False)
 

@@ -1,0 +1,408 @@
+"""The run directory's data files as typed records: the one place that knows their schema, for writing and reading.
+
+``metrics.jsonl`` holds one :class:`MetricsRecord` per training step, ``timeline.jsonl`` one :class:`Span` per
+unit of work, ``task_profiles.json`` one :class:`TaskProfiles` and ``summary.json`` one :class:`Summary`. The
+runtime writes them through :class:`JsonlAppender` and :func:`write_json`; the report, the calibration, the
+workload profiler and ``simulate --from-run`` read them through the ``read_*`` functions.
+
+Forward compatibility: a key the schema does not name is not an error. It is kept in the record's ``extra``
+and written back as it was, so an older reader still reads a newer run (and a newer writer's new metric
+never stops a run). What the schema names is checked on read: a required key that is missing, or a value of
+the wrong type, is a one-line :class:`RunDirError` naming the file, the line and the key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import numbers
+import types
+import typing
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from rollarc.configio import ConfigError
+
+METRICS = "metrics.jsonl"
+TIMELINE = "timeline.jsonl"
+TASK_PROFILES = "task_profiles.json"
+SUMMARY = "summary.json"
+CONFIG = "config.yaml"
+
+
+class RunDirError(ConfigError):
+    """A run-directory file that does not follow its schema; the message names the file, the line and the key."""
+
+
+# ---- the records -----------------------------------------------------------------------------------------
+@dataclass
+class Span:
+    """One unit of work on one worker, in seconds since the run started (``timeline.jsonl``)."""
+
+    kind: str  # generate | env_step | reward | train | sync | eval
+    t0: float
+    t1: float
+    worker: str = ""  # e.g. rollout-0, env-1, train-0, controller
+    role: str = ""  # rollout | env | reward | train | controller
+    step: int | None = None  # the step (policy version) the work belongs to
+    version: int | None = None  # sync spans: the version published or received
+    task: str | None = None  # per-trajectory spans: the task
+    traj: str | None = None  # per-trajectory spans: the trajectory id
+    tokens: int | None = None  # train spans: tokens in the batch
+    prompt_tokens: int | None = None  # generate spans: prompt tokens of the turn
+    new_tokens: int | None = None  # generate spans: tokens generated in the turn
+    cached_tokens: int | None = None  # generate spans: prompt tokens the prefix cache served
+    batch: int | None = None  # generate spans: sequences decoding on the replica when the turn started
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class MetricsRecord:
+    """One training step (``metrics.jsonl``); written by the controller after the step's weights are synced."""
+
+    step: int  # the policy version the step produced
+    version: int | None = None  # same as step
+    wall_s: float | None = None  # run clock at the end of the step (continues across a resume)
+    step_time_s: float | None = None  # since the previous step ended
+    train_s: float | None = None  # the optimiser step(s) in the train worker
+    sync_s: float | None = None  # publish + weight sync to every rollout replica
+    train_sync_s: float | None = None  # from the batch being handed to training to the end of the sync
+    tokens: int | None = None  # tokens in the training batch
+    gen_tok_s: float | None = None  # generated tokens of the batch / step time
+    trajectories_per_s: float | None = None
+    buffer_groups: int | None = None  # finished groups waiting after the step
+    in_flight_groups: int | None = None  # groups rolling out after the step
+    rss_mb: float | None = None  # driver memory
+    rss_mb_train: float | None = None
+    rss_mb_rollout: float | None = None  # the largest of the rollout replicas
+    rss_mb_env: float | None = None  # the largest of the EnvWorkers
+    train_version: int | None = None  # the version the step started from
+    batch_digest: str | None = None  # hash of the batch's token ids (same seed, same batch)
+    trajectories: int | None = None
+    reward: float | None = None  # mean over the batch
+    success: float | None = None  # mean over the batch (sampled, not greedy)
+    turns: float | None = None
+    invalid_actions: float | None = None
+    generated_tokens: int | None = None
+    prompt_tokens: int | None = None
+    cached_tokens: int | None = None
+    staleness_hist: dict[str, int] | None = None  # staleness (versions) -> trajectories
+    staleness_max: int | None = None
+    per_task: dict[str, dict[str, Any]] | None = None  # task -> success, reward, trajectories
+    loss: float | None = None
+    grad_norm: float | None = None
+    clip_frac: float | None = None
+    entropy: float | None = None
+    groups_started: int | None = None  # the run's counters so far (see Summary)
+    groups_trained: int | None = None
+    dropped_stale_groups: int | None = None
+    restarted_stale_groups: int | None = None
+    dropped_failed_groups: int | None = None
+    failed_trajectories: int | None = None
+    env_worker_restarts: int | None = None
+    retried_groups: int | None = None
+    heldout_success: float | None = None  # only on steps with a held-out evaluation (train.eval_every)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class QuantileSummary:
+    """A measured quantity of one task: exact mean and count, quantiles of a bounded reservoir sample.
+
+    With ``n == 0`` nothing was measured; the other numbers are then NaN or absent.
+    """
+
+    n: int
+    mean: float = math.nan
+    p50: float = math.nan
+    p90: float = math.nan
+    p99: float = math.nan
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class TaskProfile:
+    """One task's measured cost (per turn unless named per trajectory) and outcomes."""
+
+    turns: QuantileSummary  # turns per trajectory
+    prompt_tokens_per_turn: QuantileSummary
+    new_tokens_per_turn: QuantileSummary
+    cached_tokens: QuantileSummary  # per trajectory
+    env_step_s: QuantileSummary
+    reward_s: QuantileSummary | None = None  # per trajectory; absent when nothing was timed
+    trajectory_s: QuantileSummary | None = None
+    ok: int = 0  # trajectories that finished
+    failed: int = 0
+    success: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class TaskProfiles:
+    """``task_profiles.json``: every task's profile and the run's batch shape (feeds ``simulate --from-run``)."""
+
+    tasks: dict[str, TaskProfile]
+    groups_per_step: int
+    group_size: int
+    max_staleness: int
+    weights: dict[str, float]
+    rollout_pools: dict[str, str | None] = field(default_factory=dict)  # task -> pool (None: any rollout pool)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Summary:
+    """``summary.json``: written when the run ends; ``bubble_fraction`` is added by the report.
+
+    A stopped run has none; the report then writes one that holds only ``bubble_fraction``, so every
+    field is optional on read.
+    """
+
+    name: str | None = None
+    mode: str | None = None  # sync | async
+    max_staleness: int | None = None
+    steps: int | None = None
+    wall_s: float | None = None  # the run clock at the end (continues across a resume)
+    rl_wall_s: float | None = None  # first admitted group to last weight sync
+    rl_window: list[float] | None = None  # [start, end] of the RL window on the run clock
+    total_wall_s: float | None = None  # this process, SFT and Ray start-up included
+    trajectories_trained: int | None = None
+    trajectories_per_s: float | None = None
+    heldout_success_before_rl: float | None = None
+    heldout_success_after_rl: float | None = None
+    heldout_episodes: int | None = None
+    evals: list[dict[str, Any]] | None = None  # label, version, episodes, success, reward, failed, per_task, ...
+    max_buffer_groups: int | None = None
+    max_in_flight_groups_bound: int | None = None
+    last_checkpoint: str | None = None
+    routing: dict[str, Any] | None = None  # per task and pool; dead_replicas
+    env_workers: list[dict[str, Any]] | None = None  # per EnvWorker: trajectories started, finished, failed, ...
+    sync: dict[str, float] | None = None  # mean timings of the weight syncs
+    task_profiles: dict[str, Any] | None = None  # as in task_profiles.json's tasks
+    dropped_groups_by_task: dict[str, int] | None = None
+    groups_started: int | None = None
+    groups_trained: int | None = None
+    dropped_stale_groups: int | None = None
+    restarted_stale_groups: int | None = None
+    dropped_failed_groups: int | None = None
+    failed_trajectories: int | None = None
+    failure_reasons: dict[str, int] | None = None
+    env_worker_restarts: int | None = None
+    retried_groups: int | None = None
+    sft: dict[str, Any] | None = None  # the SFT warm start's record, when there was one
+    resumes: int | None = None  # how many times the run was resumed
+    bubble_fraction: dict[str, float] | None = None  # role -> idle / wall over the RL window (the report)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+# ---- conversion ------------------------------------------------------------------------------------------
+R = TypeVar("R")
+
+
+def to_dict(record: Any) -> dict[str, Any]:
+    """A record as its JSON object: ``None`` fields left out, nested records converted, ``extra`` merged in."""
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(record):
+        if f.name == "extra":
+            continue
+        value = getattr(record, f.name)
+        if value is None:
+            continue
+        out[f.name] = _plain(value)
+    out.update(record.extra)
+    return out
+
+
+def _plain(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return to_dict(value)
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def from_dict(cls: type[R], data: Any, where: str, *, lenient: bool = False) -> R:
+    """``data`` (a parsed JSON object) as a ``cls`` record; keys ``cls`` does not name go to ``extra``.
+
+    ``lenient`` (the runtime's writers): a value of the wrong type goes to ``extra`` as it is, rather than
+    raising, so a run never loses its metrics or summary to a schema slip; reading the file back names it.
+    """
+    if not isinstance(data, dict):
+        raise RunDirError(f"{where}: expected a JSON object, got {type(data).__name__}")
+    hints = typing.get_type_hints(cls)
+    known = {f.name for f in dataclasses.fields(cls)} - {"extra"}  # type: ignore[arg-type]  # cls is a record class
+    values: dict[str, Any] = {}
+    misfits: dict[str, Any] = {}
+    for name in known:
+        if name in data:
+            try:
+                values[name] = _convert(hints[name], data[name], f"{where}: {name}")
+            except RunDirError:
+                if not lenient:
+                    raise
+                misfits[name] = data[name]
+    missing = [
+        f.name
+        for f in dataclasses.fields(cls)  # type: ignore[arg-type]  # cls is a record class
+        if f.name in known
+        and f.name not in values
+        and f.default is dataclasses.MISSING
+        and f.default_factory is dataclasses.MISSING
+    ]
+    if missing:
+        raise RunDirError(f"{where}: missing key {missing[0]!r}")
+    values["extra"] = {k: v for k, v in data.items() if k not in known} | misfits
+    return cls(**values)
+
+
+def _convert(hint: Any, value: Any, where: str) -> Any:
+    origin = typing.get_origin(hint)
+    if origin in (types.UnionType, typing.Union):
+        args = [a for a in typing.get_args(hint) if a is not type(None)]
+        if value is None:
+            return None
+        return _convert(args[0], value, where)
+    if dataclasses.is_dataclass(hint):
+        return from_dict(hint, value, where)  # type: ignore[arg-type]  # hint is a record class
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise RunDirError(f"{where}: expected an object, got {value!r}")
+        _, item = typing.get_args(hint)
+        return {str(k): _convert(item, v, f"{where}.{k}") for k, v in value.items()}
+    if origin is list:
+        if not isinstance(value, list):
+            raise RunDirError(f"{where}: expected a list, got {value!r}")
+        (item,) = typing.get_args(hint)
+        return [_convert(item, v, where) for v in value]
+    if hint is float:
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            raise RunDirError(f"{where}: expected a number, got {value!r}")
+        return float(value)
+    if hint is int:
+        if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+            return int(value)
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        raise RunDirError(f"{where}: expected an integer, got {value!r}")
+    if hint is str:
+        if not isinstance(value, str):
+            raise RunDirError(f"{where}: expected a string, got {value!r}")
+        return value
+    return value  # Any
+
+
+# ---- files -----------------------------------------------------------------------------------------------
+def _jsonable(value: Any) -> Any:
+    if hasattr(value, "item"):  # numpy and torch scalars
+        return value.item()
+    return str(value)
+
+
+def dumps(record: Any) -> str:
+    return json.dumps(to_dict(record), default=_jsonable)
+
+
+class JsonlAppender:
+    """Appends records to a JSONL file, one line each, flushed (a crash loses at most the line being written)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self._file = path.open("a")
+
+    def append(self, records: Iterable[Any]) -> None:
+        for record in records:
+            self._file.write(dumps(record) + "\n")
+        self._file.flush()
+
+    def close(self) -> None:
+        self._file.close()
+
+
+def _json_lines(path: Path) -> Iterator[tuple[str, Any]]:
+    for number, line in enumerate(path.read_text().splitlines(), start=1):
+        if not line.strip():
+            continue
+        where = f"{path}, line {number}"
+        try:
+            yield where, json.loads(line)
+        except json.JSONDecodeError as err:
+            raise RunDirError(f"{where}: not valid JSON ({err.msg})") from None
+
+
+def read_metrics(run_dir: str | Path) -> list[MetricsRecord]:
+    """``metrics.jsonl``'s steps, in file order; an absent file is no step."""
+    path = Path(run_dir) / METRICS
+    if not path.is_file():
+        return []
+    return [from_dict(MetricsRecord, row, where) for where, row in _json_lines(path)]
+
+
+def read_timeline(run_dir: str | Path) -> list[Span]:
+    """``timeline.jsonl``'s spans, in file order; an absent file is no span."""
+    path = Path(run_dir) / TIMELINE
+    if not path.is_file():
+        return []
+    return [from_dict(Span, row, where) for where, row in _json_lines(path)]
+
+
+def read_task_profiles(run_dir: str | Path) -> TaskProfiles:
+    path = Path(run_dir) / TASK_PROFILES
+    if not path.is_file():
+        raise RunDirError(
+            f"{path} does not exist: it is written by a run's checkpoints and at its end "
+            "(a run directory of a rollarc version that records task profiles is needed)"
+        )
+    try:
+        data = json.loads(path.read_text())
+    except json.JSONDecodeError as err:
+        raise RunDirError(f"{path}, line {err.lineno}: not valid JSON ({err.msg})") from None
+    return from_dict(TaskProfiles, data, str(path))
+
+
+def read_summary(run_dir: str | Path) -> Summary:
+    """``summary.json``, or an empty :class:`Summary` when the run has not written one (it stopped)."""
+    path = Path(run_dir) / SUMMARY
+    if not path.is_file():
+        return Summary()
+    try:
+        data = json.loads(path.read_text())
+    except json.JSONDecodeError as err:
+        raise RunDirError(f"{path}, line {err.lineno}: not valid JSON ({err.msg})") from None
+    return from_dict(Summary, data, str(path))
+
+
+def write_json(path: Path, record: Any) -> None:
+    """A JSON record file (``summary.json``, ``task_profiles.json``), replaced atomically."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(to_dict(record), indent=1, default=_jsonable))
+    tmp.replace(path)
+
+
+def write_jsonl(path: Path, records: Iterable[Any]) -> None:
+    """A whole JSONL file at once (tests and the simulator's ``--timeline`` output)."""
+    path.write_text("".join(dumps(r) + "\n" for r in records))
+
+
+def truncate_metrics(run_dir: Path, last_step: int) -> None:
+    """Keep the steps up to ``last_step``: a resumed run redoes the ones after its checkpoint."""
+    path = Path(run_dir) / METRICS
+    if path.is_file():
+        write_jsonl(path, [m for m in read_metrics(run_dir) if m.step <= last_step])
+
+
+def truncate_timeline(run_dir: Path, clock_s: float) -> None:
+    """Keep the spans that started before ``clock_s`` (a checkpoint's run clock), cut at it.
+
+    Work that started after the checkpoint is redone by the resumed run, whose clock continues from
+    ``clock_s``, so the timeline reads as one run without a gap or an overlap.
+    """
+    path = Path(run_dir) / TIMELINE
+    if not path.is_file():
+        return
+    kept = [dataclasses.replace(s, t1=min(s.t1, clock_s)) for s in read_timeline(run_dir) if s.t0 < clock_s]
+    write_jsonl(path, kept)

@@ -1,0 +1,84 @@
+"""The runtime's scheduling decisions, with no Ray: the thin adapter the Controller and Router call.
+
+The Controller asks :class:`RuntimeScheduling` which groups to launch, reports every finished group
+and takes its batches from it; the Router actor routes every turn through the
+:class:`~rollarc.policy.dispatcher.Dispatcher` that :func:`make_dispatcher` builds. Both are the pure
+core of :mod:`rollarc.policy`, configured from the training config here and nowhere else, so a test
+can replay recorded events through exactly the decisions the runtime makes
+(:mod:`rollarc.policy.replay`) and compare them with the simulator's.
+"""
+
+from __future__ import annotations
+
+from rollarc.config import Config
+from rollarc.policy.dispatcher import Dispatcher
+from rollarc.policy.routing import Route
+from rollarc.policy.scheduler import Admission, Batch, BatchDecision, GroupScheduler
+
+# A group with fewer usable trajectories has no group-relative advantage: it is dropped, not trained.
+MIN_USABLE_TRAJECTORIES = 2
+
+
+def task_pools(cfg: Config) -> dict[str, str | None]:
+    """Each task's preferred rollout pool (None: any), as the Router is told."""
+    return {t.name: t.rollout_pool for t in cfg.tasks}
+
+
+def make_dispatcher(task_pools: dict[str, str | None], steal_fraction: float = 0.5) -> Dispatcher:
+    """The Router's routing state: sticky, least loaded in the task's pool, bounded stealing."""
+    return Dispatcher(task_pools, steal_fraction=steal_fraction)
+
+
+class RuntimeScheduling:
+    def __init__(self, cfg: Config, *, start_version: int = 0, group_index: int = 0):
+        self.core = GroupScheduler(
+            cfg.train.groups_per_step,
+            cfg.async_.max_staleness,
+            {t.name: t.weight for t in cfg.tasks},
+            on_stale=cfg.async_.on_stale,
+            start_version=start_version,
+            next_group=group_index,
+        )
+        self.dispatcher = make_dispatcher(task_pools(cfg))
+        self._turns: dict[str, Route] = {}
+
+    # ---- what the Controller calls --------------------------------------------------------------------
+    def admissions(self) -> list[Admission]:
+        return self.core.admit_all()
+
+    def group_finished(self, group: int, usable_trajectories: int, min_version: int) -> bool:
+        """Report a finished group; False if it is dropped for too few usable trajectories."""
+        if usable_trajectories < MIN_USABLE_TRAJECTORIES:
+            self.core.fail(group)
+            return False
+        self.core.complete(group, min_version)
+        return True
+
+    def form_batch(self) -> BatchDecision:
+        return self.core.take_batch()
+
+    def weights_published(self, version: int) -> None:
+        self.core.publish(version)
+
+    def trainer_lost(self, restored_version: int) -> list[int]:
+        """Training goes on from ``restored_version``: the groups admitted and not trained run again first."""
+        return self.core.rewind(restored_version)
+
+    # ---- the replay driver (rollarc.policy.replay.SchedulingDriver) -----------------------------------
+    def group_done(self, group: int, min_version: int) -> None:
+        self.group_finished(group, MIN_USABLE_TRAJECTORIES, min_version)
+
+    def trainer_free(self) -> Batch | None:
+        return self.form_batch().batch
+
+    def turn_starts(self, trajectory: str, task: str) -> str:
+        """What ``Router.generate`` does for one turn (cache key = trajectory id)."""
+        route = self.dispatcher.start_turn(trajectory, task)
+        self._turns[trajectory] = route
+        return route.replica
+
+    def turn_ends(self, trajectory: str) -> None:
+        self.dispatcher.finish_turn(self._turns.pop(trajectory))
+
+    def trajectory_ends(self, trajectory: str) -> None:
+        self.dispatcher.release(trajectory)

@@ -1,0 +1,206 @@
+"""The long-tail paths, each driven in-process (no Ray) and each asserting a counted outcome.
+
+- group redundancy (``async.redundancy``): the first G rollouts are kept, the other r cancelled and aborted;
+- the trajectory timeout (``async.trajectory_timeout_s``): that trajectory fails and its turn is aborted;
+- the hung-env monitor: when half the env thread pool is stuck, a fresh pool is swapped in;
+- ``async.in_flight_update: abort``: running turns are aborted when new weights arrive, and later turns
+  run on the new weights;
+- ``async.on_stale: restart``: a group too stale to train is run again (same spec), not dropped.
+
+The Ray actors are driven through their undecorated classes (``Actor.__ray_actor_class__``), with fakes for
+the handles they call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from rollarc.agent.runner import EpisodeRunner, EpisodeSpec
+from rollarc.agent.trajectory import Segment, Trajectory
+from rollarc.engine.config import EngineConfig
+from rollarc.engine.types import Completion, SamplingParams
+from rollarc.runtime.env_worker import EnvWorker, GroupResult, GroupSpec
+from rollarc.runtime.rollout_worker import RolloutWorker
+from rollarc.runtime.weight_sync import SyncPayload
+from rollarc.sync.config import SyncConfig
+from rollarc.sync.versions import WHOLE, WeightPublisher
+from tests.unit.test_agent_loop import RENDERER, SAMPLING, ScriptedEngine, task
+
+
+class Remote:
+    """``handle.method.remote(...)``: awaited calls return the coroutine; fire-and-forget ones run at once."""
+
+    def __init__(self, fn: Callable[..., Any]):
+        self.fn = fn
+
+    def remote(self, *args: Any) -> Any:
+        return self.fn(*args)
+
+
+class FakeRouter:
+    """Replies "U" at once, except to the trajectories in ``hang``, whose turns never finish."""
+
+    def __init__(self, hang: set[str]):
+        self.hang = hang
+        self.aborted: list[str] = []
+        self.released: list[str] = []
+        self.generate = Remote(self._generate)
+        self.abort_key = Remote(self.aborted.append)
+        self.release = Remote(self.released.append)
+
+    async def _generate(self, prompt_ids: list[int], params: SamplingParams, key: str, *_: Any) -> Completion:
+        if key in self.hang:
+            await asyncio.Event().wait()
+        ids = RENDERER.encode_reply("U")
+        return Completion(key, len(prompt_ids), ids, [-0.5] * len(ids), [0] * len(ids), 0, "stop")
+
+
+def run_group(nano_policy_dir: Path, hang: set[str], size: int, redundancy: int, timeout_s: float = 60.0):
+    cfg = task(turns=1)
+    router = FakeRouter(hang)
+
+    async def go() -> GroupResult:
+        worker = EnvWorker.__ray_actor_class__(
+            "env-0", {cfg.name: cfg}, str(nano_policy_dir), SAMPLING, router, 1, 4, timeout_s
+        )
+        try:
+            return await worker.run_group(GroupSpec("g0", 0, cfg.name, 1, size, redundancy, None, 0))
+        finally:
+            worker.runner.close()
+
+    return asyncio.run(go()), router
+
+
+def test_redundancy_keeps_the_first_g_and_cancels_and_aborts_the_rest(nano_policy_dir):
+    result, router = run_group(nano_policy_dir, hang={"g0-1", "g0-3"}, size=2, redundancy=2)
+    assert [t.traj_id for t in result.trajectories] == ["g0-0", "g0-2"]
+    assert result.cancelled == 2 and result.failed == []
+    assert sorted(router.aborted) == ["g0-1", "g0-3"]  # their in-flight turns are aborted at the router
+    assert sorted(router.released) == ["g0-0", "g0-1", "g0-2", "g0-3"]
+
+
+def test_trajectory_timeout_fails_that_trajectory_and_aborts_its_turn(nano_policy_dir):
+    result, router = run_group(nano_policy_dir, hang={"g0-1"}, size=2, redundancy=0, timeout_s=0.2)
+    assert [t.traj_id for t in result.trajectories] == ["g0-0"]
+    assert [(t.traj_id, t.failure_reason) for t in result.failed] == [("g0-1", "trajectory timeout after 0.2 s")]
+    assert result.cancelled == 0 and router.aborted == ["g0-1"]
+
+
+def test_half_the_env_pool_stuck_swaps_in_a_fresh_pool_and_other_episodes_still_run():
+    hanging = task(turns=1, hang_on_seed_mod=2, hang_s=3.0, step_timeout_s=0.1)
+
+    async def go():
+        runner = EpisodeRunner({hanging.name: hanging}, RENDERER, ScriptedEngine(), SAMPLING, max_env_threads=4)
+        old_pool = runner._executor
+        stuck = await asyncio.gather(*[runner.run(EpisodeSpec(f"h{i}", hanging.name, 2 * i)) for i in range(2)])
+        swapped = runner._executor is not old_pool
+        fine = await asyncio.gather(*[runner.run(EpisodeSpec(f"f{i}", hanging.name, 2 * i + 1)) for i in range(4)])
+        runner.close()
+        return stuck, fine, runner.stats, swapped
+
+    stuck, fine, stats, swapped = asyncio.run(go())
+    assert all(t.status == "failed" and "timed out after 0.1 s" in t.failure_reason for t in stuck)
+    assert stats.env_timeouts == 2 and stats.hung_threads == 2 and stats.pool_replacements == 1 and swapped
+    assert [t.status for t in fine] == ["ok"] * 4 and stats.finished == 6 and stats.failed == 2
+
+
+# ---- in_flight_update: abort -------------------------------------------------------------------------
+
+
+def done(value: Any) -> asyncio.Future:
+    """An object-store reference in-process: a finished future (call inside the event loop)."""
+    future = asyncio.get_running_loop().create_future()
+    future.set_result(value)
+    return future
+
+
+def test_abort_mode_aborts_running_turns_on_update_and_later_turns_use_the_new_weights(nano_policy_dir):
+    from rollarc.models import load_policy
+
+    start = {n: t.clone() for n, t in load_policy(nano_policy_dir)[0].state_dict().items()}
+    publisher = WeightPublisher(SyncConfig())
+    publisher.publish(start, version=0)
+    publisher.publish({n: t + 0.01 if t.is_floating_point() else t for n, t in start.items()}, version=1)
+    updates = publisher.latest(WHOLE)
+    trainer = type("Trainer", (), {"fetch_weights": Remote(lambda have: done(publisher.fetch(WHOLE, have)))})()
+    params = SamplingParams(temperature=0.0, max_tokens=200, ignore_eos=True)
+
+    async def go():
+        worker = RolloutWorker.__ray_actor_class__(
+            "rollout-0",
+            str(nano_policy_dir),
+            EngineConfig(max_num_seqs=8),
+            "abort",
+            1,
+            "compute",
+            0,
+            SyncConfig(),
+            trainer,
+        )
+        running = [asyncio.create_task(worker.generate([3, 40, 5, 4], params, f"k{i}")) for i in range(3)]
+        while len(worker._running) < 3:
+            await asyncio.sleep(0.001)
+        await worker.update_weights(SyncPayload(version=1, method="full", refs=[done(updates)]))
+        aborted = await asyncio.gather(*running)
+        after = await worker.generate([3, 40, 5, 4], SamplingParams(temperature=0.0, max_tokens=4), "later")
+        weights = worker.engine_weights()
+        worker.engine.shutdown()
+        return aborted, after, weights
+
+    aborted, after, weights = asyncio.run(go())
+    assert [c.finish_reason for c in aborted] == ["abort"] * 3  # none ran to its 200 tokens
+    assert all(set(c.token_versions) <= {0} for c in aborted)
+    assert after.finish_reason == "length" and after.token_versions == [1] * 4
+    assert all(torch.equal(weights[n], publisher.shard(WHOLE)[n]) for n in weights)
+
+
+# ---- on_stale: restart --------------------------------------------------------------------------------
+
+
+def trajectory(traj_id: str, version: int) -> Trajectory:
+    seg = Segment()
+    seg.extend_context([1, 2])
+    seg.extend_generated([3], [-1.0], [version])
+    return Trajectory(traj_id=traj_id, task="t", seed=0, segments=[seg], reward=1.0)
+
+
+def test_on_stale_restart_runs_a_too_stale_group_again_with_the_same_spec(tmp_path):
+    from rollarc.config import Config
+    from rollarc.configio import validate
+    from rollarc.runtime.controller import Controller
+
+    submitted: list[GroupSpec] = []
+    env = type("Env", (), {"run_group": Remote(lambda spec: submitted.append(spec) or object())})()
+    workers = type("Workers", (), {"env": {"env-0": env}, "least_loaded_env": lambda self, pending: "env-0"})()
+    cfg = validate(
+        Config,
+        {
+            "tasks": [{"name": "t", "env": {"id": "sokoban"}}],
+            "train": {"groups_per_step": 1, "group_size": 2},
+            "async": {"mode": "async", "max_staleness": 1, "on_stale": "restart"},
+            "run": {"tensorboard": False, "progress": False},
+        },
+    )
+    controller = Controller(cfg, tmp_path, workers)
+    controller._admit()  # k = 1, B = 1: two groups in flight
+    scheduling = controller.scheduling
+    assert scheduling.group_finished(1, 2, 0)  # g1 finished first: the step from version 0 trains it
+    assert [g.group for g in scheduling.form_batch().batch.groups] == [1]
+    scheduling.weights_published(1)
+    controller._admit()  # g2
+    assert scheduling.group_finished(2, 2, 1)  # g2: the step from version 1
+    assert [g.group for g in scheduling.form_batch().batch.groups] == [2]
+    scheduling.weights_published(2)
+    assert [s.group_id for s in submitted] == ["g0", "g1", "g2"]
+    slow = GroupResult(spec=submitted[0], trajectories=[trajectory("g0-0", 0), trajectory("g0-1", 0)])
+    controller.finished[0] = slow  # staleness 2 - 0 > k at the next step
+    assert scheduling.group_finished(0, 2, 0)
+    assert controller._form_batch() is None
+    assert controller.counters.restarted_stale == 1 and controller.counters.dropped_stale == 0
+    controller._admit()
+    assert submitted[3] == submitted[0]  # the same group (id, seeds) runs again, first in line
