@@ -145,7 +145,6 @@ class Controller:
         self.trainer_restarts = 0
         self.steps_lost = 0
         self._last_heal = time.time()
-        workers.supervise(REPLACEMENT_WAIT_S)
         self.elastic_events: list[dict[str, Any]] = []
         # One step's worth of started rollouts: B × (G + r).
         self.failures = FailureWindow(self.B * (self.G + cfg.async_.redundancy), cfg.async_.max_failed_fraction)
@@ -188,6 +187,7 @@ class Controller:
         step_started = time.time()
         last_step_end = time.time()
         last_spans = time.time()
+        self.workers.supervise(REPLACEMENT_WAIT_S)  # from now on a dead replica is replaced, not fatal
         self.rl_start = self.rl_end = time.time()
         if self.resumed_rl_start_s is not None:
             self.rl_start = self.run_start + self.resumed_rl_start_s
