@@ -116,4 +116,4 @@ def test_a_stop_signal_ends_train_cleanly_and_the_run_resumes(nano_policy_dir, t
     steps = [json.loads(line)["step"] for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert steps == list(range(1, saved + 2))
     final = json.loads((run / "summary.json").read_text())
-    assert final["steps"] == saved + 1 and "stop_reason" not in final
+    assert final["steps"] == saved + 1 and final["status"] == "completed" and final["stop_reason"] is None
