@@ -244,7 +244,8 @@ class Controller:
                     train_ref, publish_ref, sync_refs = None, None, []
                     progress.update(version)
                     continue
-                self._heal()
+                if publish_ref is None and not sync_refs:  # a replacement catches up to the published version
+                    self._heal()
                 if time.time() - last_spans > 5:
                     self.collect_spans()
                     last_spans = time.time()
@@ -477,7 +478,7 @@ class Controller:
         if time.time() - self._last_heal < 2.0:
             return
         self._last_heal = time.time()
-        self.workers.heal()
+        self.workers.heal(self.version)
 
     def _check_health(self, result: GroupResult) -> None:
         reasons = [t.failure_reason or "" for t in result.failed]

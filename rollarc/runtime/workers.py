@@ -210,8 +210,12 @@ class Workers:
             self.add_rollout(self._next_rollout_name(name), groups[pool], version)
         self.dead_rollouts = []
 
-    def heal(self) -> dict[str, int]:
-        """Register the replicas with a restarted router; replace rollout replicas that died. Returns what it did."""
+    def heal(self, version: int) -> dict[str, int]:
+        """Register the replicas with a restarted router; replace rollout replicas that died. Returns what it did.
+
+        ``version`` is the one the trainer has published (no publish or sync in flight): a replacement catches
+        up to it.
+        """
         healed = {"router": 0, "rollout": 0}
         if ray.get(self.router.needs_replicas.remote()):
             alive = [n for n in self.rollout if n not in self.dead_rollouts]
@@ -243,7 +247,7 @@ class Workers:
             self.rollout.pop(name)
             self.rollout_pool.pop(name)
             self.dead_rollouts.remove(name)
-            self.add_rollout(self._next_rollout_name(name), groups[pool], self.policy_version, catch_up=True)
+            self.add_rollout(self._next_rollout_name(name), groups[pool], version, catch_up=True)
             self.rollout_restarts += 1
             healed["rollout"] += 1
         return healed
