@@ -24,11 +24,12 @@ PACKAGE_ROOT = Path(rollarc.__file__).parent
 # of its own layer or of lower layers; within a layer, the package graph must stay acyclic.
 LAYERS: list[tuple[str, set[str]]] = [
     ("foundation", {"rollarc", "configio", "cluster_config", "plugin_path", "placement"}),
-    ("core", {"algo", "sync", "engine", "envs", "models", "report", "serve"}),
+    ("core", {"algo", "sync", "engine", "envs", "models", "report", "serve", "spotlight"}),
     ("agent", {"agent"}),
     ("rewards", {"rewards"}),
     ("config", {"config"}),
     ("train-and-plan", {"cluster", "sim", "train"}),
+    ("diffusion", {"diffusion"}),
     ("runtime", {"runtime"}),
     ("entry", {"cli", "reward_cli", "config_docs", "bench"}),
 ]
@@ -37,6 +38,7 @@ LAYER_OF = {unit: rank for rank, (_, units) in enumerate(LAYERS) for unit in uni
 # Modules that must stay free of Ray and of the runtime (pure maths and wire formats, testable without Ray).
 RAY_FREE_PREFIXES = (
     "rollarc.algo",
+    "rollarc.spotlight",
     "rollarc.sync.codec",
     "rollarc.sync.varint",
     "rollarc.sync.checksum",
