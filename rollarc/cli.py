@@ -23,6 +23,7 @@ BENCHMARKS = {
     "reward": "serverless reward vs dedicated pools",
     "weightsync": "sparse bf16 delta vs full weight copies",
     "sim": "simulator speed at 3,072 GPUs",
+    "spotlight": "t2i Flow-GRPO: stale-weight seed exploration (+ bandit) vs random seeds",
 }
 
 
@@ -64,6 +65,12 @@ def _cmd_config_docs(args: argparse.Namespace) -> int:
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
+    from rollarc.diffusion.config import is_t2i  # deferred: the t2i config imports torch (its task registry)
+
+    if is_t2i(args.config):  # `kind: t2i`: text-to-image Flow-GRPO (docs/diffusion.md)
+        from rollarc.diffusion.entry import train_t2i_main  # deferred: Ray, torch and diffusers are heavy
+
+        return train_t2i_main(args.config, args.overrides)
     from rollarc.runtime.entry import train_main  # deferred: Ray and torch are heavy
 
     return train_main(args.config, args.overrides, address=args.address)
