@@ -41,8 +41,10 @@ def _passthrough(module: str, func: str = "main") -> Callable[[list[str]], int]:
 
 def _cmd_config(args: argparse.Namespace) -> int:
     from rollarc.config import load_train_config  # deferred: the training config imports torch
+    from rollarc.diffusion.config import is_t2i, load_t2i_config
 
-    cfg = load_train_config(args.config, args.overrides)
+    t2i = is_t2i(args.config)  # `kind: t2i` files validate as the text-to-image config
+    cfg = load_t2i_config(args.config, args.overrides) if t2i else load_train_config(args.config, args.overrides)
     print(dump_yaml(cfg), end="")
     return 0
 

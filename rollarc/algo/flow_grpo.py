@@ -1,8 +1,8 @@
 """Flow-GRPO's objective: a PPO-clipped ratio on per-denoising-step log-probabilities, with an optional KL.
 
 Each image of a group is a trajectory of ``T`` Gaussian transitions (``rollarc.algo.flow_sde``); its
-advantage is the group-relative advantage of its reward (``rollarc.algo.advantages.grpo_advantages``),
-shared by all its steps. The loss of one step is PPO's ``−min(ρ A, clip(ρ, 1 ± ε) A)`` with
+advantage is the group-relative advantage of its reward (:func:`floored_group_advantages`), shared
+by all its steps. The loss of one step is PPO's ``−min(ρ A, clip(ρ, 1 ± ε) A)`` with
 ``ρ = exp(log p_θ − log p_behaviour)``.
 
 **KL to the reference.** Two Gaussians with the same std ``s`` and means ``μ_θ``, ``μ_ref`` have
@@ -56,3 +56,20 @@ def low_contrast_fraction(rewards: Tensor, tol: float) -> float:
         raise ValueError(f"rewards must be [groups, group_size], got shape {tuple(rewards.shape)}")
     spread = rewards.to(torch.float64).std(dim=1, unbiased=False)
     return float((spread <= tol).to(torch.float64).mean().item())
+
+
+def floored_group_advantages(rewards: Tensor, std_floor: float) -> Tensor:
+    """``(r − mean) / max(std, std_floor)`` per group (rows of ``[groups, G]``; population std).
+
+    Plain GRPO divides by the group's std, which blows a group whose images differ by rounding noise up
+    to unit-scale advantages: with pixel rewards most groups of a weak policy are such groups, and their
+    noise drove the policy down in a prototype. Flooring the std keeps a low-contrast group's advantages
+    as small as its reward differences; groups with a real spread are normalised as usual.
+    """
+    if rewards.ndim != 2:
+        raise ValueError(f"rewards must be [groups, group_size], got shape {tuple(rewards.shape)}")
+    if std_floor <= 0.0:
+        raise ValueError(f"std_floor must be positive, got {std_floor}")
+    mean = rewards.mean(dim=1, keepdim=True)
+    std = rewards.std(dim=1, unbiased=False, keepdim=True).clamp_min(std_floor)
+    return (rewards - mean) / std

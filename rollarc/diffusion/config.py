@@ -66,6 +66,9 @@ class RLConfig(FrozenModel):
         2, ge=1, description="optimiser sub-steps per step (groups split evenly; ratio ≠ 1 after the first)"
     )
     kl_coef: float = Field(0.0, ge=0, description="weight of the KL to the pretrained reference (0: no reference kept)")
+    adv_std_floor: float = Field(
+        0.05, gt=0, description="advantages are (r − mean) / max(group std, this): low-contrast groups stay small"
+    )
     max_grad_norm: float = Field(1.0, gt=0, description="gradient clipping norm")
     low_contrast_tol: float = Field(
         0.05, ge=0, description="a group whose reward std is at most this counts as near-zero-advantage"

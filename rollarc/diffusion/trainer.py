@@ -3,7 +3,7 @@
 For every image, every denoising step ``i`` is re-evaluated under the current weights: the velocity at
 the recorded ``x_{t_i}`` gives the transition's mean, and the recorded ``x_{t_{i+1}}`` its log-prob.
 The loss is the clipped ratio against the behaviour log-prob (recorded at sampling) times the image's
-group-relative advantage, averaged over images and steps, plus ``kl_coef`` × the KL of each step's
+group-relative advantage (std floored: ``floored_group_advantages``), averaged over images and steps, plus ``kl_coef`` × the KL of each step's
 Gaussian to the reference's. The groups are split into ``minibatches`` optimiser sub-steps, so every
 sub-step after the first sees a ratio ≠ 1 and the clip acts.
 """
@@ -15,8 +15,7 @@ from dataclasses import dataclass
 
 import torch
 
-from rollarc.algo.advantages import grpo_advantages
-from rollarc.algo.flow_grpo import clipped_step_loss, gaussian_mean_kl
+from rollarc.algo.flow_grpo import clipped_step_loss, floored_group_advantages, gaussian_mean_kl
 from rollarc.algo.flow_sde import gaussian_log_prob, sde_mean, sde_std, time_grid
 from rollarc.diffusion.config import RLConfig
 from rollarc.diffusion.model import T2IPolicy
@@ -46,7 +45,7 @@ class FlowGrpoTrainer:
     def step(self, batch: GroupBatch) -> dict[str, float]:
         cfg, traj = self.cfg, batch.trajectories
         groups, size = batch.rewards.shape
-        adv = grpo_advantages(batch.rewards.to(torch.float32)).reshape(-1)
+        adv = floored_group_advantages(batch.rewards.to(torch.float32), cfg.adv_std_floor).reshape(-1)
         steps = traj.logps.shape[1]
         grid = time_grid(steps).tolist()
         stats: dict[str, float] = {"loss": 0.0, "kl": 0.0}

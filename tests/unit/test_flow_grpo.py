@@ -6,7 +6,12 @@ import math
 import pytest
 import torch
 
-from rollarc.algo.flow_grpo import clipped_step_loss, gaussian_mean_kl, low_contrast_fraction
+from rollarc.algo.flow_grpo import (
+    clipped_step_loss,
+    floored_group_advantages,
+    gaussian_mean_kl,
+    low_contrast_fraction,
+)
 from rollarc.algo.flow_sde import (
     gaussian_log_prob,
     noise_sequence,
@@ -82,3 +87,9 @@ def test_gaussian_mean_kl_by_hand():
 def test_low_contrast_fraction():
     rewards = torch.tensor([[0.5, 0.5, 0.5], [0.0, 1.0, 0.0], [0.2, 0.21, 0.2]])
     assert low_contrast_fraction(rewards, 0.01) == pytest.approx(2 / 3)
+
+
+def test_floored_group_advantages_by_hand():
+    # group 1: mean .5, population std .5 -> ±1; group 2: spread .01 (std .005) floored at .05 -> ±0.1
+    adv = floored_group_advantages(torch.tensor([[0.0, 1.0], [0.20, 0.21]]), 0.05)
+    torch.testing.assert_close(adv, torch.tensor([[-1.0, 1.0], [-0.1, 0.1]]), atol=1e-5, rtol=0)
