@@ -49,7 +49,7 @@ MODES = {
     "bandit": ["explore.enabled=true", "explore.bandit=true"],
 }
 QUICK = [
-    "train.steps=8",
+    "train.steps=12",
     "train.prompts_per_step=4",
     "train.group_size=4",
     "explore.candidates=12",
@@ -127,7 +127,7 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="rollarc bench spotlight", description=__doc__.split("\n")[0])
     parser.add_argument("--config", default="configs/t2i_quickstart.yaml")
     parser.add_argument("--seeds", type=int, default=2, help="RL seeds per mode (at least 2)")
-    parser.add_argument("--quick", action="store_true", help="a short run: 8 steps of 4 groups of 4")
+    parser.add_argument("--quick", action="store_true", help="a short run: 12 steps of 4 groups of 4")
     parser.add_argument("--price-kind", default="h800", help="catalogue device that prices every pool unit")
     parser.add_argument("--json", action="store_true", help="(the JSON line is always printed last)")
     add_docs_flag(parser)

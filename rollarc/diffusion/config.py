@@ -61,7 +61,9 @@ class RLConfig(FrozenModel):
     eval_steps: int = Field(16, ge=1, description="denoising steps of evaluation samples (ODE); more than training")
     noise_level: float = Field(0.7, gt=0, description="the SDE's noise level a (σ_t = a·sqrt(t/(1−t)))")
     lr: float = Field(3e-4, gt=0, description="AdamW learning rate of the DiT (the prompt encoder is frozen in RL)")
-    clip: float = Field(0.2, gt=0, description="PPO clip range of the per-step ratio")
+    clip: float = Field(
+        0.001, gt=0, description="PPO clip range of the per-step ratio (per-pixel log-probs move little: keep it small)"
+    )
     minibatches: int = Field(
         2, ge=1, description="optimiser sub-steps per step (groups split evenly; ratio ≠ 1 after the first)"
     )
