@@ -100,7 +100,7 @@ def kendall_by_staleness(cfg: T2IConfig, run_dir: Path, prompts: int = 8, seeds:
     torch.set_num_threads(cfg.model.threads)
     tasks = [make_task(n, CACHE) for n in cfg.tasks]
     table = reward_table(tasks)
-    train = [p for t in tasks for p in split(t.prompts())[0]][:: max(1, len([0]))][:prompts]
+    train = [p for t in tasks for p in split(t.prompts())[0]][:prompts]
     flat_p = [p for p in train for _ in range(seeds)]
     flat_s = [1000 + k for _ in train for k in range(seeds)]
     checkpoints = sorted((run_dir / "checkpoints").glob("step_*"))
