@@ -1,9 +1,9 @@
 """The text-to-image policy: a ``diffusers`` DiT (``PixArtTransformer2DModel``) and a prompt encoder.
 
 **Set-up.** Pixel space, 16×16 RGB, patch size 2 (64 image tokens). Pixel space because a 2-core demo
-has no room for a VAE, and 16×16 because it is the smallest canvas on which a 4×4 square, a 5×5 plus and
-two 6×10 digits are told apart by a pixel reward; 64 tokens keep a forward pass of a batch of 64 images
-at tens of milliseconds. The tasks' images live in ``[0, 1]``; the model works in ``[-1, 1]``.
+has no room for a VAE, and 16×16 because it is small for two cores yet holds a 4×4 square, a 5×5 plus or
+two 6×10 digits are told apart by a pixel reward; 64 tokens keep a batch of 64 images one cheap forward
+pass. The tasks' images live in ``[0, 1]``; the model works in ``[-1, 1]``.
 
 **Conditioning.** ``PromptEncoder`` embeds the prompt's words (a fixed vocabulary from the tasks) with
 learned position embeddings and one transformer encoder layer, and the DiT cross-attends to it
