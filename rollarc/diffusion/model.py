@@ -2,7 +2,7 @@
 
 **Set-up.** Pixel space, 16×16 RGB, patch size 2 (64 image tokens). Pixel space because a 2-core demo
 has no room for a VAE, and 16×16 because it is small for two cores yet holds a 4×4 square, a 5×5 plus or
-two 6×10 digits are told apart by a pixel reward; 64 tokens keep a batch of 64 images one cheap forward
+two 6×10 digits that a pixel reward tells apart; 64 tokens keep a batch of 64 images one cheap forward
 pass. The tasks' images live in ``[0, 1]``; the model works in ``[-1, 1]``.
 
 **Conditioning.** ``PromptEncoder`` embeds the prompt's words (a fixed vocabulary from the tasks) with
