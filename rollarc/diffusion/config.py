@@ -113,6 +113,14 @@ class T2IRolesConfig(FrozenModel):
         RoleConfig(pool="spot"), description="seed explorer on stale weights (used when explore.enabled)"
     )
 
+    @model_validator(mode="after")
+    def _one_replica_each(self) -> T2IRolesConfig:
+        for name in ("trainer", "sampler", "explorer"):
+            replicas = getattr(self, name).replicas
+            if replicas != 1:
+                raise ValueError(f"cluster.roles.{name}.replicas is {replicas}: the t2i path runs one replica per role")
+        return self
+
 
 class T2IClusterConfig(FrozenModel):
     """The local Ray cluster's pools and where each role runs."""

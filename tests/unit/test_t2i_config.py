@@ -19,6 +19,8 @@ def test_the_explorer_must_run_on_a_spot_pool():
         load_t2i_config("configs/t2i_quickstart.yaml", ["explore.enabled=true", "cluster.roles.explorer.pool=compute"])
     with pytest.raises(ValueError, match=r"explore\.bandit needs explore\.enabled"):
         T2IConfig(kind="t2i", explore={"bandit": True})
+    with pytest.raises(ValueError, match="one replica per role"):
+        T2IConfig(kind="t2i", cluster={"roles": {"sampler": {"pool": "compute", "replicas": 2}}})
 
 
 def test_unknown_keys_and_tasks_fail_in_one_line(capsys):
