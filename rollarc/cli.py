@@ -26,6 +26,7 @@ BENCHMARKS = {
     "weightsync": "sparse bf16 delta vs full weight copies",
     "sim": "simulator speed at 3,072 GPUs",
     "chaos": "training through env failures and killed workers vs a clean run",
+    "spotlight": "t2i Flow-GRPO: stale-weight seed exploration (+ bandit) vs random seeds",
 }
 
 
@@ -54,8 +55,10 @@ def _passthrough(module: str, func: str = "main") -> Callable[[list[str]], int]:
 
 def _cmd_config(args: argparse.Namespace) -> int:
     from rollarc.config import load_train_config  # deferred: the training config imports torch
+    from rollarc.diffusion.config import is_t2i, load_t2i_config
 
-    cfg = load_train_config(args.config, args.overrides)
+    t2i = is_t2i(args.config)  # `kind: t2i` files validate as the text-to-image config
+    cfg = load_t2i_config(args.config, args.overrides) if t2i else load_train_config(args.config, args.overrides)
     print(dump_yaml(cfg), end="")
     return 0
 
@@ -78,6 +81,14 @@ def _cmd_config_docs(args: argparse.Namespace) -> int:
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
+    from rollarc.diffusion.config import is_t2i  # deferred: the t2i config imports torch (its task registry)
+
+    if is_t2i(args.config):  # `kind: t2i`: text-to-image Flow-GRPO (docs/diffusion.md)
+        if args.address is None:
+            keep_local_ray_on_loopback()  # before Ray is imported (rollarc.ray_loopback says why)
+        from rollarc.diffusion.entry import train_t2i_main  # deferred: Ray, torch and diffusers are heavy
+
+        return train_t2i_main(args.config, args.overrides)
     from rollarc.config import load_train_config  # deferred: the training config imports torch
 
     if args.address is None and load_train_config(args.config, args.overrides).cluster.address is None:

@@ -121,4 +121,9 @@ def test_config_is_frozen(tmp_path):
 
 @pytest.mark.parametrize("path", sorted((REPO / "configs").glob("*.yaml")), ids=lambda p: p.name)
 def test_shipped_configs_load(path):
-    assert isinstance(load_train_config(path), Config)
+    from rollarc.diffusion.config import T2IConfig, is_t2i, load_t2i_config  # deferred: imports torch
+
+    if is_t2i(str(path)):  # `kind: t2i` configs are text-to-image runs (docs/diffusion.md)
+        assert isinstance(load_t2i_config(str(path)), T2IConfig)
+    else:
+        assert isinstance(load_train_config(path), Config)

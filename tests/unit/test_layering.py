@@ -26,11 +26,12 @@ PACKAGE_ROOT = Path(rollarc.__file__).parent
 LAYERS: list[tuple[str, set[str]]] = [
     ("foundation", {"rollarc", "configio", "cluster_config", "plugin_path", "placement", "ray_loopback"}),
     ("policy", {"policy"}),
-    ("core", {"algo", "sync", "engine", "envs", "models", "report", "serve"}),
+    ("core", {"algo", "sync", "engine", "envs", "models", "report", "serve", "spotlight"}),
     ("agent", {"agent"}),
     ("rewards", {"rewards"}),
     ("config", {"config"}),
     ("train-and-plan", {"cluster", "sim", "train"}),
+    ("diffusion", {"diffusion"}),
     ("runtime", {"runtime"}),
     ("entry", {"cli", "reward_cli", "config_docs", "bench"}),
 ]
@@ -40,6 +41,7 @@ LAYER_OF = {unit: rank for rank, (_, units) in enumerate(LAYERS) for unit in uni
 RAY_FREE_PREFIXES = (
     "rollarc.algo",
     "rollarc.policy",
+    "rollarc.spotlight",
     "rollarc.sync.codec",
     "rollarc.sync.varint",
     "rollarc.sync.checksum",

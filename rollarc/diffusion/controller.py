@@ -1,0 +1,230 @@
+"""The t2i step loop: prompts → seeds (random, or chosen from explored ones) → on-policy groups → train → sync.
+
+Per step ``s`` (trainer at version ``v``):
+
+1. The step's prompts come from a schedule fixed by ``(seed, s)``. Each prompt has a list of candidate
+   noise seeds, also fixed by ``(seed, s, prompt index)``; the baseline trains on the first ``G``.
+2. With exploration, the explorer has already scored candidates for these prompts on version ``v − 1``
+   (launched during the previous step's training). Per prompt the trainer's group is the ``G``
+   candidates with the largest reward variance (``max_contrast_subset``).
+3. The sampler draws the groups with version ``v`` (SDE, ``sample_steps``); the explorer starts on the
+   next step's prompts with version ``v`` while the trainer trains; the trainer steps to ``v + 1``; the
+   new weights go to both.
+
+Logged per step: reward, near-zero-advantage fraction, Kendall τ between the explorer's stale and the
+sampler's fresh rewards of the chosen seeds, the chosen groups' reward variance (stale and fresh) and
+that of random groups (the first G candidates, stale), the explorer's staleness, clip fractions.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import ray
+import torch
+
+from rollarc.algo.flow_grpo import low_contrast_fraction
+from rollarc.diffusion.config import T2IConfig
+from rollarc.diffusion.grids import save_grid
+from rollarc.report.metrics import MetricsWriter
+from rollarc.spotlight.bandit import Arm, UcbPlanner
+from rollarc.spotlight.kendall import kendall_tau
+from rollarc.spotlight.selection import max_contrast_subset, population_variance
+
+SEED_SPACE = 1 << 31
+
+
+@dataclass
+class T2IWorkers:
+    trainer: Any
+    sampler: Any
+    explorer: Any | None
+
+
+class T2IController:
+    def __init__(
+        self,
+        cfg: T2IConfig,
+        run_dir: Path,
+        workers: T2IWorkers,
+        train_prompts: list[str],
+        heldout_prompts: list[str],
+        metrics: MetricsWriter,
+        start_step: int = 0,
+        state: dict[str, Any] | None = None,
+    ):
+        self.cfg, self.run_dir, self.workers, self.metrics = cfg, run_dir, workers, metrics
+        self.train_prompts, self.heldout = train_prompts, heldout_prompts[: cfg.train.eval_prompts]
+        self.step = start_step
+        state = state or {}
+        self.evals: list[dict[str, Any]] = list(state.get("evals", []))
+        self.rl_wall_s = float(state.get("rl_wall_s", 0.0))
+        self.explored_images = int(state.get("explored_images", 0))
+        self.sampled_images = int(state.get("sampled_images", 0))
+        self.planner = UcbPlanner(cfg.explore.ucb_c)
+        for prompt, arm in state.get("arms", {}).items():
+            self.planner.arms[prompt] = Arm(int(arm[0]), float(arm[1]))
+
+    # --- schedules fixed by the seed -------------------------------------------------------------
+    def prompts_for(self, step: int) -> list[str]:
+        rng = random.Random(f"{self.cfg.seed}/prompts/{step}")
+        return [
+            self.train_prompts[rng.randrange(len(self.train_prompts))] for _ in range(self.cfg.train.prompts_per_step)
+        ]
+
+    def candidates_for(self, step: int, index: int, count: int) -> list[int]:
+        rng = random.Random(f"{self.cfg.seed}/seeds/{step}/{index}")
+        return [rng.randrange(SEED_SPACE) for _ in range(count)]
+
+    def exploration_sizes(self, prompts: list[str]) -> list[int]:
+        """Candidates per prompt: ``candidates`` each, or the same budget split by the bandit."""
+        ex, size = self.cfg.explore, self.cfg.train.group_size
+        if not ex.bandit:
+            return [ex.candidates] * len(prompts)
+        chunks = len(prompts) * (ex.candidates - size) // ex.chunk
+        return [size + ex.chunk * n for n in self.planner.allocate(prompts, chunks)]
+
+    def launch_exploration(self, step: int) -> tuple[Any, list[list[int]]] | None:
+        if self.workers.explorer is None or step >= self.cfg.train.steps:
+            return None
+        prompts = self.prompts_for(step)
+        seeds = [self.candidates_for(step, j, n) for j, n in enumerate(self.exploration_sizes(prompts))]
+        ref = self.workers.explorer.explore.remote(
+            prompts, seeds, self.cfg.train.sample_steps, self.cfg.train.noise_level
+        )
+        return ref, seeds
+
+    # --- the loop ----------------------------------------------------------------------------------
+    def run(self, log: Any = print) -> dict[str, Any]:
+        cfg, tc = self.cfg, self.cfg.train
+        if not self.evals or self.evals[-1]["step"] != self.step:
+            self.evaluate()
+        pending = self.launch_exploration(self.step)
+        while self.step < tc.steps:
+            t0 = time.time()
+            prompts = self.prompts_for(self.step)
+            record: dict[str, Any] = {}
+            if pending is not None:
+                explored = ray.get(pending[0])
+                cand_seeds, stale = pending[1], explored["rewards"]
+                self.explored_images += explored["images"]
+                picks = [max_contrast_subset(r, tc.group_size) for r in stale]
+                seeds = [[s[i] for i in pick] for s, pick in zip(cand_seeds, picks, strict=True)]
+                chosen_stale = [[r[i] for i in pick] for r, pick in zip(stale, picks, strict=True)]
+                record["explorer_staleness"] = None
+                record["explorer_version"] = explored["version"]
+            else:
+                seeds = [self.candidates_for(self.step, j, tc.group_size) for j in range(len(prompts))]
+            flat_prompts = [p for p in prompts for _ in range(tc.group_size)]
+            sampled = ray.get(
+                self.workers.sampler.sample.remote(
+                    flat_prompts, [x for s in seeds for x in s], tc.sample_steps, tc.noise_level
+                )
+            )
+            self.sampled_images += len(flat_prompts)
+            traj = sampled["trajectories"]
+            rewards = np.array(sampled["rewards"]).reshape(len(prompts), tc.group_size)
+            pending = self.launch_exploration(self.step + 1)
+            stats = ray.get(self.workers.trainer.train.remote(traj, rewards.tolist()))
+            weights = self.workers.trainer.weights.remote()
+            version = traj.version + 1
+            syncs = [self.workers.sampler.set_weights.remote(weights, version)]
+            if self.workers.explorer is not None:
+                syncs.append(self.workers.explorer.set_weights.remote(weights, version))
+            ray.get(syncs[0])
+            self.step += 1
+            step_s = time.time() - t0
+            self.rl_wall_s += step_s
+            if "explorer_version" in record:
+                record["explorer_staleness"] = traj.version - record.pop("explorer_version")
+                record.update(self._exploration_stats(prompts, stale, chosen_stale, rewards))
+            record.update(
+                reward=float(rewards.mean()),
+                reward_group_std=float(rewards.std(axis=1).mean()),
+                low_contrast_fraction=low_contrast_fraction(torch.tensor(rewards), tc.low_contrast_tol),
+                sample_version=traj.version,
+                step_s=step_s,
+                rl_wall_s=self.rl_wall_s,
+                sampled_images=self.sampled_images,
+                explored_images=self.explored_images,
+                **stats,
+            )
+            if self.step % tc.eval_every == 0 or self.step == tc.steps:
+                record["heldout_reward"] = self.evaluate()["reward"]
+            self.metrics.log(self.step, record)
+            if cfg.run.progress:
+                held = f" held-out {record['heldout_reward']:.3f}" if "heldout_reward" in record else ""
+                log(
+                    f"step {self.step}/{tc.steps} v{version}: reward {record['reward']:.3f} "
+                    f"low-contrast {record['low_contrast_fraction']:.2f} ({step_s:.1f} s){held}"
+                )
+            if self.step % cfg.run.checkpoint_every == 0 or self.step == tc.steps:
+                self.checkpoint()
+        return self.summary()
+
+    def _exploration_stats(
+        self, prompts: list[str], stale: list[list[float]], chosen_stale: list[list[float]], fresh: np.ndarray
+    ) -> dict[str, Any]:
+        g = self.cfg.train.group_size
+        taus = [kendall_tau(s, f.tolist()) for s, f in zip(chosen_stale, fresh, strict=True)]
+        defined = [t for t in taus if t is not None]
+        out: dict[str, Any] = {
+            "kendall_tau": float(np.mean(defined)) if defined else None,
+            "chosen_var_stale": float(np.mean([population_variance(s) for s in chosen_stale])),
+            "chosen_var_fresh": float(np.mean([population_variance(f.tolist()) for f in fresh])),
+            "random_var_stale": float(np.mean([population_variance(s[:g]) for s in stale])),
+        }
+        if self.cfg.explore.bandit:
+            for prompt, cands, f in zip(prompts, stale, fresh, strict=True):
+                if len(cands) > g:
+                    self.planner.observe(prompt, population_variance(f.tolist()) - population_variance(cands))
+            out["bandit_arms"] = len(self.planner.arms)
+        return out
+
+    def evaluate(self) -> dict[str, Any]:
+        tc = self.cfg.train
+        prompts = [p for p in self.heldout for _ in range(tc.eval_seeds)]
+        seeds = [k for _ in self.heldout for k in range(tc.eval_seeds)]
+        out = ray.get(self.workers.sampler.evaluate.remote(prompts, seeds, tc.eval_steps))
+        result = {"step": self.step, "reward": float(np.mean(out["rewards"])), "rl_wall_s": self.rl_wall_s}
+        self.evals.append(result)
+        shown = list(range(0, min(len(prompts), 16 * tc.eval_seeds), tc.eval_seeds))[:16]
+        save_grid(self.run_dir / "samples" / f"heldout_step_{self.step:05d}.png", out["images"][shown])
+        if self.step == 0:
+            (self.run_dir / "samples" / "prompts.txt").write_text("\n".join(prompts[i] for i in shown) + "\n")
+        return result
+
+    def checkpoint(self) -> Path:
+        out = self.run_dir / "checkpoints" / f"step_{self.step:05d}"
+        tmp = out.with_name(out.name + ".tmp")
+        tmp.mkdir(parents=True, exist_ok=True)
+        ray.get(self.workers.trainer.save.remote(str(tmp)))
+        state = {
+            "step": self.step,
+            "version": self.step,
+            "evals": self.evals,
+            "rl_wall_s": self.rl_wall_s,
+            "explored_images": self.explored_images,
+            "sampled_images": self.sampled_images,
+            "arms": {p: [a.pulls, a.total_gain] for p, a in self.planner.arms.items()},
+        }
+        (tmp / "state.json").write_text(json.dumps(state, indent=1))
+        tmp.replace(out)
+        return out
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "steps": self.step,
+            "heldout_reward_before_rl": self.evals[0]["reward"] if self.evals else None,
+            "heldout_reward_after_rl": self.evals[-1]["reward"] if self.evals else None,
+            "evals": self.evals,
+            "rl_wall_s": self.rl_wall_s,
+            "sampled_images": self.sampled_images,
+            "explored_images": self.explored_images,
+        }

@@ -1,0 +1,30 @@
+"""The t2i config: `kind: t2i` dispatch, the spot-pool rule for explorers, one-line errors."""
+
+import pytest
+
+from rollarc.cli import main
+from rollarc.configio import ConfigError
+from rollarc.diffusion.config import T2IConfig, is_t2i, load_t2i_config
+
+
+def test_kind_selects_the_t2i_config(tmp_path):
+    assert is_t2i("configs/t2i_quickstart.yaml")
+    assert not is_t2i("configs/quickstart.yaml")
+    cfg = load_t2i_config("configs/t2i_quickstart.yaml", ["train.steps=3"])
+    assert cfg.train.steps == 3 and cfg.cluster.pools["spot"].spot
+
+
+def test_the_explorer_must_run_on_a_spot_pool():
+    with pytest.raises(ConfigError, match=r"must be marked spot: true \(cluster.pools.compute.spot\)"):
+        load_t2i_config("configs/t2i_quickstart.yaml", ["explore.enabled=true", "cluster.roles.explorer.pool=compute"])
+    with pytest.raises(ValueError, match=r"explore\.bandit needs explore\.enabled"):
+        T2IConfig(kind="t2i", explore={"bandit": True})
+    with pytest.raises(ValueError, match="one replica per role"):
+        T2IConfig(kind="t2i", cluster={"roles": {"sampler": {"pool": "compute", "replicas": 2}}})
+
+
+def test_unknown_keys_and_tasks_fail_in_one_line(capsys):
+    assert main(["config", "show", "configs/t2i_quickstart.yaml", "train.stepz=3"]) == 2
+    assert "train.stepz: unknown key" in capsys.readouterr().err
+    with pytest.raises(ConfigError, match="unknown tasks"):
+        load_t2i_config("configs/t2i_quickstart.yaml", ["tasks=[paint]"])

@@ -1,0 +1,33 @@
+"""The t2i controller's schedules and exploration budget (no Ray started: nothing here calls a worker)."""
+
+from rollarc.diffusion.config import T2IConfig
+from rollarc.diffusion.controller import T2IController, T2IWorkers
+
+
+class NullMetrics:
+    def log(self, step, values):
+        raise AssertionError("not expected")
+
+
+def controller(tmp_path, **explore):
+    cfg = T2IConfig(kind="t2i", train={"prompts_per_step": 3, "group_size": 4}, explore={"enabled": True, **explore})
+    prompts = [f"p{i}" for i in range(10)]
+    return T2IController(cfg, tmp_path, T2IWorkers(None, None, None), prompts, ["h"], NullMetrics())
+
+
+def test_schedules_are_fixed_by_the_seed(tmp_path):
+    a, b = controller(tmp_path), controller(tmp_path)
+    assert a.prompts_for(3) == b.prompts_for(3) and len(a.prompts_for(3)) == 3
+    assert a.candidates_for(3, 1, 6)[:4] == a.candidates_for(3, 1, 4)  # the baseline's G are the first candidates
+    assert a.candidates_for(3, 1, 4) != a.candidates_for(4, 1, 4)
+
+
+def test_the_bandit_splits_the_same_budget(tmp_path):
+    plain = controller(tmp_path, candidates=12)
+    assert plain.exploration_sizes(["a", "b", "c"]) == [12, 12, 12]
+    bandit = controller(tmp_path, candidates=12, bandit=True, chunk=4)
+    bandit.planner.observe("a", 0.2)
+    bandit.planner.observe("b", 0.0)
+    sizes = bandit.exploration_sizes(["a", "b", "c"])
+    assert sum(sizes) == 36 and min(sizes) >= 4
+    assert sizes == [4, 4, 28]  # the never-explored prompt takes the 6 chunks first
