@@ -33,7 +33,13 @@ def test_sync_runtime_trains_the_reference_loops_batches(nano_policy_dir, tmp_pa
     )
     # injected step failures too: which trajectories fail must not depend on Ray timing (regression)
     latency = LatencyConfig(kind="fixed", fixed_s=0.0, failure_prob=0.15)
-    cfg = cfg.model_copy(update={"tasks": [cfg.tasks[0].model_copy(update={"latency": latency})]})
+    cfg = cfg.model_copy(
+        update={
+            "tasks": [cfg.tasks[0].model_copy(update={"latency": latency})],
+            # the failures are the point here: the run must not stop for them (async.max_failed_fraction)
+            "async_": cfg.async_.model_copy(update={"max_failed_fraction": 1.0}),
+        }
+    )
     assert run_training(cfg) == 0
     run = only_run(tmp_path)
     rows = metrics(run)
