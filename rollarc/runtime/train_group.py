@@ -31,8 +31,9 @@ from rollarc.models.checkpoint import REFERENCE_FILE, atomic_directory, load_pol
 from rollarc.models.device import resolve_device, resolve_dtype
 from rollarc.report.metrics import process_rss_mb
 from rollarc.runtime.ray_cluster import actor_options
+from rollarc.runtime.train_worker import latest_payload, sync_span
 from rollarc.runtime.weight_sync import SyncPayload
-from rollarc.sync.versions import WHOLE, VersionedUpdate, WeightPublisher, updates_nbytes
+from rollarc.sync.versions import WHOLE, VersionedUpdate, WeightPublisher
 from rollarc.train.fsdp import SHARDED_DIR, free_port, init_process_group
 from rollarc.train.fsdp_trainer import ShardedPolicyTrainer
 
@@ -170,24 +171,8 @@ class FSDPTrainRank:
         t0 = time.time()
         self._on_all("rank_gather")
         assert self.publisher is not None
-        updates = self.publisher.latest(WHOLE)
-        payload = SyncPayload(
-            version=self.trainer.version,
-            method=self.cfg.sync.method,
-            refs=[ray.put(updates)],
-            nbytes=updates_nbytes(updates),
-            model_bytes=sum(u.model_bytes for u in updates),
-        )
-        self._spans.append(
-            {
-                "worker": "train-0",
-                "role": "train",
-                "kind": "sync",
-                "t0": t0,
-                "t1": time.time(),
-                "version": self.trainer.version,
-            }
-        )
+        payload = latest_payload(self.publisher, self.trainer.version, self.cfg.sync.method)
+        self._spans.append(sync_span(t0, self.trainer.version))
         return payload
 
     def fetch_weights(self, have: int | None) -> tuple[VersionedUpdate, ...]:

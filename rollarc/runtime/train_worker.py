@@ -71,24 +71,8 @@ class TrainWorker:
         """Publish the version just trained (full or delta) and put the update into the object store once."""
         t0 = time.time()
         self.publisher.publish(self.trainer.named_weights(), version=self.trainer.version)
-        updates = self.publisher.latest(WHOLE)
-        payload = SyncPayload(
-            version=self.trainer.version,
-            method=self.cfg.sync.method,
-            refs=[ray.put(updates)],
-            nbytes=updates_nbytes(updates),
-            model_bytes=sum(u.model_bytes for u in updates),
-        )
-        self._spans.append(
-            {
-                "worker": "train-0",
-                "role": "train",
-                "kind": "sync",
-                "t0": t0,
-                "t1": time.time(),
-                "version": self.trainer.version,
-            }
-        )
+        payload = latest_payload(self.publisher, self.trainer.version, self.cfg.sync.method)
+        self._spans.append(sync_span(t0, self.trainer.version))
         return payload
 
     def fetch_weights(self, have: int | None) -> tuple[VersionedUpdate, ...]:
@@ -130,3 +114,20 @@ class TrainWorker:
     def drain_spans(self) -> list[dict[str, Any]]:
         spans, self._spans = self._spans, []
         return spans
+
+
+def latest_payload(publisher: WeightPublisher, version: int, method: str) -> SyncPayload:
+    """The update just published (full or delta), put into the object store once for every receiver."""
+    updates = publisher.latest(WHOLE)
+    return SyncPayload(
+        version=version,
+        method=method,
+        refs=[ray.put(updates)],
+        nbytes=updates_nbytes(updates),
+        model_bytes=sum(u.model_bytes for u in updates),
+    )
+
+
+def sync_span(t0: float, version: int) -> dict[str, Any]:
+    """The trainer's timeline span of publishing ``version``."""
+    return {"worker": "train-0", "role": "train", "kind": "sync", "t0": t0, "t1": time.time(), "version": version}
