@@ -67,7 +67,8 @@ class ClusterConfig(FrozenModel):
 
     address: str | None = Field(
         None,
-        description="join this Ray cluster instead of starting a local one (`rollarc train --address` overrides it)",
+        description="join this Ray cluster instead of starting a local one (`rollarc train --address` overrides it); "
+        "null always starts a new local cluster, even beside one that `ray start` left on this machine",
     )
     num_cpus: int | None = Field(None, ge=1, description="CPUs of the local Ray cluster (null: every core)")
     include_dashboard: bool = Field(False, description="start the Ray dashboard with the local cluster")

@@ -355,6 +355,7 @@ def main(argv: list[str]) -> int:
     )
 
     ray.init(
+        address="local",
         num_cpus=2,
         resources={"pool_reward": POOL_UNITS, "pool_compute": 2, "pool_cpu": 4},
         include_dashboard=False,

@@ -241,7 +241,7 @@ def relay_bytes(versions: list[dict[str, torch.Tensor]], sites: int, per_site: i
 
     started = not ray.is_initialized()
     if started:
-        ray.init(num_cpus=2, include_dashboard=False, logging_level=logging.WARNING)
+        ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level=logging.WARNING)
     members = [Member(f"site{s}-r{r}", f"site{s}") for s in range(sites) for r in range(per_site)]
     totals: dict[str, tuple[int, int]] = {}
     identical = True

@@ -81,6 +81,7 @@ def start_ray(
         os.environ["PYTHONPATH"] = plugin_pythonpath(plugin_paths)  # inherited by local Ray workers
     if address is None:
         context = ray.init(
+            address="local",  # a new cluster even when `ray start` left one on this machine
             num_cpus=cluster.num_cpus or os.cpu_count() or 1,
             resources={pool_resource(n, p): float(p.count) for n, p in cluster.pools.items()},
             include_dashboard=cluster.include_dashboard,

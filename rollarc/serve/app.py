@@ -178,7 +178,9 @@ def main(argv: list[str]) -> int:
         return 2
 
     ray.init(
-        address=args.address, logging_level=logging.WARNING, **({} if args.address else {"num_cpus": args.threads})
+        address=args.address or "local",
+        logging_level=logging.WARNING,
+        **({} if args.address else {"num_cpus": args.threads}),
     )
     engine_cfg = EngineConfig(
         max_num_seqs=args.max_num_seqs, max_model_len=args.max_model_len, num_threads=args.threads

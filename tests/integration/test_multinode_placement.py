@@ -16,6 +16,7 @@ from rollarc.runtime.ray_cluster import (
     ClusterResourceError,
     actor_options,
     start_ray,
+    stop_ray,
     uses_gpus,
 )
 
@@ -86,3 +87,22 @@ def test_cuda_on_a_cluster_without_gpus_fails_at_start_up(two_nodes) -> None:
     with pytest.raises(ClusterResourceError, match=r"model\.device is 'cuda' but the Ray cluster has no GPU"):
         start_ray(_cluster_config(cluster.address), cluster.address, device="cuda")
     assert not ray.is_initialized()
+
+
+def test_without_an_address_a_new_local_cluster_starts_even_beside_another(two_nodes) -> None:
+    """Regression: Ray joins the last cluster `ray start` (or Cluster) recorded when ``ray.init`` has no address;
+    a local run then failed with "When connecting to an existing cluster, num_cpus ... must not be provided"."""
+    cluster, _, _ = two_nodes
+    cfg = ClusterConfig.model_validate(
+        {
+            "num_cpus": 1,
+            "pools": {"compute": {"count": 3, "kind": "cpu"}, "cpu": {"count": 5, "kind": "cpu"}},
+            "roles": {"train": {"pool": "compute"}, "rollout": {"pool": "compute"}, "env": {"pool": "cpu"}},
+        }
+    )
+    try:
+        resources = start_ray(cfg, device="cpu")
+        assert ray.get_runtime_context().gcs_address != cluster.address
+        assert (resources["pool_compute"], resources["pool_cpu"]) == (3.0, 5.0)  # this config's pools, not the other's
+    finally:
+        stop_ray()

@@ -50,7 +50,11 @@ def rollarc(*args: str) -> list[str]:
 @pytest.fixture(scope="module")
 def server(nano_policy_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Any:
     ray.init(
-        num_cpus=2, resources={"pool_compute": 2.0, "pool_cpu": 2.0}, include_dashboard=False, logging_level="warning"
+        address="local",
+        num_cpus=2,
+        resources={"pool_compute": 2.0, "pool_cpu": 2.0},
+        include_dashboard=False,
+        logging_level="warning",
     )
     address = ray.get_runtime_context().gcs_address
     port = free_port()

@@ -49,6 +49,7 @@ def judge_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def local_ray() -> Iterator[None]:
     ray.init(
+        address="local",
         num_cpus=2,
         resources={"pool_reward": 8, "pool_compute": 2, "pool_cpu": 4},
         include_dashboard=False,
