@@ -8,7 +8,8 @@ same pools:
   barrier: all B×G trajectories, then train, then sync.
 - ``async k``: the same placement; rollout never stops; each trained token is at most k versions old.
 - ``monolithic``: rollout and trainer share the whole compute pool and alternate (each phase gets
-  every thread of the pool), k = 0: the colocated synchronous design of most RL frameworks.
+  every thread of the pool), k = 0: the colocated synchronous design of most RL frameworks. It runs once,
+  for throughput only; ``--no-monolithic`` leaves it out.
 
 Reported per mode: RL wall time (first admitted group to last weight sync; SFT, Ray start-up and the
 held-out evaluations are outside it), trajectories/s, the bubble fraction of each role, and held-out
@@ -48,10 +49,12 @@ QUICK = [
 ]
 
 
-def modes(steps_k: list[int]) -> list[tuple[str, list[str]]]:
+def modes(steps_k: list[int], monolithic: bool = True) -> list[tuple[str, list[str]]]:
     """(label, overrides) per mode, in the order they run."""
     out = [("sync", ["async.mode=sync", "async.max_staleness=0"])]
     out += [(f"async_k{k}", ["async.mode=async", f"async.max_staleness={k}"]) for k in steps_k]
+    if not monolithic:
+        return out
     out.append(
         (
             "monolithic",
@@ -134,6 +137,12 @@ def main(argv: list[str]) -> int:
         default=0.8,
         help="target = success before RL + this fraction of the lowest synchronous seed's gain",
     )
+    parser.add_argument(
+        "--monolithic",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also run the monolithic mode once (throughput only; --no-monolithic saves a synchronous-length run)",
+    )
     parser.add_argument("--json", action="store_true", help="(the JSON line is always printed last)")
     add_docs_flag(parser)
     parser.add_argument("--runs", default=None, help="where the runs go (default: a temporary directory)")
@@ -155,7 +164,7 @@ def main(argv: list[str]) -> int:
     base = load_train_config(args.config, overrides)
     runs = Path(args.runs) if args.runs else Path(tempfile.mkdtemp(prefix="rollarc-bench-async-"))
     results: dict[str, dict[str, Any]] = {}
-    for label, mode_overrides in modes(ks):
+    for label, mode_overrides in modes(ks, args.monolithic):
         print(f"== {label}", flush=True)
         results[label] = run_mode(args.config, [*overrides, *mode_overrides], label, runs)
         r = results[label]
@@ -178,10 +187,12 @@ def main(argv: list[str]) -> int:
     result = {
         "sync_s": sync_s,
         "async_s": {str(k): results[f"async_k{k}"]["rl_wall_s"] for k in ks},
-        "monolithic_s": results["monolithic"]["rl_wall_s"],
+        "monolithic_s": results["monolithic"]["rl_wall_s"] if "monolithic" in results else None,
         **{f"speedup_k{k}": sync_s / results[f"async_k{k}"]["rl_wall_s"] for k in ks},
         "speedup_k2_vs_monolithic": (
-            results["monolithic"]["rl_wall_s"] / results["async_k2"]["rl_wall_s"] if "async_k2" in results else None
+            results["monolithic"]["rl_wall_s"] / results["async_k2"]["rl_wall_s"]
+            if "async_k2" in results and "monolithic" in results
+            else None
         ),
         "success": {label: r["success"] for label, r in results.items()},
         "success_before_rl": results["sync"]["success_before"],

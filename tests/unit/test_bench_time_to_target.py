@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from rollarc.bench.async_ import time_to_target
+from rollarc.bench.async_ import modes, time_to_target
 from rollarc.bench.time_to_target import first_crossing, median_time, select_target, speedup, spread, success_curve
 
 
@@ -76,3 +76,10 @@ def test_json_keys_report_a_mode_that_never_reaches_the_target_as_null():
     assert out["speedup_to_target_k1"] == pytest.approx(2.0)
     assert out["speedup_to_target_k2"] is None
     assert out["time_to_target_spread_s"]["async_k2"] == [None, None]
+
+
+def test_modes_run_sync_then_each_k_and_monolithic_only_when_asked() -> None:
+
+    assert [label for label, _ in modes([1, 2])] == ["sync", "async_k1", "async_k2", "monolithic"]
+    assert [label for label, _ in modes([1, 2], monolithic=False)] == ["sync", "async_k1", "async_k2"]
+    assert dict(modes([2]))["async_k2"] == ["async.mode=async", "async.max_staleness=2"]
