@@ -131,11 +131,15 @@ class EpisodeRunner:
         async def env_call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
             nonlocal broken
             if fn != env.reset:  # bound methods: equality, not identity (a new object per lookup)
-                delay, fail = self._latency[spec.task].sample(latency_rng)
-                if delay > 0:
-                    await asyncio.sleep(delay)
-                if fail:
+                model = self._latency[spec.task]
+                for _ in range(model.config.failure_retries + 1):
+                    delay, fail = model.sample(latency_rng)
+                    if delay > 0:
+                        await asyncio.sleep(delay)
+                    if not fail:
+                        break
                     self.stats.injected_failures += 1
+                else:
                     raise EnvFailure("injected failure (latency profile failure_prob)", kind="injected")
             try:
                 return await self._call_in_thread(fn, task.step_timeout_s, *args, **kwargs)

@@ -62,7 +62,20 @@ class LatencyConfig(FrozenModel):
     )
     max_s: float | None = Field(default=None, gt=0.0, description="cap on a sampled delay")
     failure_prob: float = Field(
-        default=0.0, ge=0.0, le=1.0, description="probability that a step fails, which fails its trajectory"
+        default=0.0,
+        ge=0.0,
+        le=1.0,
+        description="probability that a step fails before the env applies it (a transient sandbox error); "
+        "it fails its trajectory unless failure_retries recovers it",
+    )
+    failure_retries: int = Field(
+        default=0,
+        ge=0,
+        le=10,
+        description="tries again, each after a new delay, before a failed step fails its trajectory; a "
+        "transient error leaves the env untouched, so the retry is the same step. Without retries the "
+        "kept trajectories are biased toward short ones: a trajectory of n steps fails with "
+        "1 - (1 - failure_prob)^n (docs/failures.md)",
     )
 
     @model_validator(mode="after")

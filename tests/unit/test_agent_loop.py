@@ -230,3 +230,27 @@ def test_injected_failures_do_not_depend_on_which_trajectories_share_the_runner(
         k: v for k, v in forward.items() if k in {s.traj_id for s in specs[3:]}
     }
     assert 0 < sum(v[0] != "ok" for v in forward.values()) < len(specs)  # both outcomes occur: the test can fail
+
+
+def test_failure_retries_retry_the_step_and_count_every_failed_try():
+    cfg = task(turns=2, latency={"kind": "fixed", "fixed_s": 0.0, "failure_prob": 1.0, "failure_retries": 2})
+
+    async def go(spec_cfg: TaskConfig) -> tuple[Trajectory, int]:
+        runner = EpisodeRunner({spec_cfg.name: spec_cfg}, RENDERER, ScriptedEngine(), SAMPLING, latency_seed=0)
+        try:
+            return await runner.run(
+                EpisodeSpec("t", spec_cfg.name, 3, sampling_seed=11)
+            ), runner.stats.injected_failures
+        finally:
+            runner.close()
+
+    traj, tries_failed = asyncio.run(go(cfg))
+    assert traj.status == "failed" and traj.failure_kind == "env_step_injected"
+    assert tries_failed == 3  # the first try and both retries of step 0
+    # A transient failure leaves the env untouched: with enough retries every step is applied exactly once.
+    flaky = task(turns=6, latency={"kind": "fixed", "fixed_s": 0.0, "failure_prob": 0.5, "failure_retries": 10})
+    traj, tries_failed = asyncio.run(go(flaky))
+    assert traj.status == "ok" and traj.num_turns == 6
+    assert tries_failed >= 1  # 0.5 per try: this seed's draws fail some tries, which were retried
+    no_retry = flaky.model_copy(update={"latency": flaky.latency.model_copy(update={"failure_retries": 0})})
+    assert asyncio.run(go(no_retry))[0].status == "failed"  # the same draws without retries fail the trajectory
