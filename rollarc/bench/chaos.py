@@ -278,7 +278,10 @@ def main(argv: list[str]) -> int:
             "trajectories started / failed / lost",
             f"{result['trajectories_started']} / {result['trajectories_failed']} / {result['trajectories_lost']}",
         ],
-        ["held-out success chaos / clean", f"{result['heldout_success_chaos']:.3f} / {result['heldout_success_clean']:.3f}"],
+        [
+            "held-out success chaos / clean",
+            f"{result['heldout_success_chaos']:.3f} / {result['heldout_success_clean']:.3f}",
+        ],
         ["noise (2 standard errors)", result["noise_2se"]],
     ]
     body = markdown_table(["", "value"], rows)
