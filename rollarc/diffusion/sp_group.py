@@ -39,7 +39,9 @@ def _member(conn: Connection, threads: int) -> None:
     while True:
         cmd, *args = conn.recv()
         if cmd == "load":  # cold: weights from disk
-            transformer = PixArtTransformer2DModel.from_pretrained(Path(args[0]) / TRANSFORMER_DIR).eval()
+            transformer = PixArtTransformer2DModel.from_pretrained(
+                Path(args[0]) / TRANSFORMER_DIR, low_cpu_mem_usage=False
+            ).eval()
             conn.send(("ok", None))
         elif cmd == "build":  # joiner: the architecture only; weights come from a peer
             transformer = PixArtTransformer2DModel.from_config(args[0]).eval()
