@@ -12,7 +12,10 @@
 3. **Cost**: exploration on spot nodes under the low rate against on-demand exploration, for the roles
    of ``--config``; spot and on-demand prices of ``--price-kind`` from the hardware catalogue. The spot
    run is slowed by the pull scheduler's measured makespan ratio at the low rate (with no notice, the
-   worse case), charged to the whole run (exploration assumed on the critical path).
+   worse case), charged to the whole run (exploration assumed on the critical path). At cluster scale
+   (``cluster_scale``), ``rollarc.sim.spot`` runs ``--cluster-explorers`` spot GPUs for 24 h under each
+   AWS interruption-frequency band (and a stress rate of one per node-hour), with a 2-minute notice and
+   with none, next to ``--cluster-on-demand`` on-demand GPUs.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from rollarc.diffusion.model import build_policy
 from rollarc.diffusion.resumable import advance, start
 from rollarc.diffusion.sp_group import ElasticSPGroup
 from rollarc.placement import CATALOGUE
+from rollarc.sim.spot import cost_ratio, monthly_to_hourly, simulate_fleet
 from rollarc.spotlight.fleet_sim import FleetResult, run_pull, run_push
 from rollarc.spotlight.preemption import at_rate
 
@@ -95,6 +99,25 @@ def sp_recovery(members: int, width: int, layers: int, heads: int, workdir: Path
     return {"elastic": elastic, "cold": cold, "degree_after_loss": float(degree)}
 
 
+# AWS Spot Instance Advisor interruption-frequency bands (upper edges, per month); "stress" is one per node-hour.
+BANDS = {"<5%": 0.05, "5-10%": 0.10, "10-15%": 0.15, "15-20%": 0.20, "stress": None}
+
+
+def cluster_scale(explorers: int, on_demand: int, step_s: float, job_steps: int, spot_factor: float) -> dict[str, Any]:
+    """The simulator's spot scenario: cost ratio per published band, with AWS's 2-minute notice and with none."""
+    out: dict[str, Any] = {}
+    for band, monthly in BANDS.items():
+        rate = 1.0 if monthly is None else monthly_to_hourly(monthly)
+        for label, notice in (("notice_120s", 120.0), ("no_notice", 0.0)):
+            fleet = simulate_fleet(explorers, 24.0, rate, notice, 300.0, step_s, job_steps, 30.0, seed=0)
+            out[f"{band} {label}"] = {
+                "preemptions": fleet.preemptions,
+                "useful_fraction": fleet.useful_fraction,
+                "cost_ratio": cost_ratio(on_demand, explorers, spot_factor, fleet),
+            }
+    return out
+
+
 def _row(name: str, pull: FleetResult, push: FleetResult, step_s: float) -> list[Any]:
     return [
         name,
@@ -117,6 +140,13 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--notice-steps", type=int, default=3, help="preemption notice, in denoising steps")
     parser.add_argument("--price-kind", default="h800", help="catalogue device that prices every pool unit")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--cluster-explorers", type=int, default=48, help="simulated spot explorer GPUs")
+    parser.add_argument(
+        "--cluster-on-demand", type=int, default=16, help="simulated on-demand GPUs (trainer, samplers)"
+    )
+    parser.add_argument(
+        "--cluster-step-s", type=float, default=0.5, help="assumed seconds per denoising step of a job at cluster scale"
+    )
     parser.add_argument("--json", action="store_true", help="(the JSON line is always printed last)")
     add_docs_flag(parser)
     args = parser.parse_args(argv)
@@ -148,6 +178,9 @@ def main(argv: list[str]) -> int:
         "cost_ratio_spot_vs_ondemand": cost_on_demand / cost_spot,
         "time_ratio_spot_vs_ondemand": slowdown,
         "sp_degree_after_loss": int(sp["degree_after_loss"]),
+        "cluster_scale": cluster_scale(
+            args.cluster_explorers, args.cluster_on_demand, args.cluster_step_s, tc.sample_steps, spot / on_demand
+        ),
         "step_s": step_s,
         "images_per_s": {
             k: {m: r[m].throughput() * cfg.explore.candidates / step_s for m in r} for k, r in runs.items()
