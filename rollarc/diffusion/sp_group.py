@@ -63,7 +63,11 @@ def _member(conn: Connection, threads: int) -> None:
             conn.send(("ok", None))
         elif cmd == "forward":
             x, t, hidden, mask = args
-            out = sp_forward(transformer, x, t, hidden, mask, rank, size, None)
+            try:
+                out = sp_forward(transformer, x, t, hidden, mask, rank, size, None)
+            except RuntimeError as err:  # a peer died mid-collective (gloo: connection closed, or the timeout)
+                conn.send(("lost", str(err).splitlines()[0]))
+                continue
             conn.send(("ok", out if rank == 0 else None))
         elif cmd == "checksum":
             conn.send(("ok", float(sum(v.double().sum() for v in transformer.state_dict().values()))))
@@ -72,6 +76,10 @@ def _member(conn: Connection, threads: int) -> None:
                 dist.destroy_process_group()
             conn.send(("ok", None))
             return
+
+
+class GroupBroken(RuntimeError):
+    """A member was lost while the group was in use; ``form()`` regroups the survivors."""
 
 
 class _Member:
@@ -84,9 +92,12 @@ class _Member:
         self.conn.send(cmd)
 
     def reply(self) -> Any:
-        status, value = self.conn.recv()
-        if status != "ok":
-            raise RuntimeError(f"SP member failed: {value}")
+        try:
+            status, value = self.conn.recv()
+        except EOFError:  # the member process itself is gone
+            raise GroupBroken("an SP member's process ended") from None
+        if status == "lost":
+            raise GroupBroken(f"an SP collective failed: {value}")
         return value
 
 
@@ -138,9 +149,19 @@ class ElasticSPGroup:
         return degree
 
     def forward(self, x: torch.Tensor, t: torch.Tensor, hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """The velocity by the current group; raises GroupBroken if a member is lost on the way."""
         for m in self.group:
             m.send("forward", x, t, hidden, mask)
-        outs = [m.reply() for m in self.group]
+        outs: list[Any] = []
+        broken: GroupBroken | None = None
+        for m in self.group:  # collect every reply, so no stale one is left in a pipe
+            try:
+                outs.append(m.reply())
+            except GroupBroken as err:
+                broken = err
+        if broken is not None:
+            self.group = []
+            raise broken
         out: torch.Tensor = outs[0]
         return out
 

@@ -1,14 +1,16 @@
 """Elastic Ulysses SP over gloo processes: SP = 1, 2, 4 match the single-process DiT; a member lost mid-group
 regroups to the largest degree dividing the heads with the checkpoint deleted (nothing from disk); a joiner
-gets the weights from a peer; the cold restart reloads from disk."""
+gets the weights from a peer; a member killed during a forward pass breaks the collective, and the survivors
+regroup; the cold restart reloads from disk."""
 
 import shutil
+import threading
 
 import pytest
 import torch
 
 from rollarc.diffusion.model import build_policy
-from rollarc.diffusion.sp_group import ElasticSPGroup
+from rollarc.diffusion.sp_group import ElasticSPGroup, GroupBroken
 
 VOCAB = ["one", "red", "square", "left", "two", "blue"]
 ATOL = 1e-5  # float32 attention summed in another order across ranks; outputs are O(1)
@@ -40,6 +42,16 @@ def test_elastic_sp_matches_single_process_through_loss_and_join(tmp_path):
         torch.testing.assert_close(group.forward(x, t, hidden, mask), reference, atol=ATOL, rtol=0)
         sums = group.checksums()
         assert len(sums) == 4 and len(set(sums)) == 1  # the joiner holds the peers' weights exactly
+        # a member dies *during* a forward pass: the survivors' collective fails, they report it and regroup
+        big_x, big_t = x.repeat(128, 1, 1, 1), t.repeat(128)
+        big_hidden, big_mask = hidden.repeat(128, 1, 1), mask.repeat(128, 1)
+        killer = threading.Timer(0.05, group.group[3].process.kill)
+        killer.start()
+        with pytest.raises(GroupBroken):
+            group.forward(big_x, big_t, big_hidden, big_mask)
+        killer.join()
+        assert group.form() == 2
+        torch.testing.assert_close(group.forward(x, t, hidden, mask), reference, atol=ATOL, rtol=0)
         policy.save(tmp_path / "policy")
         group.cold_restart(2)
         torch.testing.assert_close(group.forward(x, t, hidden, mask), reference, atol=ATOL, rtol=0)
