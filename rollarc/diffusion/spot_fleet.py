@@ -12,8 +12,8 @@ pool's real nodes and the cloud's notice takes the injector's place.
 - :class:`SpotExplorer` pulls a job (a prompt's candidate seeds), samples it one denoising step at a
   time, heartbeats after each step, commits its in-flight latent on a NOTICE, and hands in the rewards.
 - :class:`SpotFleet` (driver side) starts one worker per spot slot, runs the injector's schedule in a
-  thread (notice → node removal ``notice_s`` later → replacement ``replacement_s`` after that), and
-  counts node-seconds per worker for the cost.
+  thread (notice → node removal ``notice_s`` later → replacement at least ``replacement_s`` after that,
+  started on the driver's main thread), and counts node-seconds per worker for the cost.
 """
 
 from __future__ import annotations
@@ -208,6 +208,7 @@ class SpotFleet:
         self.lock = threading.Lock()
         self.stop = threading.Event()
         self.next_job = 0
+        self.due: list[tuple[float, int]] = []
         self.t0 = time.monotonic()
         for slot in range(slots):
             self._add(slot)
@@ -233,12 +234,32 @@ class SpotFleet:
         self._event("join", name)
 
     def _inject(self) -> None:
+        """The injector thread: notices and node removals on schedule; replacements are left to ``pump``.
+
+        ``Cluster.add_node`` installs signal handlers, which Python allows on the main thread only, so a
+        replacement is queued here, due ``replacement_s`` after the loss, and started by the driver's
+        thread at its next ``pump`` (the fleet pumps whenever the controller calls it, and every poll
+        while it waits for exploration): a replacement joins at least ``replacement_s`` after the loss.
+        """
         for p in self.schedule:
             if self.stop.wait(max(0.0, self.t0 + p.at_s - time.monotonic())):
                 return
-            if not self.preempt(p.slot, p.notice_s) or self.stop.wait(self.replacement_s):
-                continue
-            self.replace(p.slot)
+            self.preempt_and_replace_later(p.slot, p.notice_s)
+
+    def preempt_and_replace_later(self, slot: int, notice_s: float) -> None:
+        """One injected preemption, from any thread; the replacement is due ``replacement_s`` after the loss."""
+        if self.preempt(slot, notice_s):
+            with self.lock:
+                self.due.append((time.monotonic() + self.replacement_s, slot))
+
+    def pump(self) -> None:
+        """Start the replacements that are due (on the calling thread, which must be the main one)."""
+        now = time.monotonic()
+        with self.lock:
+            ready = [slot for at, slot in self.due if at <= now]
+            self.due = [(at, slot) for at, slot in self.due if at > now]
+        for slot in ready:
+            self.replace(slot)
 
     def preempt(self, slot: int, notice_s: float) -> bool:
         """Notice ``slot``'s worker (unless ``notice_s`` is 0), then remove its node; False if the slot is empty."""
@@ -265,10 +286,12 @@ class SpotFleet:
 
     # --- what the controller calls ---------------------------------------------------------------
     def set_weights(self, weights: Any, version: int) -> None:
+        self.pump()
         ray.get(self.queue.put_weights.remote(version, [weights]))
         self.version = version
 
     def launch(self, prompts: list[str], seeds: list[list[int]], steps: int, version: int) -> list[int]:
+        self.pump()
         jobs = []
         for prompt, s in zip(prompts, seeds, strict=True):
             jobs.append(JobSpec(self.next_job, prompt, tuple(s), version, steps))
@@ -279,6 +302,7 @@ class SpotFleet:
     def wait(self, job_ids: list[int]) -> dict[str, Any]:
         """Block until every job is done (whoever did it), then the controller's exploration result."""
         while (results := ray.get(self.queue.results.remote(job_ids))) is None:
+            self.pump()
             time.sleep(POLL_S)
         versions = {r["version"] for r in results}
         if len(versions) != 1:

@@ -2,6 +2,7 @@
 in-flight latent is committed and a replacement finishes it), then a loss without notice (the lease expires
 and the job is redone); every job completes exactly once with the rewards of an uninterrupted run."""
 
+import threading
 import time
 
 import pytest
@@ -65,8 +66,10 @@ def test_spot_fleet_survives_notice_and_no_notice_losses(tmp_path):
         fleet.replace(0)
         # 2. the replacement vanishes without notice mid-job: the lease expires and the job is redone
         wait_for(fleet, lambda h: any(w == "spot0-g1" and step >= 2 for w, step in h.values()), "the joiner busy")
-        assert fleet.preempt(0, notice_s=0.0)
-        fleet.replace(0)
+        # as the injector does it: from another thread, the replacement started by wait() on this one
+        injector = threading.Thread(target=fleet.preempt_and_replace_later, args=(0, 0.0))
+        injector.start()
+        injector.join()
         explored = fleet.wait(ids)
         stats = fleet.stats()
     finally:
