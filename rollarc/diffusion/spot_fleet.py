@@ -212,7 +212,9 @@ class SpotFleet:
         self.t0 = time.monotonic()
         for slot in range(slots):
             self._add(slot)
-        self.t0 = time.monotonic()  # the schedule counts from when every first node is up
+        up = time.monotonic()  # the schedule counts from when every first node is up: earlier joins are < 0
+        self.log.events = [(round(at - (up - self.t0), 3), what, who) for at, what, who in self.log.events]
+        self.t0 = up
         self.injector = threading.Thread(target=self._inject, name="spot-injector", daemon=True)
         self.injector.start()
 
