@@ -305,6 +305,7 @@ class SpotFleet:
         """Block until every job is done (whoever did it), then the controller's exploration result."""
         while (results := ray.get(self.queue.results.remote(job_ids))) is None:
             self.pump()
+            self._raise_worker_errors()
             time.sleep(POLL_S)
         versions = {r["version"] for r in results}
         if len(versions) != 1:
@@ -314,6 +315,19 @@ class SpotFleet:
             "version": versions.pop(),
             "images": sum(r["images"] for r in results),
         }
+
+    def _raise_worker_errors(self) -> None:
+        """A worker whose code failed would leave its jobs to expire forever: surface its error instead."""
+        with self.lock:
+            serving = [n.serving for n in self.nodes.values()]
+        if not serving:
+            return
+        done, _ = ray.wait(serving, num_returns=len(serving), timeout=0)
+        for ref in done:
+            try:
+                ray.get(ref)
+            except ray.exceptions.RayActorError:  # its node was removed: a preemption, not a bug
+                continue
 
     def stats(self) -> dict[str, Any]:
         out: dict[str, Any] = ray.get(self.queue.stats.remote())
