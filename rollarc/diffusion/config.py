@@ -104,6 +104,28 @@ class T2IPoolConfig(PoolConfig):
     spot: bool = Field(False, description="preemptible capacity: explorers must run here, and cost uses spot prices")
 
 
+class SpotConfig(FrozenModel):
+    """Explorers as pull workers on preemptible Ray nodes, and the injector that preempts them (docs/spot.md)."""
+
+    enabled: bool = Field(
+        False,
+        description="run the explorer as one pull worker per unit of its spot pool, each on its own Ray node "
+        "of a local ray.cluster_utils.Cluster, preempted by the injector below",
+    )
+    trace: str | None = Field(
+        None, description="preemption trace (YAML list of {at_s, slot, notice_s}); null: draw at rate_per_hour"
+    )
+    rate_per_hour: float = Field(
+        60.0, ge=0, description="preemptions per spot node per hour when no trace is given (0: none)"
+    )
+    notice_s: float = Field(2.0, ge=0, description="notice before a rate-drawn preemption removes a node (0: none)")
+    replacement_s: float = Field(3.0, ge=0, description="delay before a replacement node joins the lost node's slot")
+    lease_s: float = Field(
+        10.0, gt=0, description="a job's lease; a worker that misses heartbeats this long loses it (no-notice loss)"
+    )
+    horizon_s: float = Field(3600.0, gt=0, description="the rate-drawn schedule covers this much of the run")
+
+
 class T2IRolesConfig(FrozenModel):
     """The three t2i roles (one replica each)."""
 
@@ -161,6 +183,7 @@ class T2IConfig(FrozenModel):
     train: RLConfig = Field(RLConfig(), description="Flow-GRPO")
     explore: ExploreConfig = Field(ExploreConfig(), description="Spotlight seed exploration")
     cluster: T2IClusterConfig = Field(T2IClusterConfig(), description="pools and roles")
+    spot: SpotConfig = Field(SpotConfig(), description="preemptible explorers and the preemption injector")
     run: RunT2IConfig = Field(RunT2IConfig(), description="outputs")
 
     @field_validator("tasks")
@@ -182,6 +205,8 @@ class T2IConfig(FrozenModel):
             raise ValueError(
                 f"explore.candidates {self.explore.candidates} must be at least train.group_size {self.train.group_size}"
             )
+        if self.spot.enabled and not self.explore.enabled:
+            raise ValueError("spot.enabled needs explore.enabled: true (the explorers are the spot workers)")
         return self
 
     def pretrained_dir(self) -> Path:

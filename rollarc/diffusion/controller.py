@@ -45,6 +45,7 @@ class T2IWorkers:
     trainer: Any
     sampler: Any
     explorer: Any | None
+    fleet: Any | None = None  # a SpotFleet: exploration as pulled jobs on preemptible nodes (docs/spot.md)
 
 
 class T2IController:
@@ -91,13 +92,15 @@ class T2IController:
         return [size + ex.chunk * n for n in self.planner.allocate(prompts, chunks)]
 
     def launch_exploration(self, step: int) -> tuple[Any, list[list[int]]] | None:
-        if self.workers.explorer is None or step >= self.cfg.train.steps:
+        explorer, fleet = self.workers.explorer, self.workers.fleet
+        if (explorer is None and fleet is None) or step >= self.cfg.train.steps:
             return None
         prompts = self.prompts_for(step)
         seeds = [self.candidates_for(step, j, n) for j, n in enumerate(self.exploration_sizes(prompts))]
-        ref = self.workers.explorer.explore.remote(
-            prompts, seeds, self.cfg.train.sample_steps, self.cfg.train.noise_level
-        )
+        if fleet is not None:
+            return fleet.launch(prompts, seeds, self.cfg.train.sample_steps, fleet.version), seeds
+        assert explorer is not None
+        ref = explorer.explore.remote(prompts, seeds, self.cfg.train.sample_steps, self.cfg.train.noise_level)
         return ref, seeds
 
     # --- the loop ----------------------------------------------------------------------------------
@@ -111,7 +114,8 @@ class T2IController:
             prompts = self.prompts_for(self.step)
             record: dict[str, Any] = {}
             if pending is not None:
-                explored = ray.get(pending[0])
+                fleet = self.workers.fleet
+                explored = fleet.wait(pending[0]) if fleet is not None else ray.get(pending[0])
                 cand_seeds, stale = pending[1], explored["rewards"]
                 self.explored_images += explored["images"]
                 picks = [max_contrast_subset(r, tc.group_size) for r in stale]
@@ -137,6 +141,8 @@ class T2IController:
             syncs = [self.workers.sampler.set_weights.remote(weights, version)]
             if self.workers.explorer is not None:
                 syncs.append(self.workers.explorer.set_weights.remote(weights, version))
+            if self.workers.fleet is not None:
+                self.workers.fleet.set_weights(weights, version)
             ray.get(syncs[0])
             self.step += 1
             step_s = time.time() - t0

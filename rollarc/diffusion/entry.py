@@ -18,6 +18,7 @@ from rollarc.diffusion.config import T2IClusterConfig, T2IConfig, load_t2i_confi
 from rollarc.diffusion.controller import T2IController, T2IWorkers
 from rollarc.diffusion.pretrain import load_or_pretrain
 from rollarc.diffusion.report import build_t2i_report
+from rollarc.diffusion.spot_fleet import SpotFleet, cost_summary, preemption_schedule, spot_slots, start_local_cluster
 from rollarc.diffusion.tasks.base import split
 from rollarc.diffusion.tasks.registry import make_task
 from rollarc.diffusion.workers import T2ISampler, T2ITrainer
@@ -87,21 +88,38 @@ def run_t2i(cfg: T2IConfig) -> int:
     heldout = _interleave(heldout, tasks)
     if ray.is_initialized():
         ray.shutdown()
-    ray.init(
-        address="local",  # never join a cluster another process started here
-        num_cpus=cfg.cluster.num_cpus or os.cpu_count() or 1,
-        resources={pool_resource(n, p): float(p.count) for n, p in cfg.cluster.pools.items()},
-        include_dashboard=False,
-        logging_level=logging.WARNING,
-    )
+    cluster = start_local_cluster(cfg) if cfg.spot.enabled else None
+    if cluster is not None:
+        ray.init(address=cluster.address, logging_level=logging.WARNING)
+    else:
+        ray.init(
+            address="local",  # never join a cluster another process started here
+            num_cpus=cfg.cluster.num_cpus or os.cpu_count() or 1,
+            resources={pool_resource(n, p): float(p.count) for n, p in cfg.cluster.pools.items()},
+            include_dashboard=False,
+            logging_level=logging.WARNING,
+        )
     metrics = None
+    fleet = None
     try:
         cache, threads = str(CACHE), cfg.cluster.roles
         sampler = T2ISampler.options(**role_options(cfg.cluster, "sampler")).remote(  # type: ignore[attr-defined]  # @ray.remote class
             str(policy_dir), cfg.tasks, cache, threads.sampler.threads, step
         )
         explorer = None
-        if cfg.explore.enabled:
+        if cluster is not None:
+            fleet = SpotFleet(
+                cluster,
+                spot_slots(cfg)[0],
+                spot_slots(cfg)[1],
+                preemption_schedule(cfg),
+                cfg.spot.replacement_s,
+                cfg.spot.lease_s,
+                (str(policy_dir), cfg.tasks, cache, threads.explorer.threads),
+                step,
+                cfg.train.noise_level,
+            )
+        elif cfg.explore.enabled:
             explorer = T2ISampler.options(**role_options(cfg.cluster, "explorer")).remote(  # type: ignore[attr-defined]  # @ray.remote class
                 str(policy_dir), cfg.tasks, cache, threads.explorer.threads, step
             )
@@ -112,13 +130,22 @@ def run_t2i(cfg: T2IConfig) -> int:
             ray.get(trainer.load_optimizer.remote(str(latest_checkpoint(run_dir))))
         metrics = MetricsWriter(run_dir, tensorboard=cfg.run.tensorboard, truncate_after_step=step if state else None)
         controller = T2IController(
-            cfg, run_dir, T2IWorkers(trainer, sampler, explorer), train_prompts, heldout, metrics, step, state
+            cfg, run_dir, T2IWorkers(trainer, sampler, explorer, fleet), train_prompts, heldout, metrics, step, state
         )
         summary = controller.run(_log)
+        if fleet is not None:
+            fleet.close()
+            summary["spot"] = fleet.stats()
+            summary["cost"] = cost_summary(cfg, summary["rl_wall_s"], summary["spot"]["spot_node_seconds"])
+            _log(_spot_line(summary["spot"]))
     finally:
+        if fleet is not None:
+            fleet.close()
         if metrics is not None:
             metrics.close()
         ray.shutdown()
+        if cluster is not None:
+            cluster.shutdown()
     summary.update(base=str(base), total_wall_s=time.time() - start, explore=cfg.explore.model_dump())
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=1))
     build_t2i_report(run_dir)
@@ -126,6 +153,14 @@ def run_t2i(cfg: T2IConfig) -> int:
     before, after = summary["heldout_reward_before_rl"], summary["heldout_reward_after_rl"]
     print(f"held-out reward: {before:.3f} before RL -> {after:.3f} after RL ({summary['steps']} steps)")
     return 0
+
+
+def _spot_line(stats: dict[str, Any]) -> str:
+    return (
+        f"spot: {stats['completed']}/{stats['submitted']} exploration jobs done, {stats['lost_jobs']} lost, "
+        f"{stats['duplicate_jobs']} duplicated; {stats['preemptions']} preemptions, "
+        f"{stats['committed_on_notice']} in-flight commits, {stats['requeued_on_expiry']} lease expiries"
+    )
 
 
 def _interleave(prompts: list[str], tasks: list[Any]) -> list[str]:

@@ -31,3 +31,28 @@ def test_the_bandit_splits_the_same_budget(tmp_path):
     sizes = bandit.exploration_sizes(["a", "b", "c"])
     assert sum(sizes) == 36 and min(sizes) >= 4
     assert sizes == [4, 4, 28]  # the never-explored prompt takes the 6 chunks first
+
+
+class RecordingFleet:
+    """Stands in for SpotFleet: records what the controller submits."""
+
+    version = 7
+
+    def __init__(self):
+        self.launched = []
+
+    def launch(self, prompts, seeds, steps, version):
+        self.launched.append((prompts, seeds, steps, version))
+        return [0, 1, 2]
+
+
+def test_exploration_goes_to_the_spot_fleet_as_jobs_of_its_weight_version(tmp_path):
+    cfg = T2IConfig(kind="t2i", train={"prompts_per_step": 3, "group_size": 4}, explore={"enabled": True})
+    fleet = RecordingFleet()
+    ctl = T2IController(cfg, tmp_path, T2IWorkers(None, None, None, fleet), ["p0", "p1"], ["h"], NullMetrics())
+    handle, seeds = ctl.launch_exploration(2)
+    assert handle == [0, 1, 2]
+    ((prompts, launched_seeds, steps, version),) = fleet.launched
+    assert prompts == ctl.prompts_for(2) and launched_seeds == seeds and len(seeds[0]) == cfg.explore.candidates
+    assert (steps, version) == (cfg.train.sample_steps, 7)
+    assert ctl.launch_exploration(cfg.train.steps) is None  # nothing past the last step

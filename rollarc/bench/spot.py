@@ -1,0 +1,216 @@
+"""``rollarc bench spot``: spot capacity that vanishes: pull vs push under preemption, SP recovery, cost.
+
+1. **Throughput and work lost under preemption** (none, low, high rates) for the pull scheduler with
+   in-flight commit against a push baseline that deals jobs out statically and restarts a lost job from
+   step 0 (``rollarc.spotlight.fleet_sim``: the real job queue, one tick per denoising step). The tick is
+   converted to seconds with the time of one SDE step of a job measured on the real DiT here. Every
+   preemption at the low and high rates is run twice: with a notice of ``--notice-steps`` steps and with
+   none (the lease then expires). ``lost_jobs`` and ``duplicate_jobs`` are totals over every pull run.
+2. **SP recovery**: an elastic Ulysses group of ``--sp`` gloo processes loses a member; the time to the
+   next successful forward pass by elastic regroup (survivors keep their weights) against a cold restart
+   (new processes that load the weights from disk and form a new group).
+3. **Cost**: exploration on spot nodes under the low rate against on-demand exploration, for the roles
+   of ``--config``; spot and on-demand prices of ``--price-kind`` from the hardware catalogue. The spot
+   run is slowed by the pull scheduler's measured makespan ratio at the low rate (with no notice, the
+   worse case), charged to the whole run (exploration assumed on the critical path). At cluster scale
+   (``cluster_scale``), ``rollarc.sim.spot`` runs ``--cluster-explorers`` spot GPUs for 24 h under each
+   AWS interruption-frequency band (and a stress rate of one per node-hour), with a 2-minute notice and
+   with none, next to ``--cluster-on-demand`` on-demand GPUs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from rollarc.bench.report_file import add_docs_flag, emit_json, markdown_table, publish
+from rollarc.cluster.catalogue import load_catalogue
+from rollarc.diffusion.config import load_t2i_config
+from rollarc.diffusion.model import build_policy
+from rollarc.diffusion.resumable import advance, start
+from rollarc.diffusion.sp_group import ElasticSPGroup
+from rollarc.placement import CATALOGUE
+from rollarc.sim.spot import cost_ratio, monthly_to_hourly, simulate_fleet
+from rollarc.spotlight.fleet_sim import FleetResult, run_pull, run_push
+from rollarc.spotlight.preemption import at_rate
+
+VOCAB = ["one", "red", "square", "left", "two", "blue"]
+# Preemptions per node per 1000 denoising steps (a tick-level scale: the fleet model runs in steps).
+RATES = {"none": 0.0, "low": 2.0, "high": 10.0}
+
+
+def measure_step_s(width: int, layers: int, heads: int, seeds: int) -> float:
+    """Seconds of one SDE step of one job (a prompt's ``seeds`` candidates) on the DiT, best of 3."""
+    policy = build_policy(VOCAB, 16, width, layers, heads, seed=0).eval()
+    best = float("inf")
+    for _ in range(3):
+        state = start(policy, ["one red square left"] * seeds, list(range(seeds)), 8, 0.7, 0)
+        t0 = time.perf_counter()
+        advance(policy, state, 4)
+        best = min(best, (time.perf_counter() - t0) / 4)
+    return best
+
+
+def fleet_runs(
+    jobs: int, steps: int, slots: int, notice: int, replacement: int, lease: int, seed: int
+) -> dict[str, Any]:
+    horizon = 100 * jobs * steps
+    out: dict[str, Any] = {}
+    for name, per_1000 in RATES.items():
+        for label, notice_steps in (("notice", notice), ("no_notice", 0)):
+            if name == "none" and label == "no_notice":
+                continue
+            schedule = at_rate(
+                per_1000 * 3.6, slots, horizon, notice_steps, replacement, seed
+            )  # per-hour API, 1 tick = 1 s
+            pull = run_pull(jobs, steps, slots, schedule, replacement, lease, horizon)
+            push = run_push(jobs, steps, slots, schedule, replacement, horizon)
+            out[name if name == "none" else f"{name}_{label}"] = {"pull": pull, "push": push}
+    return out
+
+
+def sp_recovery(members: int, width: int, layers: int, heads: int, workdir: Path) -> dict[str, float]:
+    policy = build_policy(VOCAB, 16, width, layers, heads, seed=0).eval()
+    policy.save(workdir / "policy")
+    x, t = torch.randn(2, 3, 16, 16), torch.tensor([0.9, 0.3])
+    with torch.no_grad():
+        hidden, mask = policy.encode(["one red square left", "two blue square"])
+    group = ElasticSPGroup(members, workdir / "policy", workdir)
+    try:
+        group.form()
+        group.forward(x, t, hidden, mask)  # warm
+        group.lose(members - 1)
+        t0 = time.perf_counter()
+        degree = group.form()
+        group.forward(x, t, hidden, mask)
+        elastic = time.perf_counter() - t0
+        group.lose(0)  # the same loss again, now recovered the cold way
+        t0 = time.perf_counter()
+        group.cold_restart(degree)
+        group.forward(x, t, hidden, mask)
+        cold = time.perf_counter() - t0
+    finally:
+        group.close()
+    return {"elastic": elastic, "cold": cold, "degree_after_loss": float(degree)}
+
+
+# AWS Spot Instance Advisor interruption-frequency bands (upper edges, per month); "stress" is one per node-hour.
+BANDS = {"<5%": 0.05, "5-10%": 0.10, "10-15%": 0.15, "15-20%": 0.20, "stress": None}
+
+
+def cluster_scale(explorers: int, on_demand: int, step_s: float, job_steps: int, spot_factor: float) -> dict[str, Any]:
+    """The simulator's spot scenario: cost ratio per published band, with AWS's 2-minute notice and with none."""
+    out: dict[str, Any] = {}
+    for band, monthly in BANDS.items():
+        rate = 1.0 if monthly is None else monthly_to_hourly(monthly)
+        for label, notice in (("notice_120s", 120.0), ("no_notice", 0.0)):
+            fleet = simulate_fleet(explorers, 24.0, rate, notice, 300.0, step_s, job_steps, 30.0, seed=0)
+            out[f"{band} {label}"] = {
+                "preemptions": fleet.preemptions,
+                "useful_fraction": fleet.useful_fraction,
+                "cost_ratio": cost_ratio(on_demand, explorers, spot_factor, fleet),
+            }
+    return out
+
+
+def _row(name: str, pull: FleetResult, push: FleetResult, step_s: float) -> list[Any]:
+    return [
+        name,
+        pull.throughput() / step_s,
+        push.throughput() / step_s,
+        pull.throughput() / push.throughput(),
+        pull.lost_steps,
+        push.lost_steps,
+        pull.lost_jobs,
+        pull.duplicates,
+    ]
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="rollarc bench spot", description=__doc__.split("\n")[0])
+    parser.add_argument("--config", default="configs/t2i_spot.yaml", help="t2i config: model size, roles, pools")
+    parser.add_argument("--quick", action="store_true", help="fewer jobs and an SP group of 2 (a few minutes)")
+    parser.add_argument("--sp", type=int, default=4, help="SP group size before the loss (--quick: 2)")
+    parser.add_argument("--slots", type=int, default=8, help="spot workers in the fleet model")
+    parser.add_argument("--notice-steps", type=int, default=3, help="preemption notice, in denoising steps")
+    parser.add_argument("--price-kind", default="h800", help="catalogue device that prices every pool unit")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--cluster-explorers", type=int, default=48, help="simulated spot explorer GPUs")
+    parser.add_argument(
+        "--cluster-on-demand", type=int, default=16, help="simulated on-demand GPUs (trainer, samplers)"
+    )
+    parser.add_argument(
+        "--cluster-step-s", type=float, default=0.5, help="assumed seconds per denoising step of a job at cluster scale"
+    )
+    parser.add_argument("--json", action="store_true", help="(the JSON line is always printed last)")
+    add_docs_flag(parser)
+    args = parser.parse_args(argv)
+    cfg = load_t2i_config(args.config)
+    mc, tc = cfg.model, cfg.train
+    torch.set_num_threads(mc.threads)
+    step_s = measure_step_s(mc.width, mc.layers, mc.heads, cfg.explore.candidates)
+    jobs = 200 if args.quick else 1000
+    runs = fleet_runs(jobs, tc.sample_steps, args.slots, args.notice_steps, 2 * tc.sample_steps, 2, args.seed)
+    pulls = [r["pull"] for r in runs.values()]
+    high = runs["high_notice"]
+    with tempfile.TemporaryDirectory(prefix="rollarc-bench-spot-") as tmp:
+        sp = sp_recovery(2 if args.quick else args.sp, mc.width, mc.layers, mc.heads, Path(tmp))
+    slowdown = runs["low_no_notice"]["pull"].ticks / runs["none"]["pull"].ticks
+    cat = load_catalogue(CATALOGUE)
+    on_demand, spot = cat.price_per_hour(args.price_kind), cat.price_per_hour(args.price_kind, spot=True)
+    roles = cfg.cluster.roles
+    fixed = (roles.trainer.units + roles.sampler.units) * on_demand
+    explorers = cfg.cluster.pools[roles.explorer.pool].count
+    cost_on_demand = fixed + explorers * on_demand  # USD per hour of run
+    cost_spot = slowdown * (fixed + explorers * spot)
+    result = {
+        "lost_jobs": sum(p.lost_jobs for p in pulls),
+        "duplicate_jobs": sum(p.duplicates for p in pulls),
+        "throughput_ratio_pull_vs_push_high": high["pull"].throughput() / high["push"].throughput(),
+        "recovery_s_elastic": sp["elastic"],
+        "recovery_s_cold": sp["cold"],
+        "recovery_speedup": sp["cold"] / sp["elastic"],
+        "cost_ratio_spot_vs_ondemand": cost_on_demand / cost_spot,
+        "time_ratio_spot_vs_ondemand": slowdown,
+        "sp_degree_after_loss": int(sp["degree_after_loss"]),
+        "cluster_scale": cluster_scale(
+            args.cluster_explorers, args.cluster_on_demand, args.cluster_step_s, tc.sample_steps, spot / on_demand
+        ),
+        "step_s": step_s,
+        "images_per_s": {
+            k: {m: r[m].throughput() * cfg.explore.candidates / step_s for m in r} for k, r in runs.items()
+        },
+        "lost_steps": {k: {m: r[m].lost_steps for m in r} for k, r in runs.items()},
+        "rates_per_node_per_1000_steps": RATES,
+        "jobs": jobs,
+        "slots": args.slots,
+        "price_kind": args.price_kind,
+    }
+    rows = [_row(k, r["pull"], r["push"], step_s) for k, r in runs.items()]
+    body = markdown_table(
+        [
+            "preemption",
+            "pull jobs/s",
+            "push jobs/s",
+            "pull / push",
+            "pull lost steps",
+            "push lost steps",
+            "pull lost jobs",
+            "pull duplicates",
+        ],
+        rows,
+    )
+    body += (
+        f"\n\nSP recovery after losing one of {2 if args.quick else args.sp}: elastic regroup "
+        f"{sp['elastic']:.3f} s, cold restart {sp['cold']:.3f} s ({result['recovery_speedup']:.1f}×). "
+        f"Spot vs on-demand exploration cost ratio {result['cost_ratio_spot_vs_ondemand']:.2f}× "
+        f"(run slowed {slowdown:.3f}× at the low rate)."
+    )
+    publish("spot", body, result, "rollarc bench spot", quick=args.quick, no_docs=args.no_docs)
+    emit_json(result)
+    return 0

@@ -1,0 +1,406 @@
+"""Spot explorers on Ray nodes that vanish: the queue actor, the pull workers, and the preemption injector.
+
+On a laptop each spot node is a Ray node of ``ray.cluster_utils.Cluster`` with its own resources (one
+unit of the spot pool's resource plus a name unique to the node), so removing the node kills exactly
+the worker on it, as a cloud reclaiming a VM would. On a real cluster the same workers run on the spot
+pool's real nodes and the cloud's notice takes the injector's place.
+
+- :class:`SpotQueue` (on the head node, which is never preempted) wraps the pure
+  :class:`~rollarc.spotlight.job_queue.JobQueue` with a monotonic clock, and keeps the object-store
+  reference of each weight version, so a worker, or a replacement that just joined, fetches the weights
+  of a job's version from memory rather than from disk.
+- :class:`SpotExplorer` pulls a job (a prompt's candidate seeds), samples it one denoising step at a
+  time, heartbeats after each step, commits its in-flight latent on a NOTICE, and hands in the rewards.
+- :class:`SpotFleet` (driver side) starts one worker per spot slot, runs the injector's schedule in a
+  thread (notice → node removal ``notice_s`` later → replacement at least ``replacement_s`` after that,
+  started on the driver's main thread), and counts node-seconds per worker for the cost.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import ray
+import torch
+from ray.cluster_utils import Cluster
+
+from rollarc.cluster.catalogue import load_catalogue
+from rollarc.configio import ConfigError, read_yaml
+from rollarc.diffusion.config import T2IConfig
+from rollarc.diffusion.model import load_policy
+from rollarc.diffusion.resumable import InFlight, advance, start
+from rollarc.diffusion.sampling import to_images
+from rollarc.diffusion.tasks.registry import make_task
+from rollarc.diffusion.workers import reward_table, score
+from rollarc.placement import CATALOGUE, pool_resource
+from rollarc.spotlight.job_queue import Beat, JobQueue, JobSpec, Lease
+from rollarc.spotlight.preemption import Preemption, at_rate, from_trace
+
+HEAD_RESOURCE = "spot_head"
+POLL_S = 0.05
+
+
+@ray.remote
+class SpotQueue:
+    def __init__(self, lease_s: float):
+        self.queue = JobQueue(lease_s)
+        self.weights: dict[int, list[Any]] = {}
+        self.closed = False
+
+    def submit(self, jobs: list[JobSpec]) -> None:
+        for job in jobs:
+            self.queue.submit(job)
+
+    def pull(self, worker: str) -> Lease | None:
+        return None if self.closed else self.queue.pull(worker, time.monotonic())
+
+    def heartbeat(self, job_id: int, token: int, step: int) -> Beat:
+        return self.queue.heartbeat(job_id, token, step, time.monotonic())
+
+    def complete(self, job_id: int, token: int, result: dict[str, Any]) -> bool:
+        return self.queue.complete(job_id, token, result)
+
+    def commit(self, job_id: int, token: int, state: InFlight, step: int) -> bool:
+        return self.queue.commit(job_id, token, state, step)
+
+    def notice(self, worker: str) -> None:
+        self.queue.notice(worker)
+
+    def results(self, job_ids: list[int]) -> list[Any] | None:
+        """The results of ``job_ids`` once all are in (expiring dead leases first), else None."""
+        self.queue.expire(time.monotonic())
+        if any(j not in self.queue.results for j in job_ids):
+            return None
+        return [self.queue.results[j] for j in job_ids]
+
+    def put_weights(self, version: int, wrapped_ref: list[Any]) -> None:
+        """Keep the reference (wrapped in a list so Ray does not resolve it) of one weight version."""
+        self.weights[version] = wrapped_ref
+        for old in [v for v in self.weights if v < version - 1]:
+            del self.weights[old]
+
+    def weights_of(self, version: int) -> list[Any] | None:
+        return self.weights.get(version)
+
+    def held(self) -> dict[int, tuple[str, int]]:
+        """Leased jobs: id -> (worker, steps it reported done)."""
+        return {j: (h.lease.worker, h.step) for j, h in self.queue.held.items()}
+
+    def stats(self) -> dict[str, Any]:
+        s = self.queue.stats
+        return {
+            "submitted": len(self.queue.jobs),
+            "completed": len(set(s.completions)),
+            "duplicate_jobs": len(s.completions) - len(set(s.completions)),
+            "lost_jobs": len(self.queue.jobs) - len(self.queue.results),
+            "committed_on_notice": s.committed_on_notice,
+            "requeued_on_expiry": s.requeued_on_expiry,
+            "lost_steps": s.lost_steps,
+            "resumed_steps": s.resumed_steps,
+            "stale_refused": s.stale_refused,
+        }
+
+    def close(self) -> None:
+        self.closed = True
+
+    def is_closed(self) -> bool:
+        return self.closed
+
+
+@ray.remote(max_restarts=0)
+class SpotExplorer:
+    def __init__(self, name: str, policy_dir: str, tasks: list[str], cache_dir: str, threads: int, version: int):
+        torch.set_num_threads(threads)
+        self.name = name
+        self.policy = load_policy(policy_dir).eval()
+        self.table = reward_table([make_task(t, Path(cache_dir)) for t in tasks])
+        self.version = version
+
+    def serve(self, queue: Any, noise_level: float) -> str:
+        """Pull and run jobs until the queue closes ("closed") or a notice arrives ("noticed")."""
+        while True:
+            lease = ray.get(queue.pull.remote(self.name))
+            if lease is None:
+                if ray.get(queue.is_closed.remote()):
+                    return "closed"
+                time.sleep(POLL_S)
+                continue
+            self._use_version(queue, lease.job.version)
+            job = lease.job
+            state = lease.progress
+            if state is None:
+                prompts = [job.prompt] * len(job.seeds)
+                state = start(self.policy, prompts, list(job.seeds), job.steps, noise_level, job.version)
+            beat = Beat.OK
+            while not state.finished:
+                advance(self.policy, state, 1)
+                if state.finished:
+                    break
+                beat = ray.get(queue.heartbeat.remote(job.job_id, lease.token, state.step))
+                if beat is not Beat.OK:
+                    break
+            if beat is Beat.NOTICE:
+                ray.get(queue.commit.remote(job.job_id, lease.token, state, state.step))
+                return "noticed"
+            if beat is Beat.LOST:
+                continue
+            rewards = score(self.table, state.prompts, to_images(state.x))
+            result = {"rewards": rewards, "version": job.version, "images": len(rewards), "worker": self.name}
+            ray.get(queue.complete.remote(job.job_id, lease.token, result))
+
+    def _use_version(self, queue: Any, version: int) -> None:
+        if version == self.version:
+            return
+        wrapped = ray.get(queue.weights_of.remote(version))
+        if wrapped is None:
+            raise RuntimeError(f"{self.name}: no weights of version {version} in the queue")
+        self.policy.transformer.load_state_dict(ray.get(wrapped[0]))
+        self.version = version
+
+
+@dataclass
+class _Node:
+    slot: int
+    name: str
+    node: Any
+    worker: Any
+    serving: Any
+    up_at: float
+    down_at: float | None = None
+
+
+@dataclass
+class FleetLog:
+    """What happened, with times relative to the fleet's start (the recovery timeline of docs/spot.md)."""
+
+    events: list[tuple[float, str, str]] = field(default_factory=list)
+    node_seconds: dict[str, float] = field(default_factory=dict)
+
+
+class SpotFleet:
+    """One pull worker per spot slot on its own Ray node, and the injector thread that preempts them."""
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        spot_resource: str,
+        slots: int,
+        schedule: list[Preemption],
+        replacement_s: float,
+        lease_s: float,
+        worker_args: tuple[str, list[str], str, int],
+        version: int,
+        noise_level: float,
+    ):
+        self.cluster, self.spot_resource, self.slots = cluster, spot_resource, slots
+        self.schedule, self.replacement_s = schedule, replacement_s
+        self.worker_args, self.noise_level, self.version = worker_args, noise_level, version
+        self.start_version = version  # a joiner loads these weights from disk, then later versions from the queue
+        self.closed_at: float | None = None
+        self.queue = SpotQueue.options(num_cpus=0, resources={HEAD_RESOURCE: 1}).remote(lease_s)  # type: ignore[attr-defined]  # @ray.remote class
+        self.nodes: dict[int, _Node] = {}
+        self.generation = dict.fromkeys(range(slots), 0)
+        self.log = FleetLog()
+        self.lock = threading.Lock()
+        self.stop = threading.Event()
+        self.next_job = 0
+        self.due: list[tuple[float, int]] = []
+        self.t0 = time.monotonic()
+        for slot in range(slots):
+            self._add(slot)
+        up = time.monotonic()  # the schedule counts from when every first node is up: earlier joins are < 0
+        self.log.events = [(round(at - (up - self.t0), 3), what, who) for at, what, who in self.log.events]
+        self.t0 = up
+        self.injector = threading.Thread(target=self._inject, name="spot-injector", daemon=True)
+        self.injector.start()
+
+    def _event(self, what: str, who: str) -> None:
+        self.log.events.append((round(time.monotonic() - self.t0, 3), what, who))
+
+    def _add(self, slot: int) -> None:
+        gen = self.generation[slot]
+        name = f"spot{slot}-g{gen}"
+        node_resource = f"spot_node_{slot}_{gen}"
+        node = self.cluster.add_node(num_cpus=0, resources={self.spot_resource: 1, node_resource: 1})
+        policy_dir, tasks, cache, threads = self.worker_args
+        worker = SpotExplorer.options(num_cpus=0, resources={node_resource: 1}).remote(  # type: ignore[attr-defined]  # @ray.remote class
+            name, policy_dir, tasks, cache, threads, self.start_version
+        )
+        serving = worker.serve.remote(self.queue, self.noise_level)
+        with self.lock:
+            self.nodes[slot] = _Node(slot, name, node, worker, serving, time.monotonic())
+        self._event("join", name)
+
+    def _inject(self) -> None:
+        """The injector thread: notices and node removals on schedule; replacements are left to ``pump``.
+
+        ``Cluster.add_node`` installs signal handlers, which Python allows on the main thread only, so a
+        replacement is queued here, due ``replacement_s`` after the loss, and started by the driver's
+        thread at its next ``pump`` (the fleet pumps whenever the controller calls it, and every poll
+        while it waits for exploration): a replacement joins at least ``replacement_s`` after the loss.
+        """
+        for p in self.schedule:
+            if self.stop.wait(max(0.0, self.t0 + p.at_s - time.monotonic())):
+                return
+            self.preempt_and_replace_later(p.slot, p.notice_s)
+
+    def preempt_and_replace_later(self, slot: int, notice_s: float) -> None:
+        """One injected preemption, from any thread; the replacement is due ``replacement_s`` after the loss."""
+        if self.preempt(slot, notice_s):
+            with self.lock:
+                self.due.append((time.monotonic() + self.replacement_s, slot))
+
+    def pump(self) -> None:
+        """Start the replacements that are due (on the calling thread, which must be the main one)."""
+        now = time.monotonic()
+        with self.lock:
+            ready = [slot for at, slot in self.due if at <= now]
+            self.due = [(at, slot) for at, slot in self.due if at > now]
+        for slot in ready:
+            self.replace(slot)
+
+    def preempt(self, slot: int, notice_s: float) -> bool:
+        """Notice ``slot``'s worker (unless ``notice_s`` is 0), then remove its node; False if the slot is empty."""
+        with self.lock:
+            target = self.nodes.get(slot)
+        if target is None:
+            return False
+        if notice_s > 0:
+            ray.get(self.queue.notice.remote(target.name))
+            self._event(f"notice ({notice_s:g} s)", target.name)
+            self.stop.wait(notice_s)
+        self.cluster.remove_node(target.node, allow_graceful=False)
+        target.down_at = time.monotonic()
+        self.log.node_seconds[target.name] = target.down_at - target.up_at
+        with self.lock:
+            del self.nodes[slot]
+        self._event("preempted" if notice_s > 0 else "lost without notice", target.name)
+        return True
+
+    def replace(self, slot: int) -> None:
+        """A replacement node in ``slot``: a new worker that pulls like any other."""
+        self.generation[slot] += 1
+        self._add(slot)
+
+    # --- what the controller calls ---------------------------------------------------------------
+    def set_weights(self, weights: Any, version: int) -> None:
+        self.pump()
+        ray.get(self.queue.put_weights.remote(version, [weights]))
+        self.version = version
+
+    def launch(self, prompts: list[str], seeds: list[list[int]], steps: int, version: int) -> list[int]:
+        self.pump()
+        jobs = []
+        for prompt, s in zip(prompts, seeds, strict=True):
+            jobs.append(JobSpec(self.next_job, prompt, tuple(s), version, steps))
+            self.next_job += 1
+        ray.get(self.queue.submit.remote(jobs))
+        return [j.job_id for j in jobs]
+
+    def wait(self, job_ids: list[int]) -> dict[str, Any]:
+        """Block until every job is done (whoever did it), then the controller's exploration result."""
+        while (results := ray.get(self.queue.results.remote(job_ids))) is None:
+            self.pump()
+            self._raise_worker_errors()
+            time.sleep(POLL_S)
+        versions = {r["version"] for r in results}
+        if len(versions) != 1:
+            raise RuntimeError(f"one exploration round came back with weight versions {sorted(versions)}")
+        return {
+            "rewards": [r["rewards"] for r in results],
+            "version": versions.pop(),
+            "images": sum(r["images"] for r in results),
+        }
+
+    def _raise_worker_errors(self) -> None:
+        """A worker whose code failed would leave its jobs to expire forever: surface its error instead."""
+        with self.lock:
+            serving = [n.serving for n in self.nodes.values()]
+        if not serving:
+            return
+        done, _ = ray.wait(serving, num_returns=len(serving), timeout=0)
+        for ref in done:
+            try:
+                ray.get(ref)
+            except ray.exceptions.RayActorError:  # its node was removed: a preemption, not a bug
+                continue
+
+    def stats(self) -> dict[str, Any]:
+        out: dict[str, Any] = ray.get(self.queue.stats.remote())
+        now = self.closed_at or time.monotonic()
+        seconds = dict(self.log.node_seconds)
+        with self.lock:
+            for n in self.nodes.values():
+                seconds[n.name] = now - n.up_at
+        out.update(
+            spot_node_seconds=seconds,
+            preemptions=sum(1 for _, what, _ in self.log.events if what in ("preempted", "lost without notice")),
+            events=self.log.events,
+        )
+        return out
+
+    def close(self) -> None:
+        if self.closed_at is not None:
+            return
+        self.closed_at = time.monotonic()
+        self.stop.set()
+        self.injector.join(timeout=30)
+        ray.get(self.queue.close.remote())
+
+
+def spot_slots(cfg: T2IConfig) -> tuple[str, int]:
+    """The spot pool's Ray resource and its node count (one explorer per node)."""
+    pool = cfg.cluster.roles.explorer.pool
+    return pool_resource(pool, cfg.cluster.pools[pool]), cfg.cluster.pools[pool].count
+
+
+def preemption_schedule(cfg: T2IConfig) -> list[Preemption]:
+    """The trace named by ``spot.trace``, else preemptions drawn at ``spot.rate_per_hour`` (seeded by ``seed``)."""
+    sc, slots = cfg.spot, spot_slots(cfg)[1]
+    if sc.trace is None:
+        return at_rate(sc.rate_per_hour, slots, sc.horizon_s, sc.notice_s, sc.replacement_s, cfg.seed)
+    rows = read_yaml(sc.trace).get("preemptions")
+    if not isinstance(rows, list):
+        raise ConfigError(f"spot.trace {sc.trace}: needs a 'preemptions:' list of {{at_s, slot, notice_s}}")
+    try:
+        return from_trace(rows, slots)
+    except ValueError as err:
+        raise ConfigError(f"spot.trace {sc.trace}: {err}") from err
+
+
+def start_local_cluster(cfg: T2IConfig) -> Cluster:
+    """A head node with every non-spot pool (and the queue's resource); spot nodes are added by the fleet."""
+    spot_resource = spot_slots(cfg)[0]
+    resources = {pool_resource(n, p): float(p.count) for n, p in cfg.cluster.pools.items()}
+    resources.pop(spot_resource)
+    resources[HEAD_RESOURCE] = 1.0
+    return Cluster(
+        initialize_head=True,
+        head_node_args={"num_cpus": cfg.cluster.num_cpus or 1, "resources": resources, "include_dashboard": False},
+    )
+
+
+def cost_summary(cfg: T2IConfig, rl_wall_s: float, spot_node_seconds: dict[str, float]) -> dict[str, float]:
+    """USD of the run: trainer and sampler on demand for the RL time; explorers at the spot price per node-hour.
+
+    ``explorers_on_demand_usd`` prices the same explorer slots on demand for the whole RL time, which is
+    what exploration costs without spot capacity.
+    """
+    cat = load_catalogue(CATALOGUE)
+    pools, roles = cfg.cluster.pools, cfg.cluster.roles
+    hours = rl_wall_s / 3600.0
+    fixed = sum(
+        getattr(roles, r).units * cat.price_per_hour(pools[getattr(roles, r).pool].kind) for r in ("trainer", "sampler")
+    )
+    spot_pool = pools[roles.explorer.pool]
+    spot_hours = sum(spot_node_seconds.values()) / 3600.0
+    return {
+        "on_demand_roles_usd": fixed * hours,
+        "explorers_spot_usd": spot_hours * cat.price_per_hour(spot_pool.kind, spot=True),
+        "explorers_on_demand_usd": spot_pool.count * hours * cat.price_per_hour(spot_pool.kind),
+        "spot_node_hours": spot_hours,
+    }

@@ -1,0 +1,62 @@
+"""When spot nodes vanish: a preemption schedule from a trace, or drawn at a rate, with a notice period.
+
+A :class:`Preemption` says that spot node ``slot`` gets a notice at ``at_s`` seconds into the run and is
+gone ``notice_s`` later (``notice_s = 0``: no notice, it just vanishes); a replacement node comes up in
+the same slot ``replacement_s`` after the loss. A trace is a list of such rows (``configs/spot_trace.yaml``);
+the rate-based schedule draws exponential gaps per slot with a seeded RNG, so the same config gives the
+same schedule. The runtime that executes it is ``rollarc.diffusion.spot_fleet``.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, order=True)
+class Preemption:
+    at_s: float
+    slot: int
+    notice_s: float
+
+    def gone_s(self) -> float:
+        return self.at_s + self.notice_s
+
+
+def from_trace(rows: Sequence[Mapping[str, object]], slots: int) -> list[Preemption]:
+    """Trace rows ``{at_s, slot, notice_s}`` checked and sorted by time; a bad row names itself."""
+    out = []
+    for i, row in enumerate(rows):
+        unknown = set(row) - {"at_s", "slot", "notice_s"}
+        if unknown or "at_s" not in row or "slot" not in row:
+            raise ValueError(f"trace row {i} {dict(row)}: needs at_s and slot (and optional notice_s), nothing else")
+        at_s, slot, notice = row["at_s"], row["slot"], row.get("notice_s", 0.0)
+        if not isinstance(at_s, int | float) or not isinstance(slot, int) or not isinstance(notice, int | float):
+            raise ValueError(f"trace row {i} {dict(row)}: at_s and notice_s are numbers, slot an integer")
+        if not 0 <= slot < slots or at_s < 0 or notice < 0:
+            raise ValueError(f"trace row {i} {dict(row)}: slot must be in [0, {slots}), at_s and notice_s >= 0")
+        out.append(Preemption(float(at_s), slot, float(notice)))
+    return sorted(out)
+
+
+def at_rate(
+    rate_per_hour: float, slots: int, horizon_s: float, notice_s: float, replacement_s: float, seed: int
+) -> list[Preemption]:
+    """Poisson preemptions of each slot's *live* node (``rate_per_hour`` per node) up to ``horizon_s``.
+
+    A slot's next node only exists ``replacement_s`` after its loss, so gaps start from there.
+    """
+    if rate_per_hour <= 0:
+        return []
+    rng = random.Random(seed)
+    out = []
+    for slot in range(slots):
+        t = 0.0
+        while True:
+            t += rng.expovariate(rate_per_hour / 3600.0)
+            if t >= horizon_s:
+                break
+            out.append(Preemption(t, slot, notice_s))
+            t += notice_s + replacement_s
+    return sorted(out)
