@@ -79,6 +79,8 @@ class CoServingExecutor:
             "serving_requests": 0,
             "rollout_steps": 0,
             "rollout_tokens": 0,
+            "rollout_ms": 0,
+            "rollout_overruns": 0,
             "turns_done": 0,
             "pauses": 0,
             "preemptions": 0,
@@ -137,14 +139,26 @@ class CoServingExecutor:
             waiting_prefill_tokens=sum(len(r.prompt_ids) for r in waiting),
             oldest_wait_s=max(0.0, now - oldest),
             arrival_prefill_tokens=max(self._recent_prompts, default=0),
+            decoding=tuple(
+                (now - r.first_token_time, len(r.output_ids) - 1)
+                for r in scheduler.running
+                if r.first_token_time is not None
+            ),
         )
 
-    def capacity(self, now: float | None = None, limit: int = 256) -> int:
-        """Rollout sequences the guard would let decode together now (0 while serving is too busy)."""
+    def capacity(self, now: float | None = None, limit: int = 256, turn_tokens: int = 256) -> int:
+        """Rollout turns this worker can hold now: the decode batch the guard admits, bounded by memory.
+
+        0 while serving is too busy. ``turn_tokens``: the KV reservation assumed for a turn when none is here.
+        """
         if self.rollout is None:
             return 0
         state = self.serving_state(self.clock() if now is None else now)
+        held = [*self._running.values(), *self._queued]
         context = sum(len(t.resume_prompt) for t in self._running.values())
+        per_turn = self._rollout_reservation(held) // len(held) if held else turn_tokens
+        free = self.memory_tokens - self._serving_reservation() - self._rollout_reservation(held)
+        limit = min(limit, len(held) + max(0, free) // max(1, per_turn))
         best = 0
         for batch in range(1, limit + 1):
             step = StepShape(decodes=batch, context_tokens=context * batch // max(1, len(self._running)))
@@ -311,8 +325,11 @@ class CoServingExecutor:
             prefill_tokens=self.rollout.counters["prefill_tokens"] - before,
             context_tokens=context,
         )
+        predicted = self.rollout_model.predict(best)
         self.rollout_model.observe(shape, elapsed)
         self.counters["rollout_steps"] += 1
+        self.counters["rollout_ms"] += round(1000 * elapsed)
+        self.counters["rollout_overruns"] += elapsed > 1.5 * predicted + 0.002  # the guard's blind spot
         done = []
         for completion in finished:
             turn = self._running.pop(completion.request_id)

@@ -6,7 +6,9 @@ token of every serving request waiting, or arriving, while it runs, by up to ``r
 step only when, with that delay added, the predictions stay within the SLO minus a margin:
 
 - TPOT: ``s_decode + r <= (1 - margin) * tpot_p99_ms``, where ``s_decode`` is the predicted serving step
-  (its running decodes plus the prefills waiting), whenever serving has running requests;
+  (its running decodes plus the prefills waiting), whenever serving has running requests; and, since a
+  request's TPOT is the mean of its gaps, for every running request ``(elapsed + s_decode + r) / (n + 1)``
+  stays within the same budget (``elapsed``: seconds since its first token, ``n``: tokens since then);
 - TTFT: ``waited + r + s_prefill <= (1 - margin) * ttft_p99_ms`` for the oldest waiting serving request,
   and ``r + s_arrival <= (1 - margin) * ttft_p99_ms`` for one that arrives just as the step starts
   (``s_arrival``: the predicted prefill of the longest recent prompt).
@@ -32,6 +34,7 @@ class ServingState:
     waiting_prefill_tokens: int
     oldest_wait_s: float  # how long the oldest waiting request has waited (0 if none)
     arrival_prefill_tokens: int  # prompt length to budget for a request that arrives now
+    decoding: tuple[tuple[float, int], ...] = ()  # per running request: (s since its first token, tokens since)
 
 
 @dataclass(frozen=True)
@@ -62,6 +65,10 @@ def judge(
     ttft_budget = (1.0 - margin) * ttft_ms / 1000.0
     tpot_budget = (1.0 - margin) * tpot_ms / 1000.0
     if serving.running and s + r > tpot_budget:
+        return Verdict(False, "tpot", r, s)
+    # a request's TPOT is its mean gap: one whose earlier gaps (serving's own prefills) used up the slack
+    # must not be handed a long one now
+    if any((elapsed + s + r) / (tokens + 1) > tpot_budget for elapsed, tokens in serving.decoding):
         return Verdict(False, "tpot", r, s)
     if serving.waiting and serving.oldest_wait_s + r + s > ttft_budget:
         return Verdict(False, "ttft_waiting", r, s)

@@ -190,3 +190,13 @@ def test_scheduler_lost_worker_requeues_its_turns() -> None:
     assert list(s.queue) == [("t1.0", "t1"), ("t2.0", "t2")]
     s.complete("t0.0")
     assert [(a.turn_id, a.worker) for a in s.dispatch()] == [("t1.0", "ded")]
+
+
+def test_guard_protects_a_request_whose_earlier_gaps_used_its_tpot_slack() -> None:
+    serving = _linear(0.004, 0.0)
+    rollout = _linear(0.002, 0.0)
+    fresh = ServingState(1, 0, 0, 0, 0.0, 0, decoding=((0.010, 1),))  # 10 ms over 1 gap: 5 ms per gap so far
+    late = ServingState(1, 0, 0, 0, 0.0, 0, decoding=((0.030, 1),))  # 30 ms over 1 gap: slow prefills ate slack
+    # step 4 ms + rollout 4 ms = 8 ms <= 16 ms; mean gap (10 + 8) / 2 = 9 ms vs (30 + 8) / 2 = 19 ms > 16 ms
+    assert judge(StepShape(2), fresh, serving, rollout, 1000, 20, 0.2).admit
+    assert judge(StepShape(2), late, serving, rollout, 1000, 20, 0.2).reason == "tpot"
