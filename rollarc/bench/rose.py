@@ -25,6 +25,7 @@ from rollarc.bench.weightsync import real_updates
 from rollarc.configio import load_config
 from rollarc.rose.config import RoseConfig
 from rollarc.rose.harness import Mode, SetupResult, run_setup
+from rollarc.rose.sites import bytes_per_hop, cross_site_bytes, plan_hops
 from rollarc.rose.slo import summarize
 from rollarc.rose.trace import TraceRequest, read_trace, scale, synthetic_trace
 
@@ -36,12 +37,18 @@ def load_trace(path: str | None, seed: int) -> list[TraceRequest]:
     return synthetic_trace(3600.0, 5.5, seed=seed, burst_every_s=300.0, burst_len_s=60.0, burst_factor=3.0)
 
 
-def cross_site_bytes_ratio(borrowed_workers: int, quick: bool) -> tuple[float, int, int]:
-    """(ratio, delta bytes per version, full bytes per version) for one borrowed site of ``borrowed_workers``."""
+def cross_site_bytes_ratio(borrowed_workers: int, quick: bool) -> tuple[float, int, int, dict[str, int]]:
+    """(ratio, delta bytes, full bytes, bytes per hop) of one version sent to one borrowed site.
+
+    The ratio is the bytes crossing into the borrowed site (one sparse delta, fanned out inside the site by
+    the relay's tree) over full bf16 copies sent to each of the ``borrowed_workers``.
+    """
     steps = 2 if quick else 4
     r = real_updates(1e-6, 2 if quick else 5, steps)
-    delta, full = r.delta_bytes / steps, r.full_bytes / steps
-    return delta / (full * borrowed_workers), int(delta), int(full)
+    delta, full = r.delta_bytes // steps, r.full_bytes // steps
+    sites = {"train": ["ded0"], "serving": [f"borrowed{i}" for i in range(borrowed_workers)]}
+    hops = plan_hops(sites, "train", delta, full)
+    return cross_site_bytes(hops) / (full * borrowed_workers), delta, full, bytes_per_hop(hops)
 
 
 def one_load(rose: RoseConfig, trace: list[TraceRequest], time_scale: float) -> dict[str, Any]:
@@ -86,6 +93,8 @@ def one_load(rose: RoseConfig, trace: list[TraceRequest], time_scale: float) -> 
         "tpot_p99_ms_coserving": coserving["tpot_p99_ms"],
         "preemptions": serve_counters["preemptions"],
         "pauses": serve_counters["pauses"],
+        "borrowed_rollout_steps": serve_counters["rollout_steps"],
+        "rollout_overruns": serve_counters["rollout_overruns"],  # steps > 1.5x their prediction (+2 ms)
         "migrations": harvest.scheduler["migrations"],
         "borrowed_turns": serve_counters["turns_done"],
         # within the harvest run alone (immune to load drift between runs): all turns / the dedicated worker's
@@ -176,7 +185,7 @@ def main(argv: list[str]) -> int:
     )
     trace = load_trace(args.trace, seed=0)
     curve = [one_load(rose, trace, s) for s in scales]
-    ratio, delta, full = cross_site_bytes_ratio(1, args.quick)
+    ratio, delta, full, hops = cross_site_bytes_ratio(1, args.quick)
     main_point = curve[0]
     result = {
         key: main_point[key]
@@ -199,6 +208,7 @@ def main(argv: list[str]) -> int:
         ),
         delta_bytes_per_version=delta,
         full_bytes_per_version=full,
+        bytes_per_hop=hops,
         slo={"ttft_p99_ms": rose.slo.ttft_p99_ms, "tpot_p99_ms": rose.slo.tpot_p99_ms},
         trace=Path(args.trace).name if args.trace else "synthetic",
         curve=[{k: v for k, v in c.items() if k != "pinned"} for c in curve],

@@ -10,6 +10,7 @@ import pytest
 from rollarc.rose.guard import ServingState, judge
 from rollarc.rose.harvest import HarvestScheduler
 from rollarc.rose.latency_model import StepLatencyModel, StepShape, solve
+from rollarc.rose.sites import bytes_per_hop, cross_site_bytes, plan_hops
 from rollarc.rose.slo import RequestTiming, SLOConfig, attains, percentile, summarize
 from rollarc.rose.trace import TraceError, TraceRequest, parse_rows, read_trace, scale, synthetic_trace, write_trace
 
@@ -200,3 +201,17 @@ def test_guard_protects_a_request_whose_earlier_gaps_used_its_tpot_slack() -> No
     # step 4 ms + rollout 4 ms = 8 ms <= 16 ms; mean gap (10 + 8) / 2 = 9 ms vs (30 + 8) / 2 = 19 ms > 16 ms
     assert judge(StepShape(2), fresh, serving, rollout, 1000, 20, 0.2).admit
     assert judge(StepShape(2), late, serving, rollout, 1000, 20, 0.2).reason == "tpot"
+
+
+# ------------------------------------------------------------------ cross-site hops
+
+
+def test_one_delta_crosses_into_each_site_and_fans_out_inside() -> None:
+    sites = {"train": ["ded0"], "serving": ["b0", "b1", "b2"]}
+    hops = plan_hops(sites, "train", delta_bytes=100, full_bytes=10_000)
+    # origin->ded0 stays in the training site; origin->b0 crosses once; b0 fans out to b1 and b2 (tree, fanout 2)
+    assert bytes_per_hop(hops) == {"origin->ded0": 100, "origin->b0": 100, "b0->b1": 100, "b0->b2": 100}
+    assert cross_site_bytes(hops) == 100  # vs 3 x 10_000 for full copies sent to every borrowed worker
+    behind = plan_hops(sites, "train", 100, 10_000, behind=frozenset({"b0"}))
+    assert bytes_per_hop(behind) == {"origin->ded0": 100, "origin->b1": 100, "b1->b2": 100, "origin->b0": 10_000}
+    assert cross_site_bytes(behind) == 10_100 and [h.full for h in behind].count(True) == 1
