@@ -8,8 +8,8 @@ Set-ups (all on the same cores: the serving worker on ``serving_cores``, the ded
 - ``harvest``: the serving worker is a co-serving worker that also takes rollout turns whenever the SLO
   guard says it has headroom; the elastic scheduler routes turns between it and the dedicated worker.
 
-Rollout throughput counts trajectories whose last turn finished while the trace was being replayed
-(from ``go`` to the last serving request's completion).
+Rollout throughput counts the turns finished while the trace was being replayed (from ``go`` to the last
+serving request's completion), in trajectory-equivalents (turns / turns per trajectory) per second.
 """
 
 from __future__ import annotations
@@ -46,7 +46,9 @@ class RolloutShape:
 class SetupResult:
     mode: Mode
     window_s: float
-    trajectories: int
+    trajectories: int  # whole trajectories finished in the window
+    turns: int  # turns finished in the window
+    turns_per_trajectory: int
     timings: list[RequestTiming]
     counters: dict[str, dict[str, int]]
     scheduler: dict[str, int]
@@ -56,7 +58,11 @@ class SetupResult:
 
     @property
     def traj_per_s(self) -> float:
-        return self.trajectories / self.window_s if self.window_s > 0 else 0.0
+        """Trajectory-equivalents per second: turns finished / turns per trajectory / window.
+
+        Counting whole trajectories would quantise a short window (none finishes before its last turn).
+        """
+        return self.turns / self.turns_per_trajectory / self.window_s if self.window_s > 0 else 0.0
 
 
 class _Trajectories:
@@ -155,6 +161,7 @@ def _drive(
     start = time.perf_counter()
     window: float | None = None
     finished = 0
+    turns_done = 0
     versions_ok = True
     no_headroom_since: float | None = None
     withdrawing = False
@@ -172,6 +179,7 @@ def _drive(
                 kind = message[0]
                 if kind == "done":
                     done: Turn = message[1]
+                    turns_done += 1
                     scheduler.complete(done.turn_id)
                     del turns[done.turn_id]
                     versions_ok &= len(done.token_versions) == len(done.output_ids) == done.max_tokens
@@ -217,6 +225,8 @@ def _drive(
         mode=mode,
         window_s=window,
         trajectories=finished,
+        turns=turns_done,
+        turns_per_trajectory=shape.turns,
         timings=timings,
         counters={name: r["counters"] for name, r in results.items()},
         scheduler=dict(scheduler.counters),

@@ -20,11 +20,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from rollarc.configio import ConfigError
+
 HEADER = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
 
 
-class TraceError(ValueError):
-    """A trace file that cannot be read: the message names the file, the row and the fix."""
+class TraceError(ConfigError):
+    """A trace file that cannot be read: the message names the file, the row and the fix (a ValueError)."""
 
 
 @dataclass(frozen=True)
