@@ -60,12 +60,13 @@ def main(argv: list[str]) -> int:
     )
     result = run_setup("alone", rose, window)
     if args.out:
+        origin = min((t.arrival_s for t in result.timings), default=0.0)
         with Path(args.out).open("w") as handle:
-            for t in result.timings:
+            for t in sorted(result.timings, key=lambda t: t.arrival_s):
                 handle.write(
                     json.dumps(
                         {
-                            "arrival_s": t.arrival_s,
+                            "arrival_s": t.arrival_s - origin,
                             "ttft_ms": t.ttft_ms,
                             "tpot_ms": t.tpot_ms,
                             "output_tokens": t.output_tokens,
