@@ -28,6 +28,7 @@ BENCHMARKS = {
     "chaos": "training through env failures and killed workers vs a clean run",
     "spotlight": "t2i Flow-GRPO: stale-weight seed exploration (+ bandit) vs random seeds",
     "spot": "preemption: pull scheduler vs push, elastic SP regroup vs cold restart, spot cost",
+    "rose": "rollouts on dedicated plus borrowed serving capacity vs dedicated only, serving SLO kept",
 }
 
 
@@ -181,6 +182,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("rest", nargs=argparse.REMAINDER)
     p.set_defaults(func=lambda a: _passthrough("rollarc.serve.app")(a.rest))
 
+    p = sub.add_parser(
+        "loadgen",
+        help="replay a serving trace, record TTFT/TPOT and SLO attainment (rollarc loadgen --trace FILE)",
+        add_help=False,
+    )
+    p.add_argument("rest", nargs=argparse.REMAINDER)
+    p.set_defaults(func=lambda a: _passthrough("rollarc.rose.loadgen")(a.rest))
+
     p = sub.add_parser("simulate", help="discrete-event simulation of a cluster", add_help=False)
     p.add_argument("rest", nargs=argparse.REMAINDER)
     p.set_defaults(func=lambda a: _passthrough("rollarc.sim.cli")(a.rest))
@@ -192,6 +201,7 @@ PASSTHROUGH = {
     "simulate": "rollarc.sim.cli",
     "reward": "rollarc.reward_cli",
     "serve": "rollarc.serve.app",
+    "loadgen": "rollarc.rose.loadgen",
 }
 
 

@@ -176,6 +176,11 @@ class LLMEngine:
         self._done.append(self._finish(request, "abort"))
         return True
 
+    def take_finished(self) -> list[Completion]:
+        """The completions finished outside ``step()`` (aborts, rejections), now, without running a step."""
+        finished, self._done = self._done, []
+        return finished
+
     def has_unfinished(self) -> bool:
         return bool(self._requests) or bool(self._done)
 

@@ -30,7 +30,7 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("agent", {"agent"}),
     ("rewards", {"rewards"}),
     ("config", {"config"}),
-    ("train-and-plan", {"cluster", "sim", "train"}),
+    ("train-and-plan", {"cluster", "sim", "train", "rose"}),
     ("diffusion", {"diffusion"}),
     ("runtime", {"runtime"}),
     ("entry", {"cli", "reward_cli", "config_docs", "bench"}),

@@ -1,0 +1,221 @@
+"""``rollarc bench rose``: rollouts on dedicated workers only vs dedicated plus borrowed co-serving capacity.
+
+Three set-ups on the same cores (serving worker on ``serving_cores``, dedicated rollout on ``rollout_cores``),
+each replaying the same trace against the serving model S:
+
+- **serving alone**: the SLO attainment and p99 TTFT the serving worker reaches by itself;
+- **dedicated only**: multi-turn rollouts of the policy R on the dedicated worker; trajectories per second;
+- **dedicated + borrowed**: the serving worker also runs R's turns whenever the SLO guard lets it (ROSE).
+
+``speedup_harvest`` = trajectories/s with borrowing / without. ``slo_attainment_coserving`` must stay within
+0.005 of ``slo_attainment_alone``. The curve repeats the comparison at several trace time scales (heavier
+load to the right). ``cross_site_bytes_ratio``: bytes that cross into the borrowed site per policy version
+(one sparse bf16 delta of a real tiny-policy AdamW step, fanned out inside the site) over full bf16 copies
+sent to each borrowed worker.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from rollarc.bench.report_file import add_docs_flag, emit_json, markdown_table, publish
+from rollarc.bench.weightsync import real_updates
+from rollarc.configio import load_config
+from rollarc.rose.config import RoseConfig
+from rollarc.rose.harness import Mode, SetupResult, run_setup
+from rollarc.rose.sites import bytes_per_hop, cross_site_bytes, plan_hops
+from rollarc.rose.slo import summarize
+from rollarc.rose.trace import TraceRequest, read_trace, scale, synthetic_trace
+
+
+def load_trace(path: str | None, seed: int) -> list[TraceRequest]:
+    """The trace file, or (none given) an hour of synthetic traffic shaped like the Azure conversation trace."""
+    if path is not None:
+        return read_trace(path)
+    return synthetic_trace(3600.0, 5.5, seed=seed, burst_every_s=300.0, burst_len_s=60.0, burst_factor=3.0)
+
+
+def cross_site_bytes_ratio(borrowed_workers: int, quick: bool) -> tuple[float, int, int, dict[str, int]]:
+    """(ratio, delta bytes, full bytes, bytes per hop) of one version sent to one borrowed site.
+
+    The ratio is the bytes crossing into the borrowed site (one sparse delta, fanned out inside the site by
+    the relay's tree) over full bf16 copies sent to each of the ``borrowed_workers``.
+    """
+    steps = 2 if quick else 4
+    r = real_updates(1e-6, 2 if quick else 5, steps)
+    delta, full = r.delta_bytes // steps, r.full_bytes // steps
+    sites = {"train": ["ded0"], "serving": [f"borrowed{i}" for i in range(borrowed_workers)]}
+    hops = plan_hops(sites, "train", delta, full)
+    return cross_site_bytes(hops) / (full * borrowed_workers), delta, full, bytes_per_hop(hops)
+
+
+def one_load(rose: RoseConfig, trace: list[TraceRequest], time_scale: float) -> dict[str, Any]:
+    replay = rose.replay
+    scaled = scale(
+        trace,
+        time_scale,
+        replay.token_scale,
+        max_prompt_tokens=replay.max_prompt_tokens,
+        max_output_tokens=replay.max_output_tokens,
+    )
+    window = [
+        TraceRequest(r.arrival_s - replay.offset_s, r.prompt_tokens, r.output_tokens)
+        for r in scaled
+        if replay.offset_s <= r.arrival_s <= replay.offset_s + replay.duration_s
+    ]
+    if not window:
+        raise ValueError(f"no requests in the trace window offset_s={replay.offset_s} duration_s={replay.duration_s}")
+    runs: dict[str, SetupResult] = {}
+    modes: tuple[Mode, ...] = ("alone", "dedicated", "harvest")
+    for mode in modes:
+        print(f"time scale {time_scale:g}: {mode} ({len(window)} serving requests)", flush=True)
+        runs[mode] = run_setup(mode, rose, window)
+    alone = summarize(runs["alone"].timings, rose.slo)
+    dedicated = summarize(runs["dedicated"].timings, rose.slo)
+    coserving = summarize(runs["harvest"].timings, rose.slo)
+    harvest = runs["harvest"]
+    serve_counters = harvest.counters["serve"]
+    row = {
+        "time_scale": time_scale,
+        "requests": len(window),
+        "requests_per_s": len(window) / replay.duration_s,
+        "rollout_traj_s_dedicated": runs["dedicated"].traj_per_s,
+        "rollout_traj_s_harvest": harvest.traj_per_s,
+        "speedup_harvest": harvest.traj_per_s / runs["dedicated"].traj_per_s if runs["dedicated"].traj_per_s else 0.0,
+        "slo_attainment_alone": alone["slo_attainment"],
+        "slo_attainment_dedicated_setup": dedicated["slo_attainment"],
+        "slo_attainment_coserving": coserving["slo_attainment"],
+        "ttft_p99_ms_alone": alone["ttft_p99_ms"],
+        "ttft_p99_ms_coserving": coserving["ttft_p99_ms"],
+        "tpot_p99_ms_alone": alone["tpot_p99_ms"],
+        "tpot_p99_ms_coserving": coserving["tpot_p99_ms"],
+        "preemptions": serve_counters["preemptions"],
+        "pauses": serve_counters["pauses"],
+        "borrowed_rollout_steps": serve_counters["rollout_steps"],
+        "rollout_overruns": serve_counters["rollout_overruns"],  # steps > 1.5x their prediction (+2 ms)
+        "migrations": harvest.scheduler["migrations"],
+        "borrowed_turns": serve_counters["turns_done"],
+        # within the harvest run alone (immune to load drift between runs): all turns / the dedicated worker's
+        "speedup_within_run": (serve_counters["turns_done"] + harvest.counters["ded"]["turns_done"])
+        / max(1, harvest.counters["ded"]["turns_done"]),
+        "affinity_hits": harvest.scheduler["affinity_hits"],
+        "affinity_misses": harvest.scheduler["affinity_misses"],
+        "versions_kept": harvest.turn_versions_ok and runs["dedicated"].turn_versions_ok,
+        "pinned": harvest.pinned,
+    }
+    print(
+        f"  {row['rollout_traj_s_dedicated']:.2f} -> {row['rollout_traj_s_harvest']:.2f} traj/s "
+        f"({row['speedup_harvest']:.2f}x); SLO attainment {row['slo_attainment_alone']:.3f} alone, "
+        f"{row['slo_attainment_coserving']:.3f} co-serving; preemptions {row['preemptions']}, pauses {row['pauses']}, "
+        f"borrowed share {row['speedup_within_run']:.2f}x within the harvest run",
+        flush=True,
+    )
+    return row
+
+
+def docs_body(result: dict[str, Any], curve: list[dict[str, Any]]) -> str:
+    rows = [
+        [
+            c["time_scale"],
+            c["requests_per_s"],
+            c["rollout_traj_s_dedicated"],
+            c["rollout_traj_s_harvest"],
+            c["speedup_harvest"],
+            c["speedup_within_run"],
+            c["slo_attainment_alone"],
+            c["slo_attainment_coserving"],
+            c["ttft_p99_ms_alone"],
+            c["ttft_p99_ms_coserving"],
+            c["preemptions"],
+        ]
+        for c in curve
+    ]
+    table = markdown_table(
+        [
+            "time scale",
+            "req/s",
+            "traj/s dedicated",
+            "traj/s harvest",
+            "speed-up",
+            "all turns / dedicated turns (harvest run)",
+            "SLO alone",
+            "SLO co-serving",
+            "TTFT p99 alone (ms)",
+            "TTFT p99 co-serving (ms)",
+            "preemptions",
+        ],
+        rows,
+    )
+    return (
+        f"{table}\n\nCross-site bytes per version, one sparse delta vs full copies: "
+        f"{result['cross_site_bytes_ratio']:.4f}. Measured on a shared, loaded 2-core machine: ratios within one run "
+        "are meaningful, absolute times are not. See docs/rose.md.\n"
+    )
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="rollarc bench rose", description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="one load point, 8 s of trace (a few minutes)")
+    parser.add_argument("--json", action="store_true", help="accepted; the JSON line is always printed last")
+    parser.add_argument(
+        "--trace", default=None, help="trace CSV (TIMESTAMP,ContextTokens,GeneratedTokens); default: a synthetic trace"
+    )
+    parser.add_argument("--config", default=None, help="YAML with the ROSE settings (slo:, serving:, replay:, ...)")
+    parser.add_argument("overrides", nargs="*", help="dotted key=value overrides, e.g. slo.ttft_p99_ms=1500")
+    parser.add_argument(
+        "--time-scales",
+        default=None,
+        help="comma-separated trace time scales for the curve "
+        "(default: replay.time_scale; full runs add half and twice it)",
+    )
+    add_docs_flag(parser)
+    args = parser.parse_args(argv)
+    rose = load_config(RoseConfig, Path(args.config) if args.config else None, args.overrides)
+    if args.quick:
+        rose = rose.model_copy(update={"replay": rose.replay.model_copy(update={"duration_s": 8.0})})
+    base = rose.replay.time_scale
+    scales = (
+        [float(s) for s in args.time_scales.split(",")]
+        if args.time_scales
+        else [base]
+        if args.quick
+        else [base, base / 2, base * 2]
+    )
+    trace = load_trace(args.trace, seed=0)
+    curve = [one_load(rose, trace, s) for s in scales]
+    ratio, delta, full, hops = cross_site_bytes_ratio(1, args.quick)
+    main_point = curve[0]
+    result = {
+        key: main_point[key]
+        for key in (
+            "rollout_traj_s_dedicated",
+            "rollout_traj_s_harvest",
+            "speedup_harvest",
+            "slo_attainment_alone",
+            "slo_attainment_coserving",
+            "ttft_p99_ms_alone",
+            "ttft_p99_ms_coserving",
+            "preemptions",
+        )
+    }
+    result["cross_site_bytes_ratio"] = ratio
+    result.update(
+        goal_met=bool(
+            main_point["speedup_harvest"] >= 1.3
+            and main_point["slo_attainment_coserving"] >= main_point["slo_attainment_alone"] - 0.005
+        ),
+        delta_bytes_per_version=delta,
+        full_bytes_per_version=full,
+        bytes_per_hop=hops,
+        slo={"ttft_p99_ms": rose.slo.ttft_p99_ms, "tpot_p99_ms": rose.slo.tpot_p99_ms},
+        trace=Path(args.trace).name if args.trace else "synthetic",
+        curve=[{k: v for k, v in c.items() if k != "pinned"} for c in curve],
+        pinned=main_point["pinned"],
+    )
+    publish(
+        "rose", docs_body(result, curve), result, "rollarc bench rose --json", quick=args.quick, no_docs=args.no_docs
+    )
+    emit_json(result)
+    return 0

@@ -1,0 +1,343 @@
+"""The co-serving executor: one worker runs the serving engine S and a rollout engine R, serving first.
+
+Each :meth:`CoServingExecutor.poll`:
+
+1. admits every serving request that has arrived (all of them: serving is never refused);
+2. runs one serving step if serving has work, and feeds its measured time to the serving latency model;
+3. enforces the shared memory budget: serving's KV reservation (prompt + max output of every serving
+   request) plus rollout's must fit ``memory_tokens``; when it does not, rollout turns are **preempted**
+   (newest first): aborted in R with their KV kept in R's prefix cache under the trajectory id, and queued
+   again with their partial output;
+4. picks the largest rollout step (running decodes plus queued turns admitted, in order) that the SLO guard
+   (:mod:`rollarc.rose.guard`) admits; if not even the running decodes are admitted, rollout **pauses**
+   (its KV stays where it is) until serving calms down;
+5. runs that rollout step and feeds its time to the rollout latency model.
+
+:meth:`withdraw` hands every rollout turn back, with its partial output, for migration to another worker
+(the elastic scheduler re-routes it; the new worker re-prefills it). :meth:`capacity` is the number of rollout
+sequences the guard would let decode now: the headroom the elastic scheduler provisions from.
+
+Memory is a logical token budget: S and R each preallocate their own KV slots; the budget decides how
+many of R's are used. R's prefix cache (``prefix_cache_tokens``) is outside it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from rollarc.engine.engine import LLMEngine
+from rollarc.engine.types import Completion, SamplingParams
+from rollarc.rose.guard import ServingState, Verdict, judge
+from rollarc.rose.latency_model import StepLatencyModel, StepShape
+from rollarc.rose.slo import RequestTiming, SLOConfig
+from rollarc.rose.turns import Turn
+
+
+@dataclass(frozen=True)
+class ServingRequest:
+    request_id: str
+    arrival_s: float  # on the executor's clock
+    prompt_ids: list[int]
+    max_tokens: int
+
+
+@dataclass
+class PollResult:
+    served: list[RequestTiming] = field(default_factory=list)
+    turns: list[Turn] = field(default_factory=list)
+    worked: bool = False
+
+
+class CoServingExecutor:
+    def __init__(
+        self,
+        serving: LLMEngine | None,
+        rollout: LLMEngine | None,
+        slo: SLOConfig,
+        *,
+        margin: float = 0.2,
+        memory_tokens: int = 1 << 30,
+        name: str = "coserve",
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
+        if not 0.0 <= margin < 1.0:
+            raise ValueError(f"margin must be in [0, 1), got {margin}")
+        self.serving, self.rollout, self.slo = serving, rollout, slo
+        self.margin, self.memory_tokens, self.name, self.clock = margin, memory_tokens, name, clock
+        self.serving_model = StepLatencyModel()
+        self.rollout_model = StepLatencyModel()
+        self._arrivals: deque[ServingRequest] = deque()  # not yet arrived (sorted by arrival)
+        self._serving: dict[str, ServingRequest] = {}  # admitted to S, unfinished
+        self._queued: deque[Turn] = deque()  # rollout turns waiting for a guarded step
+        self._running: dict[str, Turn] = {}  # request id in R -> turn
+        self._recent_prompts: deque[int] = deque(maxlen=64)
+        self.counters: dict[str, int] = {
+            "serving_steps": 0,
+            "serving_requests": 0,
+            "rollout_steps": 0,
+            "rollout_tokens": 0,
+            "rollout_ms": 0,
+            "rollout_overruns": 0,
+            "turns_done": 0,
+            "pauses": 0,
+            "preemptions": 0,
+            "withdrawn": 0,
+            "refused_tpot": 0,
+            "refused_ttft_waiting": 0,
+            "refused_ttft_arrival": 0,
+        }
+
+    # ------------------------------------------------------------------ inputs
+    def submit_serving(self, request: ServingRequest) -> None:
+        """Queue a serving request that will arrive at ``request.arrival_s`` (in arrival order)."""
+        if self.serving is None:
+            raise ValueError(f"{self.name} has no serving engine: it runs rollouts only")
+        if self._arrivals and request.arrival_s < self._arrivals[-1].arrival_s:
+            raise ValueError("serving requests must be submitted in arrival order")
+        self._arrivals.append(request)
+
+    def submit_turn(self, turn: Turn) -> None:
+        if self.rollout is None:
+            raise ValueError(f"{self.name} has no rollout engine: it serves only")
+        turn.workers.append(self.name)
+        self._queued.append(turn)
+
+    def withdraw(self) -> list[Turn]:
+        """Stop all rollout work here and hand every turn back with its progress (for migration)."""
+        self._abort_running(list(self._running))
+        turns = list(self._queued)
+        self._queued.clear()
+        for turn in turns:
+            turn.migrations += 1
+        self.counters["withdrawn"] += len(turns)
+        return turns
+
+    # ------------------------------------------------------------------ state
+    @property
+    def rollout_turns(self) -> int:
+        return len(self._queued) + len(self._running)
+
+    def serving_idle(self) -> bool:
+        return not self._serving and not self._arrivals
+
+    def next_arrival_s(self) -> float | None:
+        return self._arrivals[0].arrival_s if self._arrivals else None
+
+    def serving_state(self, now: float) -> ServingState:
+        if self.serving is None:
+            return ServingState(0, 0, 0, 0, 0.0, 0)
+        scheduler = self.serving.scheduler
+        waiting = list(scheduler.waiting)
+        oldest = min((self._serving[r.request_id].arrival_s for r in waiting), default=now)
+        return ServingState(
+            running=len(scheduler.running),
+            context_tokens=sum(r.num_tokens for r in scheduler.running),
+            waiting=len(waiting),
+            waiting_prefill_tokens=sum(len(r.prompt_ids) for r in waiting),
+            oldest_wait_s=max(0.0, now - oldest),
+            arrival_prefill_tokens=max(self._recent_prompts, default=0),
+            decoding=tuple(
+                (now - r.first_token_time, len(r.output_ids) - 1)
+                for r in scheduler.running
+                if r.first_token_time is not None
+            ),
+        )
+
+    def capacity(self, now: float | None = None, limit: int = 256, turn_tokens: int = 256) -> int:
+        """Rollout turns this worker can hold now: the decode batch the guard admits, bounded by memory.
+
+        0 while serving is too busy. ``turn_tokens``: the KV reservation assumed for a turn when none is here.
+        """
+        if self.rollout is None:
+            return 0
+        state = self.serving_state(self.clock() if now is None else now)
+        held = [*self._running.values(), *self._queued]
+        context = sum(len(t.resume_prompt) for t in self._running.values())
+        per_turn = self._rollout_reservation(held) // len(held) if held else turn_tokens
+        free = self.memory_tokens - self._serving_reservation() - self._rollout_reservation(held)
+        limit = min(limit, len(held) + max(0, free) // max(1, per_turn))
+        best = 0
+        for batch in range(1, limit + 1):
+            step = StepShape(decodes=batch, context_tokens=context * batch // max(1, len(self._running)))
+            if not self._judge(step, state).admit:
+                break
+            best = batch
+        return best
+
+    # ------------------------------------------------------------------ the loop
+    def poll(self) -> PollResult:
+        """One iteration: admit arrivals, one serving step, then at most one guarded rollout step."""
+        result = PollResult()
+        now = self.clock()
+        while self.serving is not None and self._arrivals and self._arrivals[0].arrival_s <= now:
+            request = self._arrivals.popleft()
+            self.serving.add_request(
+                request.prompt_ids,
+                SamplingParams(temperature=0.0, max_tokens=request.max_tokens, ignore_eos=True),
+                request_id=request.request_id,
+            )
+            self._serving[request.request_id] = request
+            self._recent_prompts.append(len(request.prompt_ids))
+            self.counters["serving_requests"] += 1
+        if self.serving is not None and self.serving.has_unfinished():
+            result.served = self._serving_step()
+            result.worked = True
+        if self.rollout is not None and (self._running or self._queued):
+            self._enforce_memory()
+            result.turns = self._rollout_step()
+            result.worked = result.worked or bool(result.turns) or self._stepped
+        return result
+
+    def _serving_step(self) -> list[RequestTiming]:
+        assert self.serving is not None
+        scheduler = self.serving.scheduler
+        shape_before = (
+            len(scheduler.running),
+            sum(r.num_tokens for r in scheduler.running),
+            self.serving.counters["prefill_tokens"],
+        )
+        start = self.clock()
+        finished = self.serving.step()
+        elapsed = self.clock() - start
+        shape = StepShape(
+            decodes=shape_before[0],
+            prefill_tokens=self.serving.counters["prefill_tokens"] - shape_before[2],
+            context_tokens=shape_before[1],
+        )
+        self.serving_model.observe(shape, elapsed)
+        self.counters["serving_steps"] += 1
+        return [self._timing(c) for c in finished]
+
+    def _timing(self, completion: Completion) -> RequestTiming:
+        request = self._serving.pop(completion.request_id)
+        first = completion.first_token_time if completion.first_token_time is not None else completion.finish_time
+        return RequestTiming(request.arrival_s, first, completion.finish_time, completion.num_tokens)
+
+    # ------------------------------------------------------------------ rollout
+    def _judge(self, step: StepShape, state: ServingState) -> Verdict:
+        if self.serving is None:  # a dedicated rollout worker: no SLO to guard
+            return Verdict(True, "ok", 0.0, 0.0)
+        return judge(
+            step,
+            state,
+            self.serving_model,
+            self.rollout_model,
+            self.slo.ttft_p99_ms,
+            self.slo.tpot_p99_ms,
+            self.margin,
+        )
+
+    def _serving_reservation(self) -> int:
+        pending = sum(len(r.prompt_ids) + r.max_tokens for r in self._serving.values())
+        return pending
+
+    def _rollout_reservation(self, turns: list[Turn]) -> int:
+        return sum(len(t.prompt_ids) + t.max_tokens for t in turns)
+
+    def _enforce_memory(self) -> None:
+        """Preempt the newest running turns until serving's reservation and rollout's fit the budget."""
+        serving = self._serving_reservation()
+        running = list(self._running)
+        victims = []
+        while running and serving + self._rollout_reservation([self._running[r] for r in running]) > self.memory_tokens:
+            victims.append(running.pop())
+        if victims:
+            self.counters["preemptions"] += len(victims)
+            for request_id in victims:
+                self._running[request_id].preemptions += 1
+            self._abort_running(victims, requeue=True)
+
+    def _abort_running(self, request_ids: list[str], requeue: bool = False) -> None:
+        assert self.rollout is not None
+        for request_id in request_ids:
+            self.rollout.abort(request_id)
+        for completion in self.rollout.take_finished():
+            turn = self._running.pop(completion.request_id, None)
+            if turn is None:
+                continue
+            turn.extend(completion.token_ids, completion.logprobs, completion.token_versions)
+            if requeue:
+                self._queued.appendleft(turn)
+            else:
+                self._queued.append(turn)
+
+    _stepped = False
+    _paused = False
+
+    def _rollout_step(self) -> list[Turn]:
+        assert self.rollout is not None
+        self._stepped = False
+        now = self.clock()
+        state = self.serving_state(now)
+        version = self.rollout.version
+        context = sum(len(t.resume_prompt) for t in self._running.values())
+        free = (
+            self.memory_tokens - self._serving_reservation() - self._rollout_reservation(list(self._running.values()))
+        )
+        slots = self.rollout.kv.max_num_seqs - len(self.rollout.scheduler.running) - len(self.rollout.scheduler.waiting)
+        admit: list[Turn] = []
+        prefill = 0
+        best: StepShape | None = None
+        candidate = StepShape(decodes=len(self._running), context_tokens=context)
+        if candidate.decodes and self._judge(candidate, state).admit:
+            best = candidate
+        for turn in self._queued:
+            need = len(turn.prompt_ids) + turn.max_tokens
+            if len(admit) >= slots or need > free:
+                break
+            hit = self.rollout.prefix_cache.lookup(turn.traj_id, turn.resume_prompt, version)
+            tokens = len(turn.resume_prompt) - (hit[1] if hit is not None else 0)
+            candidate = StepShape(decodes=len(self._running), prefill_tokens=prefill + tokens, context_tokens=context)
+            verdict = self._judge(candidate, state)
+            if not verdict.admit:
+                self.counters[f"refused_{verdict.reason}"] += 1
+                break
+            admit.append(turn)
+            prefill += tokens
+            free -= need
+            best = candidate
+        if best is None:
+            if not self._paused:  # count each pause once, not each poll it lasts
+                self.counters["pauses"] += 1
+                self._paused = True
+            return []
+        self._paused = False
+        for turn in admit:
+            self._queued.remove(turn)
+            request_id = f"{turn.turn_id}@{len(turn.workers)}.{turn.preemptions}"
+            self.rollout.add_request(
+                turn.resume_prompt,
+                SamplingParams(temperature=1.0, max_tokens=turn.remaining, ignore_eos=True),
+                request_id=request_id,
+                cache_key=turn.traj_id,
+            )
+            self._running[request_id] = turn
+        before = self.rollout.counters["prefill_tokens"]
+        start = self.clock()
+        finished = self.rollout.step()
+        elapsed = self.clock() - start
+        self._stepped = True
+        shape = StepShape(
+            decodes=best.decodes,
+            prefill_tokens=self.rollout.counters["prefill_tokens"] - before,
+            context_tokens=context,
+        )
+        predicted = self.rollout_model.predict(best)
+        self.rollout_model.observe(shape, elapsed)
+        self.counters["rollout_steps"] += 1
+        self.counters["rollout_ms"] += round(1000 * elapsed)
+        self.counters["rollout_overruns"] += elapsed > 1.5 * predicted + 0.002  # the guard's blind spot
+        done = []
+        for completion in finished:
+            turn = self._running.pop(completion.request_id)
+            turn.extend(completion.token_ids, completion.logprobs, completion.token_versions)
+            self.counters["rollout_tokens"] += completion.num_tokens
+            if completion.finish_reason == "abort":
+                self._queued.append(turn)
+                continue
+            self.counters["turns_done"] += 1
+            done.append(turn)
+        return done

@@ -1,0 +1,79 @@
+"""``rollarc loadgen --trace FILE --time-scale X --token-scale Y``: replay a serving trace against the serving model S.
+
+The serving worker (S, on ``serving_cores``) receives the trace's requests at their scaled arrival times,
+prompt ids drawn at random with the trace's lengths. Every request's TTFT and TPOT are recorded
+(``--out``: one JSON object per request) and scored against ``slo:`` (from ``--config`` or the defaults);
+the summary (p50/p99 TTFT and TPOT, SLO attainment) is printed as the last line, one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from rollarc.configio import load_config
+from rollarc.rose.config import RoseConfig
+from rollarc.rose.harness import run_setup
+from rollarc.rose.slo import summarize
+from rollarc.rose.trace import TraceRequest, read_trace, scale
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="rollarc loadgen", description=__doc__.split("\n")[0])
+    parser.add_argument("--trace", required=True, help="CSV with columns TIMESTAMP,ContextTokens,GeneratedTokens")
+    parser.add_argument("--time-scale", type=float, default=None, help="arrivals X times faster (replay.time_scale)")
+    parser.add_argument("--token-scale", type=float, default=None, help="lengths times Y (replay.token_scale)")
+    parser.add_argument("--duration", type=float, default=None, help="seconds of scaled trace (replay.duration_s)")
+    parser.add_argument("--config", default=None, help="YAML with slo:, serving:, replay: (rollarc.rose.config)")
+    parser.add_argument("--out", default=None, help="write one JSON line per request (TTFT, TPOT, attained)")
+    parser.add_argument("overrides", nargs="*", help="dotted key=value overrides, e.g. slo.tpot_p99_ms=150")
+    args = parser.parse_args(argv)
+    rose = load_config(RoseConfig, Path(args.config) if args.config else None, args.overrides)
+    replay = rose.replay.model_copy(
+        update={
+            k: v
+            for k, v in (
+                ("time_scale", args.time_scale),
+                ("token_scale", args.token_scale),
+                ("duration_s", args.duration),
+            )
+            if v is not None
+        }
+    )
+    trace = scale(
+        read_trace(args.trace),
+        replay.time_scale,
+        replay.token_scale,
+        max_prompt_tokens=replay.max_prompt_tokens,
+        max_output_tokens=replay.max_output_tokens,
+    )
+    window = [
+        TraceRequest(r.arrival_s - replay.offset_s, r.prompt_tokens, r.output_tokens)
+        for r in trace
+        if replay.offset_s <= r.arrival_s <= replay.offset_s + replay.duration_s
+    ]
+    print(
+        f"replaying {len(window)} requests over {replay.duration_s:g} s (time x{replay.time_scale:g}, "
+        f"tokens x{replay.token_scale:g}) against {rose.serving.checkpoint or rose.serving.preset}",
+        flush=True,
+    )
+    result = run_setup("alone", rose, window)
+    if args.out:
+        origin = min((t.arrival_s for t in result.timings), default=0.0)
+        with Path(args.out).open("w") as handle:
+            for t in sorted(result.timings, key=lambda t: t.arrival_s):
+                handle.write(
+                    json.dumps(
+                        {
+                            "arrival_s": t.arrival_s - origin,
+                            "ttft_ms": t.ttft_ms,
+                            "tpot_ms": t.tpot_ms,
+                            "output_tokens": t.output_tokens,
+                        }
+                    )
+                    + "\n"
+                )
+    summary = {**summarize(result.timings, rose.slo), "slo": rose.slo.model_dump(), "pinned": result.pinned["serve"]}
+    print(json.dumps(summary), flush=True)
+    return 0

@@ -1,0 +1,74 @@
+"""The serving SLO and how a replay is scored against it.
+
+Per request: TTFT = first token time - arrival; TPOT = (finish - first token) / (output tokens - 1), the mean
+time per output token after the first (undefined for one-token outputs, which then meet the TPOT target).
+A request *attains* the SLO when its TTFT <= ``ttft_p99_ms`` and its TPOT <= ``tpot_p99_ms``; the SLO of the
+deployment holds when the p99 of each is within target. Attainment = fraction of requests that attain.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pydantic import Field
+
+from rollarc.configio import FrozenModel
+
+
+class SLOConfig(FrozenModel):
+    """The ``slo:`` targets of a serving deployment."""
+
+    ttft_p99_ms: float = Field(2000.0, gt=0, description="time to first token target (ms), at the 99th percentile")
+    tpot_p99_ms: float = Field(200.0, gt=0, description="time per output token target (ms), at the 99th percentile")
+
+
+@dataclass(frozen=True)
+class RequestTiming:
+    arrival_s: float
+    first_token_s: float
+    finish_s: float
+    output_tokens: int
+
+    @property
+    def ttft_ms(self) -> float:
+        return 1000.0 * (self.first_token_s - self.arrival_s)
+
+    @property
+    def tpot_ms(self) -> float | None:
+        if self.output_tokens < 2:
+            return None
+        return 1000.0 * (self.finish_s - self.first_token_s) / (self.output_tokens - 1)
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The q-th percentile (0..100) by linear interpolation between closest ranks (numpy's default)."""
+    if not values:
+        return math.nan
+    ordered = sorted(values)
+    rank = (len(ordered) - 1) * q / 100.0
+    low = math.floor(rank)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
+def attains(timing: RequestTiming, slo: SLOConfig) -> bool:
+    tpot = timing.tpot_ms
+    return timing.ttft_ms <= slo.ttft_p99_ms and (tpot is None or tpot <= slo.tpot_p99_ms)
+
+
+def summarize(timings: Sequence[RequestTiming], slo: SLOConfig) -> dict[str, float]:
+    """p50/p99 TTFT and TPOT (ms), attainment, and whether both p99 targets hold."""
+    ttft = [t.ttft_ms for t in timings]
+    tpot = [v for t in timings if (v := t.tpot_ms) is not None]
+    ttft99, tpot99 = percentile(ttft, 99), percentile(tpot, 99) if tpot else 0.0
+    return {
+        "requests": float(len(timings)),
+        "ttft_p50_ms": percentile(ttft, 50),
+        "ttft_p99_ms": ttft99,
+        "tpot_p50_ms": percentile(tpot, 50) if tpot else 0.0,
+        "tpot_p99_ms": tpot99,
+        "slo_attainment": sum(attains(t, slo) for t in timings) / len(timings) if timings else math.nan,
+        "slo_met": float(ttft99 <= slo.ttft_p99_ms and tpot99 <= slo.tpot_p99_ms),
+    }

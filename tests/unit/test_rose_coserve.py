@@ -1,0 +1,179 @@
+"""The co-serving executor on two nano models: serving first, bursts pause rollout, memory pressure preempts
+(prefix kept), withdrawal migrates turns with their versions, a lost worker's turns restart elsewhere.
+
+The clock is fake and the latency models are fixed by hand, so the guard's decisions are deterministic
+(no wall-clock assertions)."""
+
+from __future__ import annotations
+
+from rollarc.engine import EngineConfig, LLMEngine
+from rollarc.rose.coserve import CoServingExecutor, ServingRequest
+from rollarc.rose.harvest import HarvestScheduler
+from rollarc.rose.latency_model import StepLatencyModel, StepShape
+from rollarc.rose.slo import SLOConfig
+from rollarc.rose.turns import Turn
+from tests.unit.test_engine_models import nano_policy, random_prompts
+
+
+class FixedModel(StepLatencyModel):
+    """``per_decode`` s per decoding sequence, ``per_token`` s per prefill token; measurements are ignored."""
+
+    def __init__(self, per_decode: float, per_token: float) -> None:
+        super().__init__()
+        self.per_decode, self.per_token = per_decode, per_token
+
+    def observe(self, shape: StepShape, seconds: float) -> None:
+        return None
+
+    def predict(self, shape: StepShape) -> float:
+        return shape.decodes * self.per_decode + shape.prefill_tokens * self.per_token
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def _engine(seed: int) -> LLMEngine:
+    model, _ = nano_policy(seed)
+    return LLMEngine(model, EngineConfig(max_num_seqs=8, prefix_cache_tokens=4096, seed=seed))
+
+
+def _executor(memory_tokens: int = 1 << 20, serving: bool = True, name: str = "bor") -> CoServingExecutor:
+    ex = CoServingExecutor(
+        _engine(1) if serving else None,
+        _engine(2),
+        SLOConfig(ttft_p99_ms=1000.0, tpot_p99_ms=20.0),
+        margin=0.2,
+        memory_tokens=memory_tokens,
+        name=name,
+        clock=Clock(),
+    )
+    ex.serving_model = FixedModel(0.004, 0.0)  # 4 ms per serving decode
+    ex.rollout_model = FixedModel(0.002, 0.0)  # 2 ms per rollout decode
+    return ex
+
+
+def _turns(n: int, max_tokens: int = 6) -> list[Turn]:
+    return [Turn(f"t{i}.0", f"t{i}", p, max_tokens) for i, p in enumerate(random_prompts([5 + i for i in range(n)]))]
+
+
+def _serve(ex: CoServingExecutor, n: int, max_tokens: int, start: int = 0) -> None:
+    for i, p in enumerate(random_prompts([4] * n, seed=7 + start)):
+        ex.submit_serving(ServingRequest(f"s{start + i}", 0.0, p, max_tokens))
+
+
+def _drain(ex: CoServingExecutor, limit: int = 200) -> list[Turn]:
+    done: list[Turn] = []
+    for _ in range(limit):
+        result = ex.poll()
+        done += result.turns
+        if not result.worked and not ex.rollout_turns and ex.serving_idle():
+            break
+    return done
+
+
+def test_idle_serving_lends_everything_and_turns_finish() -> None:
+    ex = _executor()
+    turns = _turns(3)
+    for t in turns:
+        ex.submit_turn(t)
+    done = _drain(ex)
+    assert sorted(t.turn_id for t in done) == ["t0.0", "t1.0", "t2.0"]
+    assert all(len(t.output_ids) == 6 and t.token_versions == [0] * 6 for t in done)
+    assert ex.counters["pauses"] == 0 and ex.counters["turns_done"] == 3
+
+
+def test_burst_pauses_rollout_until_serving_has_headroom() -> None:
+    ex = _executor()
+    for t in _turns(2):
+        ex.submit_turn(t)
+    ex.poll()  # rollout starts: 2 running turns
+    assert ex.counters["rollout_steps"] == 1
+    _serve(ex, 3, max_tokens=4)  # burst: serving step 12 ms + rollout 4 ms = 16 ms <= 16 ms: admitted
+    ex.poll()
+    assert ex.counters["rollout_steps"] == 2
+    _serve(ex, 1, max_tokens=8, start=3)  # 4 serving: 16 ms + 4 ms > 16 ms: rollout must yield
+    steps = ex.counters["rollout_steps"]
+    result = ex.poll()
+    assert result.turns == [] and ex.counters["rollout_steps"] == steps
+    assert ex.counters["pauses"] == 1 and ex.counters["refused_tpot"] >= 0
+    assert ex.capacity() == 0
+    assert len(ex.rollout.scheduler.running) == 2  # paused, not preempted: still in their KV slots
+    done = []
+    for _ in range(100):
+        before = ex.counters["rollout_steps"]
+        done += ex.poll().turns
+        if ex.counters["rollout_steps"] > before:  # only ever next to a serving step that leaves room
+            assert 0.004 * len(ex.serving.scheduler.running) + 0.002 * 2 <= 0.016 + 1e-12
+        if len(done) == 2:
+            break
+    assert len(done) == 2 and ex.counters["preemptions"] == 0 and ex.counters["pauses"] == 1
+
+
+def test_memory_pressure_preempts_and_resume_reuses_the_prefix() -> None:
+    ex = _executor(memory_tokens=40)
+    (turn,) = _turns(1, max_tokens=10)  # reserves 5 + 10 = 15 tokens
+    ex.submit_turn(turn)
+    ex.poll()
+    ex.poll()
+    ex.poll()
+    assert len(turn.output_ids) == 0 and ex.rollout_turns == 1
+    _serve(ex, 2, max_tokens=10)  # serving reserves 2 x 14 = 28: 28 + 15 > 40
+    ex.poll()
+    assert ex.counters["preemptions"] == 1 and turn.preemptions == 1
+    assert len(turn.output_ids) == 3 and turn.token_versions == [0, 0, 0]  # partial output kept
+    done = _drain(ex)
+    assert done == [turn] and len(turn.output_ids) == 10 and len(turn.logprobs) == 10
+    assert ex.rollout.counters["prefix_hits"] == 1  # resumed from its cached prefix, not re-prefilled whole
+
+
+def test_withdraw_migrates_turns_and_keeps_token_versions() -> None:
+    borrowed = _executor(name="bor")
+    dedicated = _executor(serving=False, name="ded")
+    dedicated.rollout.version = 3  # the dedicated worker already runs a newer policy
+    turns = _turns(2, max_tokens=6)
+    for t in turns:
+        borrowed.submit_turn(t)
+    borrowed.poll()
+    borrowed.poll()
+    moved = borrowed.withdraw()
+    assert borrowed.rollout_turns == 0 and borrowed.counters["withdrawn"] == 2
+    assert sorted(t.turn_id for t in moved) == ["t0.0", "t1.0"]
+    for t in moved:
+        assert t.token_versions == [0, 0] and t.migrations == 1
+        dedicated.submit_turn(t)
+    done = _drain(dedicated)
+    assert len(done) == 2
+    for t in done:
+        assert t.token_versions == [0, 0, 3, 3, 3, 3] and t.workers == ["bor", "ded"]
+
+
+def test_a_serving_worker_that_disappears_loses_only_its_in_flight_turns() -> None:
+    scheduler = HarvestScheduler()
+    workers = {"ded": _executor(serving=False, name="ded"), "bor": _executor(name="bor")}
+    scheduler.add_worker("ded", "dedicated", 1)
+    scheduler.add_worker("bor", "borrowed", 2)
+    turns = {t.turn_id: t for t in _turns(3, max_tokens=4)}
+    for t in turns.values():
+        scheduler.submit(t.turn_id, t.traj_id)
+    for a in scheduler.dispatch():
+        workers[a.worker].submit_turn(turns[a.turn_id])
+    workers["bor"].poll()
+    del workers["bor"]  # the serving worker is gone, with its KV and its partial output
+    for turn_id in scheduler.lose("bor"):
+        turns[turn_id] = Turn(turn_id, turns[turn_id].traj_id, turns[turn_id].prompt_ids, 4)  # restart the turn
+    finished = []
+    for _ in range(100):
+        for a in scheduler.dispatch():
+            workers[a.worker].submit_turn(turns[a.turn_id])
+        for t in workers["ded"].poll().turns:
+            scheduler.complete(t.turn_id)
+            finished.append(t.turn_id)
+        if len(finished) == 3:
+            break
+    assert sorted(finished) == ["t0.0", "t1.0", "t2.0"]
+    assert scheduler.counters["lost_turns"] == 2 and scheduler.counters["lost_workers"] == 1
