@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from rollarc.config import Config, load_train_config
-from rollarc.configio import ConfigError, apply_overrides, dump_yaml, parse_override
+from rollarc.configio import ConfigError, apply_overrides, dump_yaml, load_config, parse_override, read_yaml
 
 REPO = Path(__file__).resolve().parents[2]
 MINIMAL = {"tasks": [{"name": "fl", "env": {"id": "frozen_lake"}}]}
@@ -125,5 +125,13 @@ def test_shipped_configs_load(path):
 
     if is_t2i(str(path)):  # `kind: t2i` configs are text-to-image runs (docs/diffusion.md)
         assert isinstance(load_t2i_config(str(path)), T2IConfig)
+    elif path.name == "rose.yaml":  # the ROSE co-serving settings (docs/rose.md), not a training run
+        from rollarc.rose.config import RoseConfig  # deferred: keeps the training-config tests light
+
+        assert load_config(RoseConfig, path, []) == RoseConfig()  # it writes out the defaults
+    elif path.name == "spot_trace.yaml":  # a preemption trace that configs/t2i_spot.yaml names
+        from rollarc.spotlight.preemption import from_trace  # deferred: as above
+
+        assert len(from_trace(read_yaml(path)["preemptions"], slots=2)) == 4
     else:
         assert isinstance(load_train_config(path), Config)
