@@ -2,7 +2,7 @@
 
 import pytest
 
-from rollarc.bench.spotlight import curves, step_means, summarise
+from rollarc.bench.spotlight import STEP_METRICS, analyse, curves, step_means, summarise
 from rollarc.bench.time_to_target import first_crossing, select_target
 
 EVALS = [
@@ -34,3 +34,41 @@ def test_step_means_skip_steps_without_the_metric():
     out = step_means(rows)
     assert out["low_contrast_fraction"] == 0.375
     assert out["candidates_std"] is None
+
+
+def run(rewards, seconds, explored=0):
+    """A run summary: held-out rewards at steps 0, 2, 4, ... reached after ``seconds`` of RL."""
+    evals = [
+        {"step": 2 * i, "reward": r, "rl_wall_s": t} for i, (r, t) in enumerate(zip(rewards, seconds, strict=True))
+    ]
+    means = {k: None for k in STEP_METRICS}
+    return {
+        "evals": evals,
+        "step_means": means,
+        "explored_images": explored,
+        "sampled_images": 100,
+        "heldout_reward_after_rl": rewards[-1],
+    }
+
+
+def test_analyse_by_hand():
+    results = {
+        # peaks 0.70 and 0.60: target 0.5 + 0.8 * (0.60 - 0.5) = 0.58
+        "baseline": [run([0.5, 0.55, 0.6, 0.7], [0, 10, 20, 30]), run([0.5, 0.52, 0.6, 0.59], [0, 12, 24, 36])],
+        "explore": [run([0.5, 0.6, 0.6, 0.6], [0, 15, 30, 45], 300), run([0.5, 0.5, 0.5, 0.5], [0, 15, 30, 45], 300)],
+    }
+    out = analyse(results, 0.8, {"baseline": 2.0, "explore": 2.5})
+    assert out["target_heldout_reward"] == pytest.approx(0.58)
+    assert out["time_to_target_s"] == {"baseline": [20.0, 24.0], "explore": [15.0, None]}
+    assert out["steps_to_target"] == {"baseline": [4.0, 4.0], "explore": [2.0, None]}
+    # explore's median over [15, inf] is infinite: no speed-up is made up
+    assert out["speedup_explore"] is None and out["speedup_steps_explore"] is None
+    assert out["time_to_target_summary"]["baseline"] == {"median": 22.0, "spread": [20.0, 24.0]}
+    assert out["cost_to_target_usd"]["baseline"] == pytest.approx(22.0 / 3600 * 2.0)
+    assert out["cost_to_target_usd"]["explore"] is None and out["cost_ratio"] == {"explore": None}
+    assert out["explored_per_trained_image"] == {"baseline": 0.0, "explore": 3.0}
+    results["explore"][1] = run([0.5, 0.59, 0.6, 0.6], [0, 5, 10, 15], 300)
+    out = analyse(results, 0.8, {"baseline": 2.0, "explore": 2.5})
+    # medians: baseline 22 s and 4 steps, explore (15 + 5) / 2 = 10 s and 2 steps
+    assert out["speedup_explore"] == pytest.approx(2.2) and out["speedup_steps_explore"] == pytest.approx(2.0)
+    assert out["cost_ratio"]["explore"] == pytest.approx((22.0 * 2.0) / (10.0 * 2.5))
