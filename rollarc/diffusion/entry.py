@@ -88,6 +88,7 @@ def run_t2i(cfg: T2IConfig) -> int:
     if ray.is_initialized():
         ray.shutdown()
     ray.init(
+        address="local",  # always a new local cluster: without it Ray joins a `ray start` cluster it finds, and fails
         num_cpus=cfg.cluster.num_cpus or os.cpu_count() or 1,
         resources={pool_resource(n, p): float(p.count) for n, p in cfg.cluster.pools.items()},
         include_dashboard=False,
