@@ -203,6 +203,43 @@ def analyse(results: dict[str, list[dict[str, Any]]], fraction: float, per_hour:
     }
 
 
+def markdown_body(result: dict[str, Any]) -> str:
+    """The docs/benchmarks.md block: one row per mode, then the target and τ."""
+    time_to_target, steps_to_target = result["time_to_target_s"], result["steps_to_target"]
+    costs, explored = result["cost_to_target_usd"], result["explored_per_trained_image"]
+    rows = [
+        [
+            m,
+            json.dumps([None if t is None else round(t, 1) for t in time_to_target[m]]),
+            json.dumps(steps_to_target[m]),
+            1.0 if m == "baseline" else (result.get(f"speedup_{m}") or "n/a"),
+            1.0 if m == "baseline" else (result.get(f"speedup_steps_{m}") or "n/a"),
+            costs[m] if costs[m] is not None else "n/a",
+            explored[m],
+        ]
+        for m in time_to_target
+    ]
+    body = markdown_table(
+        [
+            "mode",
+            "RL s to target (per seed)",
+            "steps to target (per seed)",
+            "speed-up (median time)",
+            "speed-up (median steps)",
+            "cost to target USD",
+            "explored / trained images",
+        ],
+        rows,
+    )
+    target = result["target_heldout_reward"]
+    target_text = "none (the baseline never improved)" if target is None else f"{target:.3f}"
+    return body + (
+        f"\n\nHeld-out reward {result['start_heldout_reward']:.3f} at step 0; target {target_text} "
+        f"({result['target_fraction']} of the baseline's lowest peak gain); "
+        f"Kendall τ by staleness {json.dumps(result.get('kendall_tau'))}."
+    )
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="rollarc bench spotlight", description=__doc__.split("\n")[0])
     parser.add_argument("--config", default="configs/t2i_quickstart.yaml")
@@ -240,38 +277,7 @@ def main(argv: list[str]) -> int:
     result = analyse(results, args.fraction, per_hour)
     tau = kendall_by_staleness(load_t2i_config(args.config, overrides), Path(results["baseline"][0]["run_dir"]))
     result.update(kendall_tau=tau, seeds=args.seeds, steps=base_cfg.train.steps, price_kind=args.price_kind)
-    start, target = result["start_heldout_reward"], result["target_heldout_reward"]
-    time_to_target, steps_to_target = result["time_to_target_s"], result["steps_to_target"]
-    costs, explored = result["cost_to_target_usd"], result["explored_per_trained_image"]
-    rows = [
-        [
-            m,
-            json.dumps([None if t is None else round(t, 1) for t in time_to_target[m]]),
-            json.dumps(steps_to_target[m]),
-            1.0 if m == "baseline" else (result[f"speedup_{m}"] or "n/a"),
-            1.0 if m == "baseline" else (result[f"speedup_steps_{m}"] or "n/a"),
-            costs[m] if costs[m] is not None else "n/a",
-            explored[m],
-        ]
-        for m in MODES
-    ]
-    body = markdown_table(
-        [
-            "mode",
-            "RL s to target (per seed)",
-            "steps to target (per seed)",
-            "speed-up (median time)",
-            "speed-up (median steps)",
-            "cost to target USD",
-            "explored / trained images",
-        ],
-        rows,
-    )
-    target_text = "none (the baseline never improved)" if target is None else f"{target:.3f}"
-    body += (
-        f"\n\nHeld-out reward {start:.3f} at step 0; target {target_text} "
-        f"({args.fraction} of the baseline's lowest peak gain); Kendall τ by staleness {json.dumps(tau)}."
-    )
+    body = markdown_body(result)
     publish("spotlight", body, result, "rollarc bench spotlight", quick=args.quick, no_docs=args.no_docs)
     emit_json(result)
     return 0

@@ -2,7 +2,7 @@
 
 import pytest
 
-from rollarc.bench.spotlight import STEP_METRICS, analyse, curves, step_means, summarise
+from rollarc.bench.spotlight import STEP_METRICS, analyse, curves, markdown_body, step_means, summarise
 from rollarc.bench.time_to_target import first_crossing, select_target
 
 EVALS = [
@@ -72,3 +72,19 @@ def test_analyse_by_hand():
     # medians: baseline 22 s and 4 steps, explore (15 + 5) / 2 = 10 s and 2 steps
     assert out["speedup_explore"] == pytest.approx(2.2) and out["speedup_steps_explore"] == pytest.approx(2.0)
     assert out["cost_ratio"]["explore"] == pytest.approx((22.0 * 2.0) / (10.0 * 2.5))
+
+
+def test_markdown_body_with_and_without_a_target():
+    reached = {
+        "baseline": [run([0.5, 0.55, 0.6, 0.7], [0, 10, 20, 30]), run([0.5, 0.52, 0.6, 0.59], [0, 12, 24, 36])],
+        "explore": [run([0.5, 0.6, 0.6, 0.6], [0, 15, 30, 45], 300), run([0.5, 0.59, 0.6, 0.6], [0, 5, 10, 15], 300)],
+    }
+    out = analyse(reached, 0.8, {"baseline": 2.0, "explore": 2.5})
+    out["kendall_tau"] = {"1": 0.8}
+    body = markdown_body(out)
+    assert "| explore | [15.0, 5.0] | [2.0, 2.0] | 2.2 | 2 |" in body
+    assert "target 0.580 (0.8 of the baseline's lowest peak gain)" in body and '{"1": 0.8}' in body
+    flat = {m: [run([0.5, 0.5], [0, 10]), run([0.5, 0.4], [0, 10])] for m in ("baseline", "explore")}
+    body = markdown_body(analyse(flat, 0.8, {"baseline": 2.0, "explore": 2.5}))
+    assert "target none (the baseline never improved)" in body
+    assert "| explore | [null, null] | [null, null] | n/a | n/a | n/a | 0 |" in body

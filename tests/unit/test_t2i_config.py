@@ -31,7 +31,7 @@ def test_unknown_keys_and_tasks_fail_in_one_line(capsys):
 
 
 def test_the_bandit_needs_room_for_one_chunk_beyond_the_group():
-    with pytest.raises(ValueError, match="group_size \\+ explore.chunk"):
+    with pytest.raises(ValueError, match=r"group_size \+ explore\.chunk"):
         T2IConfig(
             kind="t2i",
             train={"group_size": 8},
