@@ -87,8 +87,15 @@ class ExploreConfig(FrozenModel):
 
     enabled: bool = Field(False, description="explore candidate seeds on weights one version behind the trainer")
     candidates: int = Field(24, ge=2, description="candidate seeds per prompt explored (without the bandit)")
-    bandit: bool = Field(False, description="UCB planner splits the same candidate budget over the step's prompts")
-    ucb_c: float = Field(0.05, ge=0, description="UCB exploration coefficient (rewards are variance gains, ~0.01–0.1)")
+    bandit: bool = Field(
+        False, description="UCB planner splits the same candidate budget over the step's prompts (some get none)"
+    )
+    arms: Literal["template", "prompt"] = Field(
+        "template", description="the bandit's arms: prompt templates (recur every few steps) or prompts"
+    )
+    ucb_c: float = Field(
+        0.01, ge=0, description="UCB exploration coefficient (rewards are variance gains, ~0.001–0.02)"
+    )
     chunk: int = Field(4, ge=1, description="the planner hands out candidates in chunks of this many seeds")
 
     @model_validator(mode="after")
@@ -207,6 +214,11 @@ class T2IConfig(FrozenModel):
             )
         if self.spot.enabled and not self.explore.enabled:
             raise ValueError("spot.enabled needs explore.enabled: true (the explorers are the spot workers)")
+        if self.explore.bandit and self.explore.candidates < self.train.group_size + self.explore.chunk:
+            raise ValueError(
+                f"explore.candidates {self.explore.candidates} must be at least train.group_size + explore.chunk "
+                f"({self.train.group_size + self.explore.chunk}) for the bandit to explore anything"
+            )
         return self
 
     def pretrained_dir(self) -> Path:

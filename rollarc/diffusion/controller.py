@@ -6,7 +6,9 @@ Per step ``s`` (trainer at version ``v``):
    noise seeds, also fixed by ``(seed, s, prompt index)``; the baseline trains on the first ``G``.
 2. With exploration, the explorer has already scored candidates for these prompts on version ``v − 1``
    (launched during the previous step's training). Per prompt the trainer's group is the ``G``
-   candidates with the largest reward variance (``max_contrast_subset``).
+   candidates with the largest reward variance (``max_contrast_subset``). With the bandit, the step's
+   candidate budget is split over its prompts by the UCB planner over prompt templates; a prompt it
+   gives no candidates trains on its first ``G`` seeds, as in the baseline.
 3. The sampler draws the groups with version ``v`` (SDE, ``sample_steps``); the explorer starts on the
    next step's prompts with version ``v`` while the trainer trains; the trainer steps to ``v + 1``; the
    new weights go to both.
@@ -32,10 +34,11 @@ import torch
 from rollarc.algo.flow_grpo import low_contrast_fraction
 from rollarc.diffusion.config import T2IConfig
 from rollarc.diffusion.grids import save_grid
+from rollarc.diffusion.tasks.registry import template_of
 from rollarc.report.metrics import MetricsWriter
 from rollarc.spotlight.bandit import Arm, UcbPlanner
-from rollarc.spotlight.kendall import kendall_tau
-from rollarc.spotlight.selection import max_contrast_subset, population_variance
+from rollarc.spotlight.groups import choose_groups, exploration_stats
+from rollarc.spotlight.selection import population_variance
 
 SEED_SPACE = 1 << 31
 
@@ -83,13 +86,16 @@ class T2IController:
         rng = random.Random(f"{self.cfg.seed}/seeds/{step}/{index}")
         return [rng.randrange(SEED_SPACE) for _ in range(count)]
 
+    def arm_of(self, prompt: str) -> str:
+        return template_of(prompt) if self.cfg.explore.arms == "template" else prompt
+
     def exploration_sizes(self, prompts: list[str]) -> list[int]:
-        """Candidates per prompt: ``candidates`` each, or the same budget split by the bandit."""
+        """Candidates per prompt: ``candidates`` each, or the same budget split by the bandit (0: not explored)."""
         ex, size = self.cfg.explore, self.cfg.train.group_size
         if not ex.bandit:
             return [ex.candidates] * len(prompts)
-        chunks = len(prompts) * (ex.candidates - size) // ex.chunk
-        return [size + ex.chunk * n for n in self.planner.allocate(prompts, chunks)]
+        arms = [self.arm_of(p) for p in prompts]
+        return self.planner.allocate(arms, len(prompts) * ex.candidates, size, ex.chunk)
 
     def launch_exploration(self, step: int) -> tuple[Any, list[list[int]]] | None:
         explorer, fleet = self.workers.explorer, self.workers.fleet
@@ -118,9 +124,8 @@ class T2IController:
                 explored = fleet.wait(pending[0]) if fleet is not None else ray.get(pending[0])
                 cand_seeds, stale = pending[1], explored["rewards"]
                 self.explored_images += explored["images"]
-                picks = [max_contrast_subset(r, tc.group_size) for r in stale]
-                seeds = [[s[i] for i in pick] for s, pick in zip(cand_seeds, picks, strict=True)]
-                chosen_stale = [[r[i] for i in pick] for r, pick in zip(stale, picks, strict=True)]
+                fallback = [self.candidates_for(self.step, j, tc.group_size) for j in range(len(prompts))]
+                seeds, chosen_stale = choose_groups(cand_seeds, stale, fallback, tc.group_size)
                 record["explorer_staleness"] = None
                 record["explorer_version"] = explored["version"]
             else:
@@ -175,21 +180,16 @@ class T2IController:
         return self.summary()
 
     def _exploration_stats(
-        self, prompts: list[str], stale: list[list[float]], chosen_stale: list[list[float]], fresh: np.ndarray
+        self, prompts: list[str], stale: list[list[float]], chosen_stale: list[list[float] | None], fresh: np.ndarray
     ) -> dict[str, Any]:
         g = self.cfg.train.group_size
-        taus = [kendall_tau(s, f.tolist()) for s, f in zip(chosen_stale, fresh, strict=True)]
-        defined = [t for t in taus if t is not None]
-        out: dict[str, Any] = {
-            "kendall_tau": float(np.mean(defined)) if defined else None,
-            "chosen_var_stale": float(np.mean([population_variance(s) for s in chosen_stale])),
-            "chosen_var_fresh": float(np.mean([population_variance(f.tolist()) for f in fresh])),
-            "random_var_stale": float(np.mean([population_variance(s[:g]) for s in stale])),
-        }
+        out = exploration_stats(stale, chosen_stale, fresh.tolist(), g)
         if self.cfg.explore.bandit:
             for prompt, cands, f in zip(prompts, stale, fresh, strict=True):
                 if len(cands) > g:
-                    self.planner.observe(prompt, population_variance(f.tolist()) - population_variance(cands))
+                    self.planner.observe(
+                        self.arm_of(prompt), population_variance(f.tolist()) - population_variance(cands)
+                    )
             out["bandit_arms"] = len(self.planner.arms)
         return out
 

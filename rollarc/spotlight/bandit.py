@@ -1,15 +1,20 @@
-"""The bandit planner: which prompts get exploration budget, and how much (UCB1 over prompts).
+"""The bandit planner: which prompts get exploration budget, and how much (UCB1 over arms that recur).
 
-Each prompt is an arm. Exploring a prompt's seeds pays off when it raises the group's reward variance,
-so an arm's reward is the observed *gain*: the variance of the group trained on (fresh rewards of the
-chosen seeds) minus the variance of the explored candidates (what a random group would have had). The
-planner scores each prompt of the next step by UCB1::
+An arm is a key that recurs across steps: a prompt's *template* (its task's structure with the free
+attributes blanked, e.g. ``two * squares left and one * plus right``), or the prompt itself. With
+135 train prompts and a few prompts per step, a prompt is rarely seen twice in a run, so per-prompt
+arms never leave their exploration phase; a template recurs every few steps.
 
-    score = mean_gain + c · sqrt(ln(n_total) / n_arm)        (an arm never pulled scores +inf)
+Exploring a prompt pays off when it raises the trained group's reward variance, so an arm's reward is
+the observed *gain*: the variance of the group trained on (fresh rewards of the chosen seeds) minus the
+variance of the explored candidates (what a random group would have had). An arm's score is UCB1::
 
-and splits the step's extra candidates (beyond the ``G`` every group needs) over the prompts in
-proportion to their score, by largest remainder, in whole chunks. Unseen prompts come first; a prompt
-whose exploration never helped (gain ≤ 0) still keeps the exploration bonus, so it is retried now and then.
+    score = mean_gain + c · sqrt(ln n_total / n_arm)
+
+An arm never pulled takes the best score among this step's pulled arms (optimism, without letting a
+single unseen template take the whole budget); when none is pulled, all prompts count alike. The
+step's budget is then split by :func:`rollarc.spotlight.budget.plan_candidates`: the best-scoring
+prompts are explored with more candidates, the worst not at all.
 """
 
 from __future__ import annotations
@@ -17,6 +22,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+
+from rollarc.spotlight.budget import plan_candidates
 
 
 @dataclass
@@ -31,48 +38,30 @@ class Arm:
 
 @dataclass
 class UcbPlanner:
-    """UCB1 over prompts; ``observe`` after each step, ``allocate`` before the next."""
+    """UCB1 over arm keys; ``observe`` after each step, ``allocate`` before the next."""
 
-    exploration: float = 0.05
+    exploration: float = 0.01
     arms: dict[str, Arm] = field(default_factory=dict)
 
-    def score(self, prompt: str) -> float:
-        arm = self.arms.get(prompt)
+    def score(self, key: str) -> float:
+        arm = self.arms.get(key)
         if arm is None or arm.pulls == 0:
             return math.inf
         total = sum(a.pulls for a in self.arms.values())
         return arm.mean_gain + self.exploration * math.sqrt(math.log(max(total, 1)) / arm.pulls)
 
-    def observe(self, prompt: str, gain: float) -> None:
-        arm = self.arms.setdefault(prompt, Arm())
+    def observe(self, key: str, gain: float) -> None:
+        arm = self.arms.setdefault(key, Arm())
         arm.pulls += 1
         arm.total_gain += gain
 
-    def allocate(self, prompts: Sequence[str], budget_chunks: int) -> list[int]:
-        """Chunks of extra candidates per prompt (same order), summing to ``budget_chunks``."""
-        return split_by_score([self.score(p) for p in prompts], budget_chunks)
+    def step_scores(self, keys: Sequence[str]) -> list[float]:
+        """Scores of this step's arms, an unseen arm taking the best seen score (1.0 when none is seen)."""
+        raw = [self.score(k) for k in keys]
+        seen = [s for s in raw if not math.isinf(s)]
+        best = max(seen) if seen else 1.0
+        return [best if math.isinf(s) else s for s in raw]
 
-
-def split_by_score(scores: Sequence[float], chunks: int) -> list[int]:
-    """Largest-remainder split of ``chunks`` in proportion to ``scores`` (clipped at 0).
-
-    Infinite scores (unseen arms) share the budget among themselves first; all-zero scores split evenly.
-    Ties in the remainder go to the earlier prompt.
-    """
-    if chunks < 0:
-        raise ValueError(f"chunks must be >= 0, got {chunks}")
-    if not scores:
-        return []
-    if any(math.isinf(s) for s in scores):
-        weights = [1.0 if math.isinf(s) else 0.0 for s in scores]
-    else:
-        weights = [max(s, 0.0) for s in scores]
-    if sum(weights) <= 0.0:
-        weights = [1.0] * len(scores)
-    total = sum(weights)
-    exact = [chunks * w / total for w in weights]
-    out = [math.floor(e) for e in exact]
-    by_remainder = sorted(range(len(scores)), key=lambda i: (-(exact[i] - out[i]), i))
-    for i in by_remainder[: chunks - sum(out)]:
-        out[i] += 1
-    return out
+    def allocate(self, keys: Sequence[str], budget: int, group: int, chunk: int) -> list[int]:
+        """Candidates per prompt (same order as ``keys``, the prompts' arms): 0 or ``group + chunk · n``."""
+        return plan_candidates(self.step_scores(keys), budget, group, chunk)

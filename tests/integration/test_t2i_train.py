@@ -45,6 +45,8 @@ def test_t2i_train_explores_trains_reports_and_resumes(tmp_path):
     assert [r["sample_version"] for r in rows] == [0, 1]  # samples carry the version that drew them
     assert [r["explorer_staleness"] for r in rows] == [0, 1]  # the first step has no older version
     assert all("chosen_var_fresh" in r and "random_var_stale" in r and "low_contrast_fraction" in r for r in rows)
+    # the bandit's allocation is logged (a 2-step base scores every image 0: no gain, so a uniform split)
+    assert [(r["explored_fraction"], r["candidates_std"]) for r in rows] == [(1.0, 0.0), (1.0, 0.0)]
     assert rows[-1]["explored_images"] > rows[-1]["sampled_images"] - 4  # explorer scored candidates
     for name in ("report.md", "learning_curve.png", "summary.json", "samples/heldout_step_00000.png"):
         assert (run_dir / name).is_file(), name

@@ -1,11 +1,13 @@
-"""Spotlight's pure parts against hand-computed numbers: group selection, Kendall τ, the UCB planner."""
+"""Spotlight's pure parts against hand-computed numbers: group selection, Kendall τ, the budget split, the UCB planner."""
 
 import itertools
 import math
 
 import pytest
 
-from rollarc.spotlight.bandit import UcbPlanner, split_by_score
+from rollarc.spotlight.bandit import UcbPlanner
+from rollarc.spotlight.budget import plan_candidates, split_by_score
+from rollarc.spotlight.groups import choose_groups, exploration_stats
 from rollarc.spotlight.kendall import kendall_tau
 from rollarc.spotlight.selection import max_contrast_subset, population_variance
 
@@ -40,15 +42,80 @@ def test_split_by_score_by_hand():
     assert split_by_score([0.0, -1.0], 2) == [1, 1]
 
 
+def test_plan_candidates_by_hand():
+    # weights .03, .01, 0, .02 of 48 images, G 4, chunk 4: the zero is dropped; shares 24, 8, 16 all >= 8;
+    # 9 extra chunks, one each first, the other 6 split 3:1:2
+    assert plan_candidates([0.03, 0.01, 0.0, 0.02], 48, 4, 4) == [20, 12, 0, 16]
+    # shares of .05, .01, .04 over 30 images: 15, 3, 12; the weakest (3 < 8) is dropped, then 16.7 and 13.3;
+    # 5 extra chunks: one each, the other 3 split .05:.04 -> exact 1.67, 1.33 -> 2, 1
+    assert plan_candidates([0.05, 0.01, 0.04], 30, 4, 4) == [16, 0, 12]
+    # nothing scores above 0: every prompt counts alike (a uniform split, 12 each)
+    assert plan_candidates([0.0, -0.01, 0.0], 36, 4, 4) == [12, 12, 12]
+    # too small a budget for even one useful exploration: nothing is explored
+    assert plan_candidates([1.0, 1.0], 7, 4, 4) == [0, 0]
+    # equal scores whose shares are too small: the later prompt is dropped first
+    assert plan_candidates([1.0, 1.0, 1.0], 20, 4, 4) == [12, 8, 0]
+
+
+def test_plan_candidates_never_overspends_and_explores_usefully():
+    for scores in ([0.3, 0.1, 0.0, 0.2, 0.05], [1.0] * 8, [0.001, 0.5, 0.5]):
+        for budget in (0, 9, 24, 50, 96):
+            plan = plan_candidates(scores, budget, 4, 4)
+            assert sum(plan) <= budget
+            assert all(n == 0 or (n >= 8 and (n - 4) % 4 == 0) for n in plan)
+
+
+def test_plan_candidates_rejects_infinite_scores():
+    with pytest.raises(ValueError, match="finite"):
+        plan_candidates([math.inf, 1.0], 24, 4, 4)
+
+
 def test_ucb_planner_by_hand():
     planner = UcbPlanner(exploration=0.05)
     planner.observe("a", 0.2)
     planner.observe("a", 0.4)
     planner.observe("b", 0.1)
-    assert planner.score("a") == pytest.approx(0.3 + 0.05 * math.sqrt(math.log(3) / 2))
-    assert planner.score("b") == pytest.approx(0.1 + 0.05 * math.sqrt(math.log(3) / 1))
+    sa = 0.3 + 0.05 * math.sqrt(math.log(3) / 2)
+    sb = 0.1 + 0.05 * math.sqrt(math.log(3) / 1)
+    assert planner.score("a") == pytest.approx(sa)
+    assert planner.score("b") == pytest.approx(sb)
     assert planner.score("c") == math.inf
-    assert planner.allocate(["a", "c", "b"], 4) == [0, 4, 0]
-    sa, sb = planner.score("a"), planner.score("b")
-    exact = [6 * sa / (sa + sb), 6 * sb / (sa + sb)]
-    assert planner.allocate(["a", "b"], 6) == [round(exact[0]), round(exact[1])]
+    # the unseen arm takes the best seen score of the step (a's)
+    assert planner.step_scores(["a", "c", "b"]) == pytest.approx([sa, sa, sb])
+    assert planner.step_scores(["c", "d"]) == [1.0, 1.0]
+    # 36 images, G 4, chunk 4: shares of a, c: 36·sa/(2sa+sb) ≈ 14.7 >= 8, b's ≈ 6.0 < 8 is dropped;
+    # 7 extra chunks: one each, the other 5 split evenly between a and c (ties go to the earlier)
+    assert planner.allocate(["a", "c", "b"], 36, 4, 4) == [20, 16, 0]
+
+
+def test_ucb_planner_allocates_unlike_uniform_once_gains_differ():
+    """Arms that recur: after a few steps of observed gains the split follows them (the uniform one would not)."""
+    planner = UcbPlanner(exploration=0.001)
+    for _ in range(5):
+        planner.observe("high", 0.02)
+        planner.observe("low", -0.005)
+        planner.observe("mid", 0.01)
+    plan = planner.allocate(["low", "high", "mid", "high"], 4 * 12, 4, 4)
+    assert plan[0] == 0 and min(plan[1], plan[3]) > plan[2] > 0 and sum(plan) <= 48
+    assert plan == [0, 20, 12, 16]  # 6 chunks split 2.38 : 1.23 : 2.38, the tie in remainder to the first
+
+
+def test_choose_groups_falls_back_for_unexplored_prompts():
+    seeds, stale = choose_groups([[11, 12, 13, 14], []], [[0.1, 0.9, 0.5, 0.0], []], [[1, 2], [5, 6]], 2)
+    assert seeds == [[12, 14], [5, 6]]
+    assert stale == [[0.9, 0.0], None]
+    with pytest.raises(ValueError, match="stale rewards"):
+        choose_groups([[1, 2]], [[0.5]], [[1, 2]], 2)
+
+
+def test_exploration_stats_by_hand():
+    stale = [[0.0, 1.0, 0.5, 0.5], []]
+    chosen = [[0.0, 1.0], None]
+    fresh = [[0.2, 0.8], [0.3, 0.3]]
+    out = exploration_stats(stale, chosen, fresh, 2)
+    assert out["kendall_tau"] == pytest.approx(1.0)
+    assert out["chosen_var_stale"] == pytest.approx(0.25)
+    assert out["chosen_var_fresh"] == pytest.approx(0.09)
+    assert out["random_var_stale"] == pytest.approx(0.25)
+    assert out["explored_fraction"] == 0.5
+    assert (out["candidates_min"], out["candidates_max"], out["candidates_std"]) == (0.0, 4.0, 2.0)

@@ -28,3 +28,12 @@ def test_unknown_keys_and_tasks_fail_in_one_line(capsys):
     assert "train.stepz: unknown key" in capsys.readouterr().err
     with pytest.raises(ConfigError, match="unknown tasks"):
         load_t2i_config("configs/t2i_quickstart.yaml", ["tasks=[paint]"])
+
+
+def test_the_bandit_needs_room_for_one_chunk_beyond_the_group():
+    with pytest.raises(ValueError, match=r"group_size \+ explore\.chunk"):
+        T2IConfig(
+            kind="t2i",
+            train={"group_size": 8},
+            explore={"enabled": True, "bandit": True, "candidates": 10, "chunk": 4},
+        )

@@ -25,12 +25,23 @@ def test_schedules_are_fixed_by_the_seed(tmp_path):
 def test_the_bandit_splits_the_same_budget(tmp_path):
     plain = controller(tmp_path, candidates=12)
     assert plain.exploration_sizes(["a", "b", "c"]) == [12, 12, 12]
-    bandit = controller(tmp_path, candidates=12, bandit=True, chunk=4)
+    bandit = controller(tmp_path, candidates=12, bandit=True, chunk=4, arms="prompt", ucb_c=0.0)
+    assert bandit.exploration_sizes(["a", "b", "c"]) == [12, 12, 12]  # nothing observed: uniform
     bandit.planner.observe("a", 0.2)
     bandit.planner.observe("b", 0.0)
     sizes = bandit.exploration_sizes(["a", "b", "c"])
-    assert sum(sizes) == 36 and min(sizes) >= 4
-    assert sizes == [4, 4, 28]  # the never-explored prompt takes the 6 chunks first
+    # b's gain is 0: not explored; the unseen c scores like a; 36 images: 4 + 4 + 7 chunks of 4 -> 20, 16
+    assert sizes == [20, 0, 16] and sum(sizes) <= 36
+
+
+def test_template_arms_recur_across_prompts(tmp_path):
+    bandit = controller(tmp_path, candidates=12, bandit=True, chunk=4)
+    red, blue = "one red square left", "one blue square left"
+    assert bandit.arm_of(red) == bandit.arm_of(blue) == "one * square left"
+    bandit.planner.observe(bandit.arm_of(red), 0.1)
+    bandit.planner.observe(bandit.arm_of("two red pluses right"), -0.1)
+    # blue was never seen but its template was: it is explored, the other template's prompt is not
+    assert bandit.exploration_sizes([blue, "two green pluses right"]) == [24, 0]
 
 
 class RecordingFleet:

@@ -10,6 +10,7 @@ from rollarc.diffusion.tasks.compositional import CompositionalTask, parse
 from rollarc.diffusion.tasks.digit_reader import train_reader
 from rollarc.diffusion.tasks.font import render_digits
 from rollarc.diffusion.tasks.glyph import GlyphTask
+from rollarc.diffusion.tasks.registry import template_of
 
 TASK = CompositionalTask()
 
@@ -71,3 +72,10 @@ def test_glyph_reward_reads_the_digits():
     assert task.reward("write 4 7", np.zeros((16, 16, 3), dtype=np.float32)) < 0.1
     hazy = np.clip(task.render("write 4 7", rng) + 0.15, 0, 1)
     assert task.reward("write 4 7", hazy) < 0.1
+
+
+def test_templates_blank_the_free_attributes():
+    assert template_of("two red squares left and one blue plus right") == "two * squares left and one * plus right"
+    assert template_of("write 4 7") == "write 4 *"
+    templates = {template_of(p) for p in CompositionalTask().prompts()}
+    assert len(templates) == 20  # 176 prompts: each template recurs ~9 times

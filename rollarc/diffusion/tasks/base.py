@@ -5,7 +5,9 @@ Images are ``float32 [H, W, 3]`` arrays in ``[0, 1]``; black is the background. 
 - lists its prompts (a fixed, enumerable set) and splits them into train and held-out by a hash of the
   text, so the split is stable across runs and processes;
 - renders a prompt's ground truth (used to pretrain the DiT, and by the tests);
-- scores an image for a prompt with a reward in ``[0, 1]`` computed from the pixels alone.
+- scores an image for a prompt with a reward in ``[0, 1]`` computed from the pixels alone;
+- maps a prompt to its template (its structure with free attributes blanked), which recurs across
+  steps where a prompt rarely does: the bandit planner's arms.
 
 **The reward-hacking guard.** A prototype's policy learned faint background haze against a naive
 detector. Every reward here is multiplied by :func:`cleanliness`, which is 1 for a black background
@@ -54,6 +56,8 @@ class Task(Protocol):
     def render(self, prompt: str, rng: random.Random) -> np.ndarray: ...
 
     def reward(self, prompt: str, image: np.ndarray) -> float: ...
+
+    def template(self, prompt: str) -> str: ...
 
 
 def is_heldout(prompt: str) -> bool:

@@ -88,6 +88,14 @@ class CompositionalTask:
                 out.append(f"{left.text()} and {right.text()}")
         return out
 
+    @staticmethod
+    def template(prompt: str) -> str:
+        """The prompt's structure (counts, shapes, sides) with its colours blanked: the bandit's arm.
+
+        20 templates over 176 prompts, so a template recurs every few steps of a run.
+        """
+        return " ".join("*" if word in COLOURS else word for word in prompt.split())
+
     def render(self, prompt: str, rng: random.Random) -> np.ndarray:
         """The ground truth, with each shape jittered by up to 1 pixel (so pretraining sees a distribution)."""
         image = np.zeros((SIZE, SIZE, 3), dtype=np.float32)

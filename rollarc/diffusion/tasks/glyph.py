@@ -33,6 +33,12 @@ class GlyphTask:
     def prompts(self) -> list[str]:
         return [f"write {a} {b}" for a in range(10) for b in range(10)]
 
+    @staticmethod
+    def template(prompt: str) -> str:
+        """The prompt with its second digit blanked (``write 4 *``): the bandit's arm, 10 in all."""
+        first, _ = digits_of(prompt)
+        return f"write {first} *"
+
     def render(self, prompt: str, rng: random.Random) -> np.ndarray:
         return render_digits(digits_of(prompt), rng)
 

@@ -25,3 +25,10 @@ def make_task(name: str, cache_dir: Path) -> Task:
 def vocabulary(tasks: list[Task]) -> list[str]:
     """Every word of every prompt of ``tasks``, sorted (the prompt encoder's vocabulary)."""
     return sorted({word for task in tasks for prompt in task.prompts() for word in prompt.split()})
+
+
+def template_of(prompt: str) -> str:
+    """The bandit arm of ``prompt``: its task's template (glyph prompts are the ones starting ``write``)."""
+    if prompt.startswith("write "):
+        return GlyphTask.template(prompt)
+    return CompositionalTask.template(prompt)
