@@ -27,6 +27,7 @@ BENCHMARKS = {
     "sim": "simulator speed at 3,072 GPUs",
     "chaos": "training through env failures and killed workers vs a clean run",
     "spotlight": "t2i Flow-GRPO: stale-weight seed exploration (+ bandit) vs random seeds",
+    "step": "short single-turn steps: rollarc sync and async vs an in-process HF-generate GRPO loop",
 }
 
 

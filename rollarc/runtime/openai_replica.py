@@ -32,6 +32,7 @@ from ray.exceptions import RayTaskError
 from rollarc.configio import ConfigError
 from rollarc.engine.types import Completion, SamplingParams
 from rollarc.report.metrics import process_rss_mb
+from rollarc.runtime.router import TurnArgs
 from rollarc.runtime.weight_handoff import CheckpointHandOff
 from rollarc.serve.config import OpenAIBackendConfig
 from rollarc.serve.protocol import completion_request, parse_completion
@@ -221,6 +222,10 @@ class OpenAIReplica:
             self._aborted.add(request_id)
             self._running[request_id][0].cancel()
         return len(request_ids)
+
+    async def generate_batch(self, turns: list[TurnArgs]) -> list[Completion]:
+        """The router's batched path: each turn is its own HTTP request (the server batches them), in order."""
+        return list(await asyncio.gather(*[self.generate(*turn) for turn in turns]))
 
     def stats(self) -> dict[str, Any]:
         return {

@@ -27,6 +27,7 @@ from rollarc.engine.types import Completion, SamplingParams
 from rollarc.models.checkpoint import load_policy
 from rollarc.models.device import resolve_device, resolve_dtype
 from rollarc.report.metrics import process_rss_mb
+from rollarc.runtime.router import TurnArgs
 from rollarc.runtime.weight_sync import SyncPayload, engine_weights, receive
 from rollarc.sync.config import SyncConfig
 from rollarc.sync.versions import WHOLE, WeightPublisher, WeightReceiver
@@ -94,7 +95,31 @@ class RolloutWorker:
             completion = await self.engine.generate(prompt_ids, params, request_id=request_id, cache_key=cache_key)
         finally:
             self._running.pop(request_id, None)
+        self._record(completion, t0, time.perf_counter(), cache_key, task, step)
+        return completion
+
+    async def generate_batch(self, turns: list[TurnArgs]) -> list[Completion]:
+        """Many turns (``generate``'s arguments each) in one call, admitted to the engine together; in order."""
+        await self._gate.wait()
+        ids = [uuid.uuid4().hex for _ in turns]
+        t0 = time.perf_counter()
+        for request_id, turn in zip(ids, turns, strict=True):
+            self._running[request_id] = turn[2]
+        try:
+            completions = await self.engine.generate_many(
+                [turn[0] for turn in turns], [turn[1] for turn in turns], ids, [turn[2] for turn in turns]
+            )
+        finally:
+            for request_id in ids:
+                self._running.pop(request_id, None)
         t1 = time.perf_counter()
+        for (_prompt, _params, cache_key, task, step), completion in zip(turns, completions, strict=True):
+            self._record(completion, t0, t1, cache_key, task, step)
+        return completions
+
+    def _record(
+        self, completion: Completion, t0: float, t1: float, cache_key: str | None, task: str | None, step: int | None
+    ) -> None:
         self.generated_tokens += completion.num_tokens
         self.prompt_tokens += completion.prompt_len
         self._spans.append(
@@ -103,7 +128,7 @@ class RolloutWorker:
                 "role": "rollout",
                 "kind": "generate",
                 "t0": t0 + self._wall_offset,
-                "t1": t1 + self._wall_offset,
+                "t1": (completion.finish_time if completion.finish_time else t1) + self._wall_offset,
                 "traj": cache_key,
                 "task": task,
                 "step": step,
@@ -113,7 +138,6 @@ class RolloutWorker:
                 "pool": self.pool,
             }
         )
-        return completion
 
     async def update_weights(self, payload: SyncPayload) -> dict[str, float]:
         """Fetch the published buckets and swap them in; returns timings of this replica's sync."""

@@ -29,6 +29,9 @@ from rollarc.runtime.scheduling import make_dispatcher
 
 MAX_FAILOVERS = 8
 
+# One turn's arguments, as ``generate`` takes them: (prompt_ids, params, cache_key, task, step).
+TurnArgs = tuple[list[int], SamplingParams, str | None, str | None, int | None]
+
 
 @ray.remote
 class Router:
@@ -154,18 +157,72 @@ class Router:
                     continue
                 finally:
                     self.dispatch.finish_turn(route)
-                key = (task or "-", pool)
-                self.tokens[key] += completion.num_tokens
-                self.prompt_tokens[key] += completion.prompt_len
-                self.turns[key] += 1
-                self.replica_turns[route.replica] += 1
-                self.stolen += int(route.stolen and not route.sticky)
+                self._count(route, pool, task, completion)
                 return completion
             raise NoReplicaError(f"turn failed over {MAX_FAILOVERS} times; dead replicas: {self.dead}")
         finally:
             self._inflight -= 1
             if self._inflight == 0:
                 self._idle.set()
+
+    async def generate_batch(self, turns: list[TurnArgs]) -> list[Completion]:
+        """Many turns in one call (completions in order): one Ray call from the EnvWorker, one per replica onward.
+
+        Short single-turn work pays two Ray hops per turn on the per-turn path, more than the turn's own
+        compute (docs/performance.md). Each turn is routed exactly as ``generate`` routes it; the turns bound
+        for one replica travel together. A replica that dies mid-batch is marked dead and its turns fall back
+        to ``generate``, which fails them over one by one.
+        """
+        await self._open.wait()
+        self._inflight += len(turns)
+        self._idle.clear()
+        try:
+            routes: list[Route] = []
+            try:
+                for turn in turns:
+                    routes.append(await self._choose(turn[2], turn[3]))
+            except NoReplicaError:
+                for route in routes:
+                    self.dispatch.finish_turn(route)
+                raise
+            by_replica: dict[str, list[int]] = {}
+            for index, route in enumerate(routes):
+                by_replica.setdefault(route.replica, []).append(index)
+            results: list[Completion | None] = [None] * len(turns)
+
+            async def run(replica: str, indices: list[int]) -> None:
+                pool = self.replicas[replica].pool
+                completions: list[Completion] | None = None
+                try:
+                    completions = await self.handles[replica].generate_batch.remote([turns[i] for i in indices])
+                except RayActorError:
+                    self._mark_dead(replica)
+                finally:
+                    for i in indices:
+                        self.dispatch.finish_turn(routes[i])
+                if completions is None:
+                    completions = list(await asyncio.gather(*[self.generate(*turns[i]) for i in indices]))
+                else:
+                    for i, completion in zip(indices, completions, strict=True):
+                        self._count(routes[i], pool, turns[i][3], completion)
+                for i, completion in zip(indices, completions, strict=True):
+                    results[i] = completion
+
+            await asyncio.gather(*[run(replica, indices) for replica, indices in by_replica.items()])
+            assert all(c is not None for c in results)  # every replica's task filled its turns or raised
+            return [c for c in results if c is not None]
+        finally:
+            self._inflight -= len(turns)
+            if self._inflight == 0:
+                self._idle.set()
+
+    def _count(self, route: Route, pool: str, task: str | None, completion: Completion) -> None:
+        key = (task or "-", pool)
+        self.tokens[key] += completion.num_tokens
+        self.prompt_tokens[key] += completion.prompt_len
+        self.turns[key] += 1
+        self.replica_turns[route.replica] += 1
+        self.stolen += int(route.stolen and not route.sticky)
 
     async def _choose(self, cache_key: str | None, task: str | None) -> Route:
         """Start a turn on a replica; with none usable, wait up to ``replacement_wait_s`` for a replacement."""
