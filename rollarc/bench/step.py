@@ -10,8 +10,9 @@ Every mode starts from the same SFT warm start and trains the same number of ste
   completions in one left-padded call on the policy being trained, then the same ``PolicyTrainer`` step
   (same loss from ``algo/``, same AdamW); no weight sync is needed.
 
-Reported: completions/s per mode (completions trained ÷ the wall time of the training steps; Ray start-up,
-SFT and held-out evaluations are outside it), the ratios of the two rollarc modes to ``inprocess``, the median
+Reported: completions/s per mode in the steady state (completions trained in steps 2..N ÷ the time from the
+end of step 1 to the end of step N: step 1 carries one-off warm-up; Ray start-up, SFT and held-out
+evaluations are outside it too), the ratios of the two rollarc modes to ``inprocess``, the median
 seconds per step of each phase (``phase_s``: for rollarc ``rollout_s`` = step − train − sync, ``train_s`` and
 ``sync_s`` from ``metrics.jsonl``; for the in-process loop its own five phases), and held-out success after
 training (greedy episodes on seeds disjoint from training, the same for every mode). The goal of issue 15:
@@ -21,6 +22,7 @@ training (greedy episodes on seeds disjoint from training, the same for every mo
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import tempfile
 from pathlib import Path
@@ -51,10 +53,24 @@ MODES = {
 }
 
 
-def rollarc_phases(run_dir: Path) -> dict[str, float]:
-    """Median seconds per step of a rollarc run's phases, from its ``metrics.jsonl``."""
+def steady_rate(step_ends: list[float], per_step: int) -> float:
+    """Completions per second from the end of step 1 to the end of the last step.
+
+    Step 1 carries each mode's one-off warm-up (Ray's first calls, the allocator, the first optimiser step),
+    which would otherwise dominate a short run; with a single step, there is nothing else to measure.
+    """
+    if len(step_ends) < 2:
+        return per_step / step_ends[0] if step_ends and step_ends[0] > 0 else float("nan")
+    return (len(step_ends) - 1) * per_step / max(step_ends[-1] - step_ends[0], 1e-9)
+
+
+def read_steps(run_dir: Path) -> list[dict[str, Any]]:
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    steps = [r for r in rows if "step_time_s" in r]
+    return [r for r in rows if "step_time_s" in r]
+
+
+def rollarc_phases(steps: list[dict[str, Any]]) -> dict[str, float]:
+    """Median seconds per step of a rollarc run's phases, from its ``metrics.jsonl`` rows."""
     if not steps:
         return {}
     return {
@@ -79,9 +95,10 @@ def run_inprocess(cfg: Config, policy: str, threads: int) -> dict[str, Any]:
         EngineConfig(num_threads=threads, max_num_seqs=cfg.engine.max_num_seqs),
         temperature=cfg.train.eval_temperature,
     )
+    ends = list(itertools.accumulate(s["step_time_s"] for s in result.steps))
     return {
         "wall_s": result.wall_s,
-        "completions": result.completions,
+        "completions_per_s": steady_rate(ends, cfg.train.groups_per_step * cfg.train.group_size),
         "success": heldout["success"],
         "phase_s": {"step_s": median(s["step_time_s"] for s in result.steps), **result.phase_s},
     }
@@ -122,18 +139,19 @@ def main(argv: list[str]) -> int:
         if label == "inprocess":
             r = run_inprocess(base, policy, threads)
             results[label] = {
-                "completions_per_s": r["completions"] / max(r["wall_s"], 1e-9),
+                "completions_per_s": r["completions_per_s"],
                 "wall_s": r["wall_s"],
                 "success": r["success"],
                 "phase_s": r["phase_s"],
             }
         else:
             r = run_mode(args.config, [*overrides, *MODES[label]], label, runs)
+            steps = read_steps(Path(r["run_dir"]))
             results[label] = {
-                "completions_per_s": r["trajectories_per_s"],
+                "completions_per_s": steady_rate([row["wall_s"] for row in steps], per_step),
                 "wall_s": r["rl_wall_s"],
                 "success": r["success"],
-                "phase_s": rollarc_phases(Path(r["run_dir"])),
+                "phase_s": rollarc_phases(steps),
             }
         r = results[label]
         print(f"   {r['completions_per_s']:.1f} completions/s, success {r['success']:.3f}, {r['phase_s']}", flush=True)

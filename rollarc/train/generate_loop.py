@@ -31,6 +31,7 @@ from rollarc.configio import ConfigError
 from rollarc.envs.registry import instructions as env_instructions
 from rollarc.envs.registry import make_env
 from rollarc.models.checkpoint import load_policy
+from rollarc.models.device import resolve_device, resolve_dtype
 from rollarc.policy.task_mix import TaskMix
 from rollarc.train.policy_trainer import PolicyTrainer
 
@@ -72,6 +73,8 @@ def run_generate_loop(
         seed=cfg.seed,
         dedup=t.dedup_rows,
         warmup_steps=t.warmup_steps,
+        device=resolve_device(cfg.model.device),
+        autocast_dtype=resolve_dtype(cfg.model.dtype),
     )
     loop = _Loop(cfg, trainer, ChatRenderer(tokenizer))
     steps = []
@@ -189,9 +192,10 @@ class _Loop:
         ).long()
         greedy = sampling.temperature == 0
         model.eval()
+        device = next(model.parameters()).device
         out = model.generate(
-            input_ids=input_ids,
-            attention_mask=attention_mask,
+            input_ids=input_ids.to(device),
+            attention_mask=attention_mask.to(device),
             do_sample=not greedy,
             temperature=None if greedy else sampling.temperature,
             top_k=sampling.top_k if not greedy else None,
