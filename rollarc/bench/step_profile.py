@@ -72,7 +72,7 @@ STARTUP = re.compile(
 # A stack whose innermost frame waits (py-spy's idle detection misses some waits of Ray's threads), or whose
 # only frames are py-spy's ``process N:"command"`` labels (native code of Ray's own daemons), is not work.
 IDLE = re.compile(
-    r"^(Condition\.wait|Event\.wait|\w*Selector\.select|BaseServer\.serve_forever|_worker|Queue\.get|sleep) |"
+    r"^(DaemonThreadPool\._work|Condition\.wait|Event\.wait|\w*Selector\.select|BaseServer\.serve_forever|_worker|Queue\.get|sleep) |"
     r"^Worker\.main_loop \(ray/|^main \(.*ray_reaper\.py|^Thread\.run |^LogMonitor\.run |^process \d+:"
 )
 
