@@ -127,16 +127,20 @@ class EnvWorker:
         task.add_done_callback(self._sending.discard)
 
     async def _send_turns(self, turns: list[tuple[TurnArgs, asyncio.Future[Completion]]]) -> None:
+        """One router call; each completion streams back, and resumes its trajectory, as soon as it is done."""
         try:
-            completions = await self.router.generate_batch.remote([args for args, _ in turns])
-        except Exception as err:  # noqa: BLE001 - not swallowed: every turn of the batch re-raises it
-            for _, future in turns:
-                if not future.done():
-                    future.set_exception(err)
-            return
-        for (_, future), completion in zip(turns, completions, strict=True):
-            if not future.done():  # a cancelled trajectory no longer waits
-                future.set_result(completion)
+            async for ref in self.router.generate_batch.remote([args for args, _ in turns]):
+                index, completion = await ref
+                future = turns[index][1]
+                if not future.done():  # a cancelled trajectory no longer waits
+                    future.set_result(completion)
+        except Exception as err:  # noqa: BLE001 - not swallowed: every unfinished turn of the batch re-raises it
+            failure: Exception = err
+        else:
+            failure = RuntimeError("the router's batch ended before every turn had its completion")
+        for _, future in turns:
+            if not future.done():
+                future.set_exception(failure)
 
     async def _run_one(self, spec: EpisodeSpec) -> Trajectory:
         self._traj_task[spec.traj_id] = spec.task

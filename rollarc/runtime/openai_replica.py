@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
@@ -223,9 +224,15 @@ class OpenAIReplica:
             self._running[request_id][0].cancel()
         return len(request_ids)
 
-    async def generate_batch(self, turns: list[TurnArgs]) -> list[Completion]:
-        """The router's batched path: each turn is its own HTTP request (the server batches them), in order."""
-        return list(await asyncio.gather(*[self.generate(*turn) for turn in turns]))
+    async def generate_batch(self, turns: list[TurnArgs]) -> AsyncIterator[tuple[int, Completion]]:
+        """The router's batched path: each turn is its own HTTP request (the server batches them); a Ray
+        streaming generator of ``(index in turns, completion)`` in the order they finish."""
+
+        async def one(i: int, turn: TurnArgs) -> tuple[int, Completion]:
+            return i, await self.generate(*turn)
+
+        for next_done in asyncio.as_completed([one(i, turn) for i, turn in enumerate(turns)]):
+            yield await next_done
 
     def stats(self) -> dict[str, Any]:
         return {

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from collections.abc import AsyncIterator
 from typing import Any
 
 import ray
@@ -98,24 +99,37 @@ class RolloutWorker:
         self._record(completion, t0, time.perf_counter(), cache_key, task, step)
         return completion
 
-    async def generate_batch(self, turns: list[TurnArgs]) -> list[Completion]:
-        """Many turns (``generate``'s arguments each) in one call, admitted to the engine together; in order."""
+    async def generate_batch(self, turns: list[TurnArgs]) -> AsyncIterator[tuple[int, Completion]]:
+        """Many turns (``generate``'s arguments each) admitted to the engine together; streamed back as each ends.
+
+        A Ray streaming generator: it yields ``(index in turns, completion)`` in the order the turns finish,
+        so a short turn never waits for the longest one of its batch.
+        """
         await self._gate.wait()
         ids = [uuid.uuid4().hex for _ in turns]
         t0 = time.perf_counter()
         for request_id, turn in zip(ids, turns, strict=True):
             self._running[request_id] = turn[2]
+        futures = self.engine.submit_many(
+            [turn[0] for turn in turns], [turn[1] for turn in turns], ids, [turn[2] for turn in turns]
+        )
+        index = {id(future): i for i, future in enumerate(futures)}
+        pending: set[asyncio.Future[Completion]] = set(futures)
         try:
-            completions = await self.engine.generate_many(
-                [turn[0] for turn in turns], [turn[1] for turn in turns], ids, [turn[2] for turn in turns]
-            )
+            while pending:
+                done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                for future in done:
+                    i = index[id(future)]
+                    self._running.pop(ids[i], None)
+                    completion = future.result()
+                    _prompt, _params, cache_key, task, step = turns[i]
+                    self._record(completion, t0, time.perf_counter(), cache_key, task, step)
+                    yield i, completion
         finally:
+            if pending:  # the caller went away (or a turn raised): nobody waits for the rest
+                self.engine.abort_unfinished(ids, futures)
             for request_id in ids:
                 self._running.pop(request_id, None)
-        t1 = time.perf_counter()
-        for (_prompt, _params, cache_key, task, step), completion in zip(turns, completions, strict=True):
-            self._record(completion, t0, t1, cache_key, task, step)
-        return completions
 
     def _record(
         self, completion: Completion, t0: float, t1: float, cache_key: str | None, task: str | None, step: int | None

@@ -18,6 +18,7 @@ import asyncio
 import time
 import warnings
 from collections import Counter
+from collections.abc import AsyncIterator
 from typing import Any
 
 import ray
@@ -165,17 +166,20 @@ class Router:
             if self._inflight == 0:
                 self._idle.set()
 
-    async def generate_batch(self, turns: list[TurnArgs]) -> list[Completion]:
-        """Many turns in one call (completions in order): one Ray call from the EnvWorker, one per replica onward.
+    async def generate_batch(self, turns: list[TurnArgs]) -> AsyncIterator[tuple[int, Completion]]:
+        """Many turns in one call: one Ray call from the EnvWorker, one per replica onward.
 
         Short single-turn work pays two Ray hops per turn on the per-turn path, more than the turn's own
-        compute (docs/performance.md). Each turn is routed exactly as ``generate`` routes it; the turns bound
-        for one replica travel together. A replica that dies mid-batch is marked dead and its turns fall back
-        to ``generate``, which fails them over one by one.
+        compute (docs/performance.md). A Ray streaming generator: it yields ``(index in turns, completion)``
+        as each turn finishes, so no turn waits for the slowest of its batch. Each turn is routed exactly as
+        ``generate`` routes it; the turns bound for one replica travel together. A replica that dies
+        mid-batch is marked dead and its unfinished turns fall back to ``generate``, which fails them over
+        one by one.
         """
         await self._open.wait()
         self._inflight += len(turns)
         self._idle.clear()
+        tasks: list[asyncio.Task] = []
         try:
             routes: list[Route] = []
             try:
@@ -188,30 +192,45 @@ class Router:
             by_replica: dict[str, list[int]] = {}
             for index, route in enumerate(routes):
                 by_replica.setdefault(route.replica, []).append(index)
-            results: list[Completion | None] = [None] * len(turns)
+            results: asyncio.Queue[tuple[int, Completion] | Exception] = asyncio.Queue()
 
             async def run(replica: str, indices: list[int]) -> None:
                 pool = self.replicas[replica].pool
-                completions: list[Completion] | None = None
+                left = list(indices)
                 try:
-                    completions = await self.handles[replica].generate_batch.remote([turns[i] for i in indices])
+                    stream = self.handles[replica].generate_batch.remote([turns[i] for i in indices])
+                    async for ref in stream:
+                        j, completion = await ref
+                        i = indices[j]
+                        left.remove(i)
+                        self.dispatch.finish_turn(routes[i])
+                        self._count(routes[i], pool, turns[i][3], completion)
+                        results.put_nowait((i, completion))
                 except RayActorError:
                     self._mark_dead(replica)
+                except Exception as err:  # noqa: BLE001 - not swallowed: generate_batch raises it to the caller
+                    results.put_nowait(err)
                 finally:
-                    for i in indices:
+                    for i in left:
                         self.dispatch.finish_turn(routes[i])
-                if completions is None:
-                    completions = list(await asyncio.gather(*[self.generate(*turns[i]) for i in indices]))
-                else:
-                    for i, completion in zip(indices, completions, strict=True):
-                        self._count(routes[i], pool, turns[i][3], completion)
-                for i, completion in zip(indices, completions, strict=True):
-                    results[i] = completion
+                if left:  # the replica died: its unfinished turns fail over one by one
+                    try:
+                        completions = await asyncio.gather(*[self.generate(*turns[i]) for i in left])
+                    except Exception as err:  # noqa: BLE001 - not swallowed: generate_batch raises it to the caller
+                        results.put_nowait(err)
+                        return
+                    for i, completion in zip(left, completions, strict=True):
+                        results.put_nowait((i, completion))
 
-            await asyncio.gather(*[run(replica, indices) for replica, indices in by_replica.items()])
-            assert all(c is not None for c in results)  # every replica's task filled its turns or raised
-            return [c for c in results if c is not None]
+            tasks = [asyncio.ensure_future(run(replica, indices)) for replica, indices in by_replica.items()]
+            for _ in turns:
+                item = await results.get()
+                if isinstance(item, Exception):
+                    raise item
+                yield item
         finally:
+            for task in tasks:
+                task.cancel()
             self._inflight -= len(turns)
             if self._inflight == 0:
                 self._idle.set()
