@@ -29,6 +29,7 @@ BENCHMARKS = {
     "spotlight": "t2i Flow-GRPO: stale-weight seed exploration (+ bandit) vs random seeds",
     "spot": "preemption: pull scheduler vs push, elastic SP regroup vs cold restart, spot cost",
     "rose": "rollouts on dedicated plus borrowed serving capacity vs dedicated only, serving SLO kept",
+    "step": "short single-turn steps: rollarc sync and async vs an in-process HF-generate GRPO loop",
 }
 
 

@@ -127,6 +127,12 @@ class TaskConfig(FrozenModel):
     latency: LatencyConfig = Field(
         LatencyConfig(), description="injected env-step delay and failures, a model of slow, flaky tools"
     )
+    inline_env_steps: bool = Field(
+        False,
+        description="run env reset/step on the EnvWorker's event loop, not in its thread pool: for envs whose "
+        "steps take microseconds, where the thread hop costs more than the step; step_timeout_s then cannot "
+        "interrupt a step (docs/performance.md)",
+    )
 
 
 class SFTConfig(FrozenModel):

@@ -11,6 +11,7 @@ correctly; the first also lets the engine reuse the cached KV of the earlier tur
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass
 
 from transformers import PreTrainedTokenizerBase
@@ -26,16 +27,36 @@ class Message:
 
 
 class ChatRenderer:
-    """Turns message lists into prompt ids and model replies into text."""
+    """Turns message lists into prompt ids and model replies into text.
 
-    def __init__(self, tokenizer: PreTrainedTokenizerBase):
+    Rendered prompts are memoised (``cache_size`` most recent conversations): the ``G`` rollouts of a GRPO
+    group start from the same observation, so their first prompt is rendered (Jinja template, then
+    tokenised) once per group, not once per rollout.
+    """
+
+    def __init__(self, tokenizer: PreTrainedTokenizerBase, cache_size: int = 1024):
         if tokenizer.chat_template is None:
             raise ValueError("the tokenizer has no chat template; rollarc needs one to render agent turns")
         self.tokenizer = tokenizer
         self.eos_token_id: int = tokenizer.eos_token_id
+        self.cache_size = cache_size
+        self._cache: OrderedDict[tuple[Message, ...], tuple[int, ...]] = OrderedDict()
 
     def prompt_ids(self, messages: list[Message]) -> list[int]:
         """The ids of the whole conversation so far, ending with the assistant generation prompt."""
+        key = tuple(messages)
+        ids = self._cache.get(key)
+        if ids is None:
+            ids = tuple(self._render(messages))
+            if self.cache_size > 0:
+                self._cache[key] = ids
+                if len(self._cache) > self.cache_size:
+                    self._cache.popitem(last=False)
+        else:
+            self._cache.move_to_end(key)
+        return list(ids)
+
+    def _render(self, messages: list[Message]) -> list[int]:
         rendered = self.tokenizer.apply_chat_template(
             [m.as_dict() for m in messages], add_generation_prompt=True, tokenize=False
         )

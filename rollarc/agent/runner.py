@@ -1,7 +1,8 @@
 """Run many trajectories concurrently in one event loop: the core of an EnvWorker.
 
 Environments are stateful CPU work, so each ``reset``/``step`` runs in a thread pool, bounded by a
-timeout. An env that raises or hangs fails only its own trajectory, with the reason recorded. Injected
+timeout; a task with ``inline_env_steps`` (steps of microseconds, where the hop costs more than the step)
+runs them on the event loop instead, with the same error handling and no timeout. An env that raises or hangs fails only its own trajectory, with the reason recorded. Injected
 latency (a model of remote sandboxes and tools) is a non-blocking ``asyncio.sleep`` before the step,
 so it costs no thread and no CPU.
 
@@ -142,6 +143,8 @@ class EpisodeRunner:
                 else:
                     raise EnvFailure("injected failure (latency profile failure_prob)", kind="injected")
             try:
+                if task.inline_env_steps:
+                    return self._unwrap(_guarded(fn, *args, **kwargs))
                 return await self._call_in_thread(fn, task.step_timeout_s, *args, **kwargs)
             except EnvFailure:
                 broken = True
@@ -209,6 +212,11 @@ class EpisodeRunner:
             raise EnvFailure(
                 f"timed out after {timeout_s:g} s in {getattr(fn, '__name__', fn)}", kind="timeout"
             ) from None
+        return self._unwrap((outcome, value))
+
+    def _unwrap(self, result: tuple[str, Any]) -> Any:
+        """The value of a :func:`_guarded` call, or its error as an :class:`EnvFailure` (counted)."""
+        outcome, value = result
         if outcome == "error":
             self.stats.env_errors += 1
             error_type, message = value

@@ -90,6 +90,67 @@ class AsyncLLMEngine:
                     self._cv.notify()
             raise
 
+    def submit_many(
+        self,
+        prompts: Sequence[Sequence[int]],
+        params: Sequence[SamplingParams | None],
+        request_ids: Sequence[str] | None = None,
+        cache_keys: Sequence[Hashable | None] | None = None,
+    ) -> list[asyncio.Future[Completion]]:
+        """Queue many requests in one command batch; one future per request, resolved as each finishes.
+
+        All of them reach the engine thread together, so they are admitted at the same step boundary:
+        ``generate`` called in a loop lets the engine wake on the first and start a step with a partial
+        batch. Call it on the event loop that awaits the futures. A request whose arguments are bad fails
+        its own future with ``ValueError``; the others run.
+        """
+        n = len(prompts)
+        ids = list(request_ids) if request_ids is not None else [f"async-{next(self._ids)}" for _ in range(n)]
+        keys = list(cache_keys) if cache_keys is not None else [None] * n
+        if not (len(params) == len(ids) == len(keys) == n):
+            raise ValueError(f"submit_many: {n} prompts but {len(params)} params, {len(ids)} ids, {len(keys)} keys")
+        loop = asyncio.get_running_loop()
+        futures: list[asyncio.Future[Completion]] = [loop.create_future() for _ in range(n)]
+        with self._cv:
+            self._check_alive()
+            clash = [i for i in ids if i in self._waiters]
+            if clash or len(set(ids)) != n:
+                raise ValueError(f"request_id {(clash or ids)[0]!r} is already in use")
+            for request_id, prompt, sampling, key, future in zip(ids, prompts, params, keys, futures, strict=True):
+                self._waiters[request_id] = (loop, future)
+                self._commands.append(("add", request_id, list(prompt), sampling, key))
+            self._cv.notify()
+        return futures
+
+    async def generate_many(
+        self,
+        prompts: Sequence[Sequence[int]],
+        params: Sequence[SamplingParams | None],
+        request_ids: Sequence[str] | None = None,
+        cache_keys: Sequence[Hashable | None] | None = None,
+    ) -> list[Completion]:
+        """:meth:`submit_many`, then wait for all; completions in input order.
+
+        Cancelling the awaiting task aborts every unfinished request.
+        """
+        ids = list(request_ids) if request_ids is not None else [f"async-{next(self._ids)}" for _ in prompts]
+        futures = self.submit_many(prompts, params, ids, cache_keys)
+        try:
+            await asyncio.wait(futures)  # unlike gather, a cancelled wait leaves the futures as they are
+        except asyncio.CancelledError:
+            self.abort_unfinished(ids, futures)
+            raise
+        return [future.result() for future in futures]
+
+    def abort_unfinished(self, request_ids: Sequence[str], futures: Sequence[asyncio.Future[Completion]]) -> None:
+        """Abort the requests whose futures are still pending, and cancel those futures (nobody waits any more)."""
+        with self._cv:
+            if self._error is None and not self._stopping:
+                self._commands += [("abort", i) for i, f in zip(request_ids, futures, strict=True) if not f.done()]
+                self._cv.notify()
+        for future in futures:
+            future.cancel()
+
     def abort(self, request_id: str) -> None:
         """Abort a request; its ``generate`` returns a Completion with finish_reason "abort"."""
         self._submit(("abort", request_id))

@@ -12,7 +12,8 @@ Top-k keeps the ``k`` most likely tokens; top-p then keeps the smallest most-lik
 mass reaches ``p`` (a token is kept when the mass before it is below ``p``), on the top-k
 renormalised distribution, as vLLM does.
 
-Sampling is by inverse CDF from one uniform number per row, so the caller decides where randomness
+Sampling is by inverse CDF from one uniform number per row (over the tokens most likely first when top-k or
+top-p filters, in vocabulary order otherwise: both draw each token with its probability), so the caller decides where randomness
 comes from: a request with a seed draws its number from its own ``torch.Generator`` (see
 :func:`draw_uniforms`) and its samples do not depend on the rest of the batch.
 
@@ -90,13 +91,18 @@ def sample(
         token_ids, logprobs = greedy(logits)
         return Sampled(token_ids, logprobs, ok)
     safe_temperature = torch.where(is_greedy, torch.ones_like(temperature), temperature)
-    logprobs_sorted, order = filtered_sorted_logprobs(logits, safe_temperature, top_k, top_p)
-    cdf = logprobs_sorted.exp().cumsum(dim=-1)
+    if bool((top_k > 0).any()) or bool((top_p < 1.0).any()):
+        logprobs_ranked, order = filtered_sorted_logprobs(logits, safe_temperature, top_k, top_p)
+    else:
+        # No top-k/top-p on any row: nothing needs the tokens in probability order, so the sort (the largest
+        # cost of a decode step's sampling on a small model) is skipped; the CDF runs in vocabulary order.
+        logprobs_ranked, order = torch.log_softmax(logits / safe_temperature[:, None], dim=-1), None
+    cdf = logprobs_ranked.exp().cumsum(dim=-1)
     # right=True picks the first index whose cdf exceeds u·total, which has non-zero probability.
     target = (uniforms.to(cdf.dtype) * cdf[:, -1])[:, None]
     rank = torch.searchsorted(cdf, target, right=True).clamp_(max=logits.shape[-1] - 1)
-    token_ids = order.gather(-1, rank)[:, 0]
-    logprobs = logprobs_sorted.gather(-1, rank)[:, 0]
+    token_ids = (order.gather(-1, rank) if order is not None else rank)[:, 0]
+    logprobs = logprobs_ranked.gather(-1, rank)[:, 0]
     if bool(is_greedy.any()):
         greedy_ids, greedy_logprobs = greedy(logits)
         token_ids = torch.where(is_greedy, greedy_ids, token_ids)

@@ -14,6 +14,7 @@ the wrong type, is a one-line :class:`RunDirError` naming the file, the line and
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import numbers
@@ -22,7 +23,7 @@ import typing
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from rollarc.configio import ConfigError
 
@@ -226,6 +227,13 @@ def _plain(value: Any) -> Any:
     return value
 
 
+@functools.cache
+def _type_hints(cls: type) -> dict[str, Any]:
+    """``typing.get_type_hints``, once per record class: it re-parses every annotation on each call, and the
+    controller's timeline writer converts every span (profiled: several % of the driver's CPU per step)."""
+    return typing.get_type_hints(cls)
+
+
 def from_dict(cls: type[R], data: Any, where: str, *, lenient: bool = False) -> R:
     """``data`` (a parsed JSON object) as a ``cls`` record; keys ``cls`` does not name go to ``extra``.
 
@@ -234,7 +242,7 @@ def from_dict(cls: type[R], data: Any, where: str, *, lenient: bool = False) -> 
     """
     if not isinstance(data, dict):
         raise RunDirError(f"{where}: expected a JSON object, got {type(data).__name__}")
-    hints = typing.get_type_hints(cls)
+    hints = _type_hints(cast(type, cls))
     known = {f.name for f in dataclasses.fields(cls)} - {"extra"}  # type: ignore[arg-type]  # cls is a record class
     values: dict[str, Any] = {}
     misfits: dict[str, Any] = {}

@@ -23,6 +23,7 @@ from rollarc.config import SamplingConfig, TaskConfig
 from rollarc.engine.types import Completion, SamplingParams
 from rollarc.models.checkpoint import load_tokenizer
 from rollarc.report.metrics import process_rss_mb
+from rollarc.runtime.router import TurnArgs
 
 if TYPE_CHECKING:
     from rollarc.rewards.service import RewardClientSpec  # type only: importing it at run time loads Ray Serve
@@ -103,10 +104,43 @@ class EnvWorker:
             reward_weight=reward_weight,
         )
         self._groups: dict[str, list[asyncio.Task]] = {}
+        self._turns: list[tuple[TurnArgs, asyncio.Future[Completion]]] = []  # queued for the next router call
+        self._sending: set[asyncio.Task] = set()
 
     async def _generate(self, prompt_ids: list[int], params: SamplingParams, cache_key: str) -> Completion:
-        task = self._traj_task.get(cache_key)
-        return await self.router.generate.remote(prompt_ids, params, cache_key, task, self._step)
+        """Queue the turn; the turns queued within one pass of the event loop go to the router in one call.
+
+        The ``G`` rollouts of a group (and every group started together) reach their first turn in the same
+        pass, so a step of short single-turn work costs a few Ray calls rather than two per rollout.
+        """
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Completion] = loop.create_future()
+        self._turns.append(((prompt_ids, params, cache_key, self._traj_task.get(cache_key), self._step), future))
+        if len(self._turns) == 1:
+            loop.call_soon(self._flush_turns)
+        return await future
+
+    def _flush_turns(self) -> None:
+        turns, self._turns = self._turns, []
+        task = asyncio.ensure_future(self._send_turns(turns))
+        self._sending.add(task)  # a reference, so the task is not garbage-collected mid-flight
+        task.add_done_callback(self._sending.discard)
+
+    async def _send_turns(self, turns: list[tuple[TurnArgs, asyncio.Future[Completion]]]) -> None:
+        """One router call; each completion streams back, and resumes its trajectory, as soon as it is done."""
+        try:
+            async for ref in self.router.generate_batch.remote([args for args, _ in turns]):
+                index, completion = await ref
+                future = turns[index][1]
+                if not future.done():  # a cancelled trajectory no longer waits
+                    future.set_result(completion)
+        except Exception as err:  # noqa: BLE001 - not swallowed: every unfinished turn of the batch re-raises it
+            failure: Exception = err
+        else:
+            failure = RuntimeError("the router's batch ended before every turn had its completion")
+        for _, future in turns:
+            if not future.done():
+                future.set_exception(failure)
 
     async def _run_one(self, spec: EpisodeSpec) -> Trajectory:
         self._traj_task[spec.traj_id] = spec.task

@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
@@ -32,6 +33,7 @@ from ray.exceptions import RayTaskError
 from rollarc.configio import ConfigError
 from rollarc.engine.types import Completion, SamplingParams
 from rollarc.report.metrics import process_rss_mb
+from rollarc.runtime.router import TurnArgs
 from rollarc.runtime.weight_handoff import CheckpointHandOff
 from rollarc.serve.config import OpenAIBackendConfig
 from rollarc.serve.protocol import completion_request, parse_completion
@@ -221,6 +223,16 @@ class OpenAIReplica:
             self._aborted.add(request_id)
             self._running[request_id][0].cancel()
         return len(request_ids)
+
+    async def generate_batch(self, turns: list[TurnArgs]) -> AsyncIterator[tuple[int, Completion]]:
+        """The router's batched path: each turn is its own HTTP request (the server batches them); a Ray
+        streaming generator of ``(index in turns, completion)`` in the order they finish."""
+
+        async def one(i: int, turn: TurnArgs) -> tuple[int, Completion]:
+            return i, await self.generate(*turn)
+
+        for next_done in asyncio.as_completed([one(i, turn) for i, turn in enumerate(turns)]):
+            yield await next_done
 
     def stats(self) -> dict[str, Any]:
         return {

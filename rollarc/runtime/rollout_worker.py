@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from collections.abc import AsyncIterator
 from typing import Any
 
 import ray
@@ -27,6 +28,7 @@ from rollarc.engine.types import Completion, SamplingParams
 from rollarc.models.checkpoint import load_policy
 from rollarc.models.device import resolve_device, resolve_dtype
 from rollarc.report.metrics import process_rss_mb
+from rollarc.runtime.router import TurnArgs
 from rollarc.runtime.weight_sync import SyncPayload, engine_weights, receive
 from rollarc.sync.config import SyncConfig
 from rollarc.sync.versions import WHOLE, WeightPublisher, WeightReceiver
@@ -94,7 +96,44 @@ class RolloutWorker:
             completion = await self.engine.generate(prompt_ids, params, request_id=request_id, cache_key=cache_key)
         finally:
             self._running.pop(request_id, None)
-        t1 = time.perf_counter()
+        self._record(completion, t0, time.perf_counter(), cache_key, task, step)
+        return completion
+
+    async def generate_batch(self, turns: list[TurnArgs]) -> AsyncIterator[tuple[int, Completion]]:
+        """Many turns (``generate``'s arguments each) admitted to the engine together; streamed back as each ends.
+
+        A Ray streaming generator: it yields ``(index in turns, completion)`` in the order the turns finish,
+        so a short turn never waits for the longest one of its batch.
+        """
+        await self._gate.wait()
+        ids = [uuid.uuid4().hex for _ in turns]
+        t0 = time.perf_counter()
+        for request_id, turn in zip(ids, turns, strict=True):
+            self._running[request_id] = turn[2]
+        futures = self.engine.submit_many(
+            [turn[0] for turn in turns], [turn[1] for turn in turns], ids, [turn[2] for turn in turns]
+        )
+        index = {id(future): i for i, future in enumerate(futures)}
+        pending: set[asyncio.Future[Completion]] = set(futures)
+        try:
+            while pending:
+                done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                for future in done:
+                    i = index[id(future)]
+                    self._running.pop(ids[i], None)
+                    completion = future.result()
+                    _prompt, _params, cache_key, task, step = turns[i]
+                    self._record(completion, t0, time.perf_counter(), cache_key, task, step)
+                    yield i, completion
+        finally:
+            if pending:  # the caller went away (or a turn raised): nobody waits for the rest
+                self.engine.abort_unfinished(ids, futures)
+            for request_id in ids:
+                self._running.pop(request_id, None)
+
+    def _record(
+        self, completion: Completion, t0: float, t1: float, cache_key: str | None, task: str | None, step: int | None
+    ) -> None:
         self.generated_tokens += completion.num_tokens
         self.prompt_tokens += completion.prompt_len
         self._spans.append(
@@ -103,7 +142,7 @@ class RolloutWorker:
                 "role": "rollout",
                 "kind": "generate",
                 "t0": t0 + self._wall_offset,
-                "t1": t1 + self._wall_offset,
+                "t1": (completion.finish_time if completion.finish_time else t1) + self._wall_offset,
                 "traj": cache_key,
                 "task": task,
                 "step": step,
@@ -113,7 +152,6 @@ class RolloutWorker:
                 "pool": self.pool,
             }
         )
-        return completion
 
     async def update_weights(self, payload: SyncPayload) -> dict[str, float]:
         """Fetch the published buckets and swap them in; returns timings of this replica's sync."""

@@ -18,6 +18,7 @@ import asyncio
 import time
 import warnings
 from collections import Counter
+from collections.abc import AsyncIterator
 from typing import Any
 
 import ray
@@ -28,6 +29,9 @@ from rollarc.policy.routing import NoReplicaError, Route
 from rollarc.runtime.scheduling import make_dispatcher
 
 MAX_FAILOVERS = 8
+
+# One turn's arguments, as ``generate`` takes them: (prompt_ids, params, cache_key, task, step).
+TurnArgs = tuple[list[int], SamplingParams, str | None, str | None, int | None]
 
 
 @ray.remote
@@ -154,18 +158,90 @@ class Router:
                     continue
                 finally:
                     self.dispatch.finish_turn(route)
-                key = (task or "-", pool)
-                self.tokens[key] += completion.num_tokens
-                self.prompt_tokens[key] += completion.prompt_len
-                self.turns[key] += 1
-                self.replica_turns[route.replica] += 1
-                self.stolen += int(route.stolen and not route.sticky)
+                self._count(route, pool, task, completion)
                 return completion
             raise NoReplicaError(f"turn failed over {MAX_FAILOVERS} times; dead replicas: {self.dead}")
         finally:
             self._inflight -= 1
             if self._inflight == 0:
                 self._idle.set()
+
+    async def generate_batch(self, turns: list[TurnArgs]) -> AsyncIterator[tuple[int, Completion]]:
+        """Many turns in one call: one Ray call from the EnvWorker, one per replica onward.
+
+        Short single-turn work pays two Ray hops per turn on the per-turn path, more than the turn's own
+        compute (docs/performance.md). A Ray streaming generator: it yields ``(index in turns, completion)``
+        as each turn finishes, so no turn waits for the slowest of its batch. Each turn is routed exactly as
+        ``generate`` routes it; the turns bound for one replica travel together. A replica that dies
+        mid-batch is marked dead and its unfinished turns fall back to ``generate``, which fails them over
+        one by one.
+        """
+        await self._open.wait()
+        self._inflight += len(turns)
+        self._idle.clear()
+        tasks: list[asyncio.Task] = []
+        try:
+            routes: list[Route] = []
+            try:
+                for turn in turns:
+                    routes.append(await self._choose(turn[2], turn[3]))
+            except NoReplicaError:
+                for route in routes:
+                    self.dispatch.finish_turn(route)
+                raise
+            by_replica: dict[str, list[int]] = {}
+            for index, route in enumerate(routes):
+                by_replica.setdefault(route.replica, []).append(index)
+            results: asyncio.Queue[tuple[int, Completion] | Exception] = asyncio.Queue()
+
+            async def run(replica: str, indices: list[int]) -> None:
+                pool = self.replicas[replica].pool
+                left = list(indices)
+                try:
+                    stream = self.handles[replica].generate_batch.remote([turns[i] for i in indices])
+                    async for ref in stream:
+                        j, completion = await ref
+                        i = indices[j]
+                        left.remove(i)
+                        self.dispatch.finish_turn(routes[i])
+                        self._count(routes[i], pool, turns[i][3], completion)
+                        results.put_nowait((i, completion))
+                except RayActorError:
+                    self._mark_dead(replica)
+                except Exception as err:  # noqa: BLE001 - not swallowed: generate_batch raises it to the caller
+                    results.put_nowait(err)
+                finally:
+                    for i in left:
+                        self.dispatch.finish_turn(routes[i])
+                if left:  # the replica died: its unfinished turns fail over one by one
+                    try:
+                        completions = await asyncio.gather(*[self.generate(*turns[i]) for i in left])
+                    except Exception as err:  # noqa: BLE001 - not swallowed: generate_batch raises it to the caller
+                        results.put_nowait(err)
+                        return
+                    for i, completion in zip(left, completions, strict=True):
+                        results.put_nowait((i, completion))
+
+            tasks = [asyncio.ensure_future(run(replica, indices)) for replica, indices in by_replica.items()]
+            for _ in turns:
+                item = await results.get()
+                if isinstance(item, Exception):
+                    raise item
+                yield item
+        finally:
+            for task in tasks:
+                task.cancel()
+            self._inflight -= len(turns)
+            if self._inflight == 0:
+                self._idle.set()
+
+    def _count(self, route: Route, pool: str, task: str | None, completion: Completion) -> None:
+        key = (task or "-", pool)
+        self.tokens[key] += completion.num_tokens
+        self.prompt_tokens[key] += completion.prompt_len
+        self.turns[key] += 1
+        self.replica_turns[route.replica] += 1
+        self.stolen += int(route.stolen and not route.sticky)
 
     async def _choose(self, cache_key: str | None, task: str | None) -> Route:
         """Start a turn on a replica; with none usable, wait up to ``replacement_wait_s`` for a replacement."""

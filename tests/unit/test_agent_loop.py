@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import math
+import threading
+from typing import ClassVar
 
+import gymnasium
 import pytest
+from gymnasium.spaces import Text
 
 from rollarc.agent.chat import ChatRenderer
 from rollarc.agent.loop import turn_seed, window
@@ -254,3 +258,42 @@ def test_failure_retries_retry_the_step_and_count_every_failed_try():
     assert tries_failed >= 1  # 0.5 per try: this seed's draws fail some tries, which were retried
     no_retry = flaky.model_copy(update={"latency": flaky.latency.model_copy(update={"failure_retries": 0})})
     assert asyncio.run(go(no_retry))[0].status == "failed"  # the same draws without retries fail the trajectory
+
+
+class ThreadRecordingEnv(gymnasium.Env[str, str]):
+    """One turn; records the thread each reset and step ran on; seed 13 raises."""
+
+    threads: ClassVar[list[int]] = []
+
+    def __init__(self) -> None:
+        self.observation_space = Text(max_length=8)
+        self.action_space = Text(max_length=8)
+        self.seed_value = 0
+
+    def reset(self, *, seed=None, options=None):
+        ThreadRecordingEnv.threads.append(threading.get_ident())
+        self.seed_value = seed or 0
+        return "go", {}
+
+    def step(self, action):
+        ThreadRecordingEnv.threads.append(threading.get_ident())
+        if self.seed_value == 13:
+            raise RuntimeError("inline crash")
+        return "", float(action.strip() == "U"), True, False, {"success": action.strip() == "U"}
+
+
+@pytest.mark.parametrize("inline", [True, False])
+def test_inline_env_steps_run_on_the_event_loop_with_the_same_outcomes(inline: bool):
+    cfg = TaskConfig(
+        name="rec",
+        env={"entry_point": "tests.unit.test_agent_loop:ThreadRecordingEnv"},
+        agent=AgentConfig(max_turns=1, max_tokens_per_turn=4),
+        inline_env_steps=inline,
+    )
+    ThreadRecordingEnv.threads.clear()
+    good, bad = run(cfg, ScriptedEngine(), seed=1), run(cfg, ScriptedEngine(), seed=13)
+    assert good.status == "ok" and good.success and good.reward == 1.0
+    assert bad.status == "failed" and bad.failure_reason == "env step 0: RuntimeError: inline crash"
+    assert bad.failure_kind == "env_step_error:RuntimeError"
+    on_loop = [t == threading.get_ident() for t in ThreadRecordingEnv.threads]
+    assert len(on_loop) == 4 and all(on_loop) == inline and (any(on_loop) == inline)

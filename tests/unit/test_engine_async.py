@@ -152,3 +152,43 @@ def test_a_crashed_loop_fails_callers_instead_of_hanging(model) -> None:
 
     _run(main())
     engine.shutdown()
+
+
+def test_generate_many_admits_every_prompt_at_one_step_boundary(model) -> None:
+    """One command batch: every request is prefilled in the same step (same first-token time), results in order."""
+    prompts = random_prompts([3 + i % 7 for i in range(12)])
+    engine = AsyncLLMEngine(model, EngineConfig(max_num_seqs=16))
+
+    async def main():
+        return await engine.generate_many(prompts, [GREEDY] * len(prompts), cache_keys=[f"k{i}" for i in range(12)])
+
+    try:
+        completions = _run(main())
+    finally:
+        engine.shutdown()
+    assert len({c.first_token_time for c in completions}) == 1
+    for prompt, completion in zip(prompts, completions, strict=True):
+        assert completion.token_ids == hf_greedy(model, prompt, 8)
+
+
+def test_generate_many_rejects_mismatched_lengths_and_cancelling_aborts_every_request(model) -> None:
+    engine = AsyncLLMEngine(model, EngineConfig(max_num_seqs=4))
+    long = SamplingParams(temperature=0.0, max_tokens=200, ignore_eos=True)
+
+    async def main():
+        with pytest.raises(ValueError, match="2 prompts but 1 params"):
+            await engine.generate_many(random_prompts([3, 4]), [GREEDY])
+        task = asyncio.ensure_future(engine.generate_many(random_prompts([3, 4, 5]), [long] * 3))
+        while engine.stats()["running"] < 3:
+            await asyncio.sleep(0.001)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        while engine.stats()["running"] or engine.stats()["waiting"]:
+            await asyncio.sleep(0.001)
+        return engine.stats()["abort"]
+
+    try:
+        assert _run(main()) == 3
+    finally:
+        engine.shutdown()

@@ -73,15 +73,16 @@ def test_temperature_logprob_is_log_softmax_of_scaled_logits() -> None:
 def test_mixed_batch_greedy_and_sampled_rows() -> None:
     logits = torch.tensor([[0.0, 5.0, 1.0], [math.log(0.2), math.log(0.7), math.log(0.1)]])
     temperature = torch.tensor([0.0, 1.0])
-    out = sample(logits, temperature, torch.zeros(2, dtype=torch.long), torch.ones(2), torch.tensor([0.9, 0.1]))
-    assert out.token_ids.tolist() == [1, 1]  # row 1: sorted [0.7, 0.2, 0.1], u=0.1 -> the 0.7 token
+    out = sample(logits, temperature, torch.zeros(2, dtype=torch.long), torch.ones(2), torch.tensor([0.9, 0.5]))
+    assert out.token_ids.tolist() == [1, 1]  # row 1: cdf [0.2, 0.9, 1.0] (no filter: vocabulary order), u=0.5
     assert out.logprobs[1].item() == pytest.approx(math.log(0.7), abs=1e-6)
 
 
 def test_nan_and_inf_rows_are_flagged_and_others_unaffected() -> None:
     logits = torch.tensor([[1.0, float("nan"), 0.0], [0.0, 2.0, 1.0], [float("inf"), 0.0, 0.0]])
     for temperature in (0.0, 1.0):
-        out = sample(logits, *_params(temperature=temperature, rows=3), uniforms=torch.tensor([0.5, 0.0, 0.5]))
+        # row 1: probabilities [0.09, 0.67, 0.24]; u=0.5 falls in token 1's interval in any order of the CDF
+        out = sample(logits, *_params(temperature=temperature, rows=3), uniforms=torch.tensor([0.5, 0.5, 0.5]))
         assert out.ok.tolist() == [False, True, False]
         assert out.token_ids[1].item() == 1
         assert torch.isfinite(out.logprobs[1])
@@ -160,3 +161,16 @@ def test_bad_sampling_params_name_the_field(field: str, value: object) -> None:
 def test_sampling_params_accepts_lists_and_a_single_stop_string() -> None:
     params = SamplingParams(stop_token_ids=[3, 4], stop="END")
     assert params.stop_token_ids == (3, 4) and params.stop == ("END",)
+
+
+def test_unfiltered_rows_sample_in_vocabulary_order_with_the_tempered_logprob() -> None:
+    """No top-k/top-p: the inverse CDF runs over the vocabulary unsorted (no sort), each token with its probability."""
+    probs = [0.1, 0.6, 0.3]
+    logits = _row([math.log(p) for p in probs])
+    for uniform, token in [(0.05, 0), (0.11, 1), (0.69, 1), (0.71, 2), (0.99, 2)]:
+        out = sample(logits, *_params(), uniforms=torch.tensor([uniform]))
+        assert out.token_ids.item() == token
+        assert out.logprobs.item() == pytest.approx(math.log(probs[token]), abs=1e-6)
+    hot = sample(logits, *_params(temperature=2.0), uniforms=torch.tensor([0.0]))
+    tempered = np.sqrt(probs) / np.sqrt(probs).sum()  # softmax(log p / 2)
+    assert hot.token_ids.item() == 0 and hot.logprobs.item() == pytest.approx(math.log(tempered[0]), abs=1e-6)

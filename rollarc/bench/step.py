@@ -1,0 +1,194 @@
+"""``rollarc bench step``: per-step overhead on short single-turn work, against a plain in-process GRPO loop.
+
+The workload (``configs/short_task.yaml``): reverse a 4–8-letter word in one reply of at most 12 tokens,
+64 completions per step (8 prompts × 8), the 1.6 M-parameter ``tiny`` policy, one torch thread per role.
+Every mode starts from the same SFT warm start and trains the same number of steps:
+
+- ``sync``: rollarc on Ray, synchronous (k = 0 with the barrier): all 64 completions, train, sync.
+- ``async_k1``: rollarc on Ray, rollout never stops, every trained token at most one version old.
+- ``inprocess``: :mod:`rollarc.train.generate_loop`, one process, no Ray: HF ``generate`` samples all 64
+  completions in one left-padded call on the policy being trained, then the same ``PolicyTrainer`` step
+  (same loss from ``algo/``, same AdamW); no weight sync is needed.
+
+Reported: completions/s per mode in the steady state (completions trained in steps 2..N ÷ the time from the
+end of step 1 to the end of step N: step 1 carries one-off warm-up; Ray start-up, SFT and held-out
+evaluations are outside it too), the ratios of the two rollarc modes to ``inprocess``, the median
+seconds per step of each phase (``phase_s``: for rollarc ``rollout_s`` = step − train − sync, ``train_s`` and
+``sync_s`` from ``metrics.jsonl``; for the in-process loop its own five phases), and held-out success after
+training (greedy episodes on seeds disjoint from training, the same for every mode). The goal of issue 15:
+``ratio_async_vs_inprocess >= 1.5`` and ``ratio_sync_vs_inprocess >= 1.0``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import tempfile
+from pathlib import Path
+from statistics import median
+from typing import Any
+
+from rollarc.agent.local_eval import evaluate_local
+from rollarc.bench.async_ import run_mode
+from rollarc.bench.report_file import add_docs_flag, emit_json, markdown_table, publish
+from rollarc.config import Config, load_train_config
+from rollarc.engine.config import EngineConfig
+from rollarc.models.checkpoint import load_tokenizer
+from rollarc.plugin_path import plugin_pythonpath
+from rollarc.runtime.entry import initial_policy
+from rollarc.train.generate_loop import run_generate_loop
+
+QUICK = [
+    "sft.checkpoint=artifacts/sft/bench-step-quick",
+    "sft.steps=40",
+    "sft.episodes=400",
+    "train.steps=3",
+    "train.eval_episodes=32",
+]
+
+MODES = {
+    "sync": ["async.mode=sync", "async.max_staleness=0"],
+    "async_k1": ["async.mode=async", "async.max_staleness=1"],
+}
+
+
+def steady_rate(step_ends: list[float], per_step: int) -> float:
+    """Completions per second from the end of step 1 to the end of the last step.
+
+    Step 1 carries each mode's one-off warm-up (Ray's first calls, the allocator, the first optimiser step),
+    which would otherwise dominate a short run; with a single step, there is nothing else to measure.
+    """
+    if len(step_ends) < 2:
+        return per_step / step_ends[0] if step_ends and step_ends[0] > 0 else float("nan")
+    return (len(step_ends) - 1) * per_step / max(step_ends[-1] - step_ends[0], 1e-9)
+
+
+def read_steps(run_dir: Path) -> list[dict[str, Any]]:
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    return [r for r in rows if "step_time_s" in r]
+
+
+def rollarc_phases(steps: list[dict[str, Any]]) -> dict[str, float]:
+    """Median seconds per step of a rollarc run's phases, from its ``metrics.jsonl`` rows."""
+    if not steps:
+        return {}
+    return {
+        "step_s": median(r["step_time_s"] for r in steps),
+        "rollout_s": median(max(0.0, r["step_time_s"] - r["train_sync_s"]) for r in steps),
+        "train_s": median(r["train_s"] for r in steps),
+        "sync_s": median(r["sync_s"] for r in steps),
+    }
+
+
+def run_inprocess(cfg: Config, policy: str, threads: int) -> dict[str, Any]:
+    """The HF-``generate`` loop, then the same held-out evaluation as the runtime's (greedy, same seeds)."""
+    result = run_generate_loop(cfg, policy, threads=threads)
+    assert result.model is not None
+    heldout = evaluate_local(
+        result.model.eval(),
+        load_tokenizer(policy),
+        list(cfg.tasks),
+        cfg.train.eval_episodes,
+        cfg.train.eval_seed_base,
+        cfg.sampling,
+        EngineConfig(num_threads=threads, max_num_seqs=cfg.engine.max_num_seqs),
+        temperature=cfg.train.eval_temperature,
+    )
+    ends = list(itertools.accumulate(s["step_time_s"] for s in result.steps))
+    return {
+        "wall_s": result.wall_s,
+        "completions_per_s": steady_rate(ends, cfg.train.groups_per_step * cfg.train.group_size),
+        "success": heldout["success"],
+        "phase_s": {"step_s": median(s["step_time_s"] for s in result.steps), **result.phase_s},
+    }
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="rollarc bench step", description=__doc__.split("\n")[0])
+    parser.add_argument("--config", default="configs/short_task.yaml")
+    parser.add_argument("--steps", type=int, default=None, help="training steps per mode (default: the config's)")
+    parser.add_argument(
+        "--quick", action="store_true", help="a smoke run: 3 steps, a short warm start, 32 eval episodes"
+    )
+    parser.add_argument("--modes", default="inprocess,sync,async_k1", help="which modes to run, comma-separated")
+    parser.add_argument("--json", action="store_true", help="(the JSON line is always printed last)")
+    add_docs_flag(parser)
+    parser.add_argument("--runs", default=None, help="where the runs go (default: a temporary directory)")
+    parser.add_argument("overrides", nargs="*", help="key=value overrides applied to every mode")
+    args = parser.parse_args(argv)
+    wanted = [m for m in args.modes.split(",") if m]
+    unknown = sorted(set(wanted) - {"inprocess", *MODES})
+    if unknown:
+        parser.error(f"--modes: unknown {unknown}; choose from inprocess, {', '.join(MODES)}")
+    overrides = [*(QUICK if args.quick else []), *args.overrides]
+    if args.steps is not None:
+        overrides.append(f"train.steps={args.steps}")
+    overrides.append("train.eval_every=0")
+    base = load_train_config(args.config, overrides)
+    plugin_pythonpath(base.plugin_paths)
+    policy, _ = initial_policy(base)  # the shared SFT warm start, trained once before any timing
+    overrides.append(f"model.path={policy}")
+    base = load_train_config(args.config, overrides)
+    threads = base.cluster.roles.rollout[0].threads
+    runs = Path(args.runs) if args.runs else Path(tempfile.mkdtemp(prefix="rollarc-bench-step-"))
+    per_step = base.train.groups_per_step * base.train.group_size
+    results: dict[str, dict[str, Any]] = {}
+    for label in wanted:
+        print(f"== {label}", flush=True)
+        if label == "inprocess":
+            r = run_inprocess(base, policy, threads)
+            results[label] = {
+                "completions_per_s": r["completions_per_s"],
+                "wall_s": r["wall_s"],
+                "success": r["success"],
+                "phase_s": r["phase_s"],
+            }
+        else:
+            r = run_mode(args.config, [*overrides, *MODES[label]], label, runs)
+            steps = read_steps(Path(r["run_dir"]))
+            results[label] = {
+                "completions_per_s": steady_rate([row["wall_s"] for row in steps], per_step),
+                "wall_s": r["rl_wall_s"],
+                "success": r["success"],
+                "phase_s": rollarc_phases(steps),
+            }
+        r = results[label]
+        print(f"   {r['completions_per_s']:.1f} completions/s, success {r['success']:.3f}, {r['phase_s']}", flush=True)
+    cps = {label: r["completions_per_s"] for label, r in results.items()}
+    ref = cps.get("inprocess")
+    result = {
+        "completions_per_s": cps,
+        "ratio_sync_vs_inprocess": cps["sync"] / ref if ref and "sync" in cps else None,
+        "ratio_async_vs_inprocess": cps["async_k1"] / ref if ref and "async_k1" in cps else None,
+        "phase_s": {label: r["phase_s"] for label, r in results.items()},
+        "success": {label: r["success"] for label, r in results.items()},
+        "steps": base.train.steps,
+        "completions_per_step": per_step,
+        "threads": threads,
+        "goal": {"ratio_async_vs_inprocess": 1.5, "ratio_sync_vs_inprocess": 1.0},
+    }
+    body = markdown_table(
+        ["mode", "completions/s", "vs in-process", "wall s", "held-out success"],
+        [
+            [
+                label,
+                r["completions_per_s"],
+                r["completions_per_s"] / ref if ref else float("nan"),
+                r["wall_s"],
+                r["success"],
+            ]
+            for label, r in results.items()
+        ],
+    )
+    body += (
+        f"\n\n{base.train.steps} steps of {per_step} completions per mode, {threads} torch thread per role; "
+        "phases (median s per step): "
+        + "; ".join(
+            f"{label} " + ", ".join(f"{k} {v:.3f}" for k, v in r["phase_s"].items()) for label, r in results.items()
+        )
+        + "."
+    )
+    publish("step", body, result, "rollarc bench step", quick=args.quick, no_docs=args.no_docs)
+    emit_json(result)
+    return 0

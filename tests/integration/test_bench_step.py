@@ -1,0 +1,36 @@
+"""Smoke test of `rollarc bench step --quick`: the three modes run and the JSON line carries every key."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from rollarc.bench.step import main
+
+pytestmark = pytest.mark.slow
+
+
+def test_quick_step_bench_reports_every_mode(tmp_path, capsys):
+    argv = [
+        "--quick",
+        "--no-docs",
+        "--steps",
+        "2",
+        "--runs",
+        str(tmp_path / "runs"),
+        f"sft.checkpoint={tmp_path / 'sft'}",
+    ]
+    assert main([*argv, "sft.steps=5", "sft.episodes=50", "train.eval_episodes=4"]) == 0
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    modes = {"sync", "async_k1", "inprocess"}
+    assert set(result["completions_per_s"]) == modes == set(result["phase_s"]) == set(result["success"])
+    assert all(math.isfinite(v) and v > 0 for v in result["completions_per_s"].values())
+    cps = result["completions_per_s"]
+    assert result["ratio_sync_vs_inprocess"] == pytest.approx(cps["sync"] / cps["inprocess"])
+    assert result["ratio_async_vs_inprocess"] == pytest.approx(cps["async_k1"] / cps["inprocess"])
+    assert {"rollout_s", "train_s", "sync_s"} <= set(result["phase_s"]["sync"])
+    assert {"generate_s", "train_s"} <= set(result["phase_s"]["inprocess"])
+    assert all(0.0 <= v <= 1.0 for v in result["success"].values())
+    assert result["completions_per_step"] == 64 and result["steps"] == 2
