@@ -27,6 +27,7 @@ BENCHMARKS = {
     "sim": "simulator speed at 3,072 GPUs",
     "chaos": "training through env failures and killed workers vs a clean run",
     "spotlight": "t2i Flow-GRPO: stale-weight seed exploration (+ bandit) vs random seeds",
+    "demo": "the quickstart on N seeds: held-out gain of the final policy and wall time per seed",
 }
 
 
