@@ -178,6 +178,8 @@ class PolicyTrainer:
                 "target_tokens": batch.num_target_tokens,
                 "tokens": int(batch.attention_mask.sum().item()),
                 "train_s": time.perf_counter() - start,
+                # groups whose rewards differ: only these carry a gradient (an all-equal group's advantage is 0)
+                "signal_groups_frac": sum(len({t.reward for t in g}) > 1 for g in groups) / max(1, len(groups)),
                 "token_staleness_max": float((self.version - 1) - stale.min().item()) if stale.numel() else 0.0,
                 "token_staleness_min": float((self.version - 1) - stale.max().item()) if stale.numel() else 0.0,
             }

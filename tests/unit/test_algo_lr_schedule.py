@@ -1,4 +1,4 @@
-"""The RL learning-rate schedule against hand-computed factors, and the trainer's lr following it."""
+"""The RL learning-rate schedule against hand-computed factors; the trainer follows it and reports its signal."""
 
 from __future__ import annotations
 
@@ -63,3 +63,13 @@ def test_a_floor_without_a_decay_is_refused_with_the_key():
         validate(TrainConfig, {"lr_min_ratio": 0.2}, source="train")
     cfg = validate(TrainConfig, {"lr_decay": "cosine", "lr_min_ratio": 0.2}, source="train")
     assert (cfg.lr_decay, cfg.lr_min_ratio) == ("cosine", 0.2)
+
+
+def test_the_step_reports_the_share_of_groups_with_a_signal():
+    model, tok = new_policy("nano", max_position_embeddings=64)
+    renderer = ChatRenderer(tok)
+    trainer = PolicyTrainer(model, LossConfig(), lr=1e-3, pad_id=tok.pad_token_id)
+    same = [make_traj(renderer, f"s{i}", "R", 1.0) for i in range(2)]
+    mixed = [make_traj(renderer, "m0", "R", 1.0), make_traj(renderer, "m1", "D", 0.0)]
+    failed = [make_traj(renderer, f"f{i}", "D", 0.0) for i in range(2)]
+    assert trainer.train_step([same, mixed, failed, mixed])["signal_groups_frac"] == 0.5
