@@ -7,7 +7,7 @@ the cheapest way to study how a config learns (docs/algorithms.md, "Learning-rat
     python scripts/reference_curve.py OUT.jsonl artifacts/sft/quickstart [key=value ...]
 
 Each line of ``OUT.jsonl`` is one training step (``version``, training ``success``, ``signal_groups_frac``,
-``grad_norm``, ``lr``, ``step_time_s``) or one held-out evaluation (``eval: true``, ``version``,
+``entropy`` when ``algo.entropy_coef > 0``, ``grad_norm``, ``lr``, ``step_time_s``) or one held-out evaluation (``eval: true``, ``version``,
 ``success``, ``episodes``), written as it happens, so a run stopped early still leaves its curve.
 """
 
@@ -22,7 +22,7 @@ from rollarc.config import load_train_config
 from rollarc.train.reference_loop import run_reference
 
 CONFIG = "configs/quickstart.yaml"
-STEP_KEYS = ("version", "success", "signal_groups_frac", "grad_norm", "lr", "step_time_s", "wall_s")
+STEP_KEYS = ("version", "success", "signal_groups_frac", "entropy", "grad_norm", "lr", "step_time_s", "wall_s")
 
 
 def main(argv: list[str]) -> int:
