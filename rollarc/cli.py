@@ -30,6 +30,7 @@ BENCHMARKS = {
     "spot": "preemption: pull scheduler vs push, elastic SP regroup vs cold restart, spot cost",
     "rose": "rollouts on dedicated plus borrowed serving capacity vs dedicated only, serving SLO kept",
     "step": "short single-turn steps: rollarc sync and async vs an in-process HF-generate GRPO loop",
+    "demo": "the quickstart on N seeds: held-out gain of the final policy and wall time per seed",
 }
 
 

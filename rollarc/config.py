@@ -186,6 +186,14 @@ class TrainConfig(FrozenModel):
     group_size: int = Field(8, ge=2, description="G: rollouts of the same task seed")
     lr: float = Field(3e-4, gt=0.0, description="AdamW learning rate of the policy")
     warmup_steps: int = Field(0, ge=0, description="linear learning-rate warmup over the first training steps")
+    lr_decay: Literal["constant", "linear", "cosine"] = Field(
+        "constant",
+        description="after the warmup: keep `lr` (`constant`), or decay it linearly or along a cosine so that the "
+        "last of `steps` runs at lr * lr_min_ratio",
+    )
+    lr_min_ratio: float = Field(
+        0.1, ge=0.0, le=1.0, description="the decay's floor as a fraction of `lr` (`linear` and `cosine` only)"
+    )
     weight_decay: float = Field(0.0, ge=0.0, description="AdamW weight decay")
     betas: tuple[float, float] = Field((0.9, 0.999), description="AdamW (beta1, beta2)")
     grad_clip: float = Field(1.0, gt=0.0, description="gradients are clipped to this global L2 norm")
@@ -233,6 +241,15 @@ class TrainConfig(FrozenModel):
         description="env seed of the first held-out episode; must not overlap the training or SFT seeds",
     )
     fsdp: FSDPConfig = Field(FSDPConfig(), description="sharded training when cluster.roles.train.replicas > 1")
+
+    @model_validator(mode="after")
+    def _floor_needs_decay(self) -> TrainConfig:
+        if self.lr_decay == "constant" and self.lr_min_ratio != type(self).model_fields["lr_min_ratio"].default:
+            raise ValueError(
+                f"lr_min_ratio={self.lr_min_ratio} has no effect with lr_decay='constant'; "
+                "set lr_decay to 'linear' or 'cosine'"
+            )
+        return self
 
 
 class AsyncConfig(FrozenModel):

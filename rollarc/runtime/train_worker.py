@@ -43,6 +43,9 @@ class TrainWorker:
             seed=cfg.seed,
             dedup=t.dedup_rows,
             warmup_steps=t.warmup_steps,
+            lr_decay=t.lr_decay,
+            total_steps=t.steps,
+            lr_min_ratio=t.lr_min_ratio,
             device=resolve_device(cfg.model.device),
             autocast_dtype=resolve_dtype(cfg.model.dtype),
         )

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import time
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,7 @@ from rollarc.agent.trajectory import Trajectory
 from rollarc.algo.advantages import broadcast_to_tokens
 from rollarc.algo.config import LossConfig
 from rollarc.algo.logprobs import entropy_from_logits, token_logprobs
+from rollarc.algo.lr_schedule import LrDecay, lr_multiplier
 from rollarc.algo.off_policy import needs_proximal_logprobs
 from rollarc.algo.policy_loss import policy_loss
 from rollarc.train.batch import TrainBatch, build_batch
@@ -58,6 +60,9 @@ class PolicyTrainer:
         version: int = 0,
         dedup: bool = True,
         warmup_steps: int = 0,
+        lr_decay: LrDecay = "constant",
+        total_steps: int = 0,
+        lr_min_ratio: float = 1.0,
         device: torch.device | str | None = None,
         autocast_dtype: torch.dtype | None = None,
     ):
@@ -77,9 +82,17 @@ class PolicyTrainer:
         self.dedup = dedup
         self.optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay, betas=betas)
         # Linear warmup over the first training steps: Adam's first updates are about lr * sign(grad) for every
-        # weight at once, which can knock a freshly fine-tuned policy off its feet.
+        # weight at once, which can knock a freshly fine-tuned policy off its feet. Then an optional decay to
+        # lr * lr_min_ratio at step total_steps, so late, low-signal batches take small steps (algo/lr_schedule.py).
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
-            self.optimizer, lambda step: min(1.0, (step + 1) / warmup_steps) if warmup_steps else 1.0
+            self.optimizer,
+            functools.partial(
+                lr_multiplier,
+                warmup_steps=warmup_steps,
+                total_steps=total_steps,
+                decay=lr_decay,
+                min_ratio=lr_min_ratio,
+            ),
         )
         self.generator = torch.Generator().manual_seed(seed)
         self.ref_model = None
@@ -165,6 +178,8 @@ class PolicyTrainer:
                 "target_tokens": batch.num_target_tokens,
                 "tokens": int(batch.attention_mask.sum().item()),
                 "train_s": time.perf_counter() - start,
+                # groups whose rewards differ: only these carry a gradient (an all-equal group's advantage is 0)
+                "signal_groups_frac": sum(len({t.reward for t in g}) > 1 for g in groups) / max(1, len(groups)),
                 "token_staleness_max": float((self.version - 1) - stale.min().item()) if stale.numel() else 0.0,
                 "token_staleness_min": float((self.version - 1) - stale.max().item()) if stale.numel() else 0.0,
             }

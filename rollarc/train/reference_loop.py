@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -51,18 +52,24 @@ class ReferenceResult:
     model: PreTrainedModel | None = None  # the trained policy (the trainer's float32 master weights)
 
 
-def run_reference(cfg: Config, policy_dir: str | Path | None = None) -> ReferenceResult:
-    """Train ``cfg.train.steps`` synchronous steps from ``policy_dir`` (default ``model.path``)."""
+def run_reference(
+    cfg: Config, policy_dir: str | Path | None = None, on_record: Callable[[dict[str, Any]], None] | None = None
+) -> ReferenceResult:
+    """Train ``cfg.train.steps`` synchronous steps from ``policy_dir`` (default ``model.path``).
+
+    ``on_record`` (optional) sees every step record and every evaluation as it is made, so a long run's
+    curve can be followed (``scripts/reference_curve.py``)."""
     path = policy_dir if policy_dir is not None else cfg.model.path
     if path is None:
         raise ConfigError("the reference loop needs a starting policy: set model.path (or pass policy_dir)")
     if cfg.reward.kind != "rule":
         raise ConfigError(f"reward.kind={cfg.reward.kind!r}: the reference loop supports rule rewards only")
-    return asyncio.run(_Loop(cfg, str(path)).run())
+    return asyncio.run(_Loop(cfg, str(path), on_record).run())
 
 
 class _Loop:
-    def __init__(self, cfg: Config, policy_dir: str):
+    def __init__(self, cfg: Config, policy_dir: str, on_record: Callable[[dict[str, Any]], None] | None = None):
+        self.on_record = on_record
         roles = cfg.cluster.roles
         torch.manual_seed(cfg.seed)
         self.cfg = cfg
@@ -83,6 +90,9 @@ class _Loop:
             seed=cfg.seed,
             dedup=t.dedup_rows,
             warmup_steps=t.warmup_steps,
+            lr_decay=t.lr_decay,
+            total_steps=t.steps,
+            lr_min_ratio=t.lr_min_ratio,
             device=resolve_device(cfg.model.device),
             autocast_dtype=resolve_dtype(cfg.model.dtype),
         )
@@ -138,6 +148,8 @@ class _Loop:
                     result.evals.append(await self._evaluate(runner, version + 1, start))
                     record["heldout_success"] = result.evals[-1]["success"]
                 result.steps.append(record)
+                if self.on_record is not None:
+                    self.on_record(record)
             if cfg.train.steps:
                 result.evals.append(await self._evaluate(runner, cfg.train.steps, start))
         finally:
@@ -197,9 +209,12 @@ class _Loop:
             return {"version": version, "success": float("nan"), "episodes": 0, "wall_s": time.perf_counter() - start}
         specs = heldout_specs(list(self.cfg.tasks), n, self.cfg.train.eval_seed_base, prefix=f"eval-{version}")
         trajs = await asyncio.gather(*[runner.run(spec) for spec in specs])
-        return {
+        result = {
             "version": version,
             "success": float(np.mean([t.success for t in trajs])),
             "episodes": len(trajs),
             "wall_s": time.perf_counter() - start,
         }
+        if self.on_record is not None:
+            self.on_record({"eval": True, **result})
+        return result

@@ -47,3 +47,13 @@ def test_same_seed_same_batches_and_a_new_seed_new_ones(nano_policy_dir):
 def test_needs_a_starting_policy():
     with pytest.raises(ConfigError, match=r"model\.path"):
         run_reference(tiny(None))
+
+
+def test_on_record_sees_every_step_and_evaluation_as_they_happen(nano_policy_dir):
+    seen: list[dict[str, Any]] = []
+    result = run_reference(tiny(nano_policy_dir, eval_episodes=2, eval_every=1), on_record=seen.append)
+    evals = [r for r in seen if r.get("eval")]
+    steps = [r for r in seen if not r.get("eval")]
+    assert [e["version"] for e in evals] == [0, 1, 2] and all(e["episodes"] == 2 for e in evals)
+    assert [s["version"] for s in steps] == [1, 2] and steps == result.steps
+    assert [e["success"] for e in evals] == [e["success"] for e in result.evals]

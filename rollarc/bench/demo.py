@@ -1,0 +1,169 @@
+"""``rollarc bench demo``: does the main job (``make demo``) learn on every seed, within the time budget?
+
+Runs ``configs/quickstart.yaml`` as a new user would, once per seed (``seed=0, 1, …``), one after the other:
+each seed trains its own SFT warm start (in the benchmark's directory, so no earlier checkpoint is reused),
+then runs RL on a fresh local Ray cluster. Per seed it reports the held-out success before and after RL
+(``summary.json``'s ``heldout_success_before_rl`` and ``heldout_success_after_rl``: the *final* policy, never
+a selected one), the held-out curve (every ``train.eval_every`` steps) and the wall time from the start of
+SFT to the end of the run.
+
+Keys: ``gain_final`` (after − before, one per seed), ``gain_final_min``, ``gain_final_median``,
+``wall_s_max`` and ``per_seed``. The goal (issue 19) is ``gain_final_min >= 0.15`` and ``wall_s_max <= 900``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from rollarc.bench.report_file import add_docs_flag, emit_json, markdown_table, publish
+from rollarc.config import load_train_config
+from rollarc.runtime.entry import run_training
+from rollarc.runtime.stop_signals import RunStopped
+
+GAIN_GOAL = 0.15
+WALL_GOAL_S = 900.0
+QUICK = [
+    "model.preset=nano",
+    "sft.steps=10",
+    "sft.episodes=50",
+    "train.steps=4",
+    "train.warmup_steps=1",
+    "train.groups_per_step=2",
+    "train.group_size=4",
+    "train.eval_every=2",
+    "train.eval_episodes=16",
+    "train.checkpoint_every=0",
+    "tasks.0.env.kwargs.size=4",
+    "tasks.0.agent.max_turns=8",
+]
+
+
+def run_seed(config_path: str, overrides: list[str], seed: int, runs: Path) -> dict[str, Any]:
+    """One ``rollarc train`` of the config at ``seed``, SFT included; its figures from ``summary.json``."""
+    label = f"demo-seed{seed}"
+    cfg = load_train_config(
+        config_path,
+        [
+            *overrides,
+            f"seed={seed}",
+            f"name={label}",
+            f"sft.checkpoint={runs / f'sft-seed{seed}'}",
+            f"run.dir={runs}",
+            "run.progress=false",
+        ],
+    )
+    start = time.time()
+    code = run_training(cfg)
+    wall_s = time.time() - start
+    if code in (128 + signal.SIGINT, 128 + signal.SIGTERM):
+        raise RunStopped(code - 128)  # the user stopped the benchmark, not only this run
+    found = sorted(p for p in runs.iterdir() if p.is_dir() and p.name.startswith(f"{label}-"))
+    summary_file = found[-1] / "summary.json" if found else None
+    summary = json.loads(summary_file.read_text()) if summary_file and summary_file.is_file() else {}
+    return seed_result(seed, summary, wall_s, error=None if code == 0 else f"exit code {code}")
+
+
+def seed_result(seed: int, summary: dict[str, Any], wall_s: float, error: str | None) -> dict[str, Any]:
+    """A seed's line of the benchmark from its run's summary; a failed run has no gain."""
+    before, after = summary.get("heldout_success_before_rl"), summary.get("heldout_success_after_rl")
+    ok = error is None and summary.get("status") == "completed" and before is not None and after is not None
+    gain = after - before if ok and before is not None and after is not None else None
+    sft = summary.get("sft") or {}
+    return {
+        "seed": seed,
+        "error": error if error is not None or ok else f"run {summary.get('status', 'missing')}",
+        "heldout_before_rl": before,
+        "heldout_after_rl": after,
+        "gain_final": gain,
+        "curve": [{"step": e["version"], "success": e["success"]} for e in summary.get("evals", [])],
+        "heldout_episodes": summary.get("heldout_episodes"),
+        "wall_s": wall_s,
+        "sft_s": (sft.get("demo_s", 0.0) + sft.get("train_s", 0.0)) if sft else None,
+        "rl_wall_s": summary.get("rl_wall_s"),
+    }
+
+
+def aggregate(per_seed: list[dict[str, Any]]) -> dict[str, Any]:
+    """The benchmark's keys; a seed whose run failed makes ``gain_final_min`` None and the goal unmet."""
+    gains = [s["gain_final"] for s in per_seed]
+    known = [g for g in gains if g is not None]
+    complete = bool(per_seed) and len(known) == len(gains)
+    gain_min = min(known) if complete else None
+    wall_max = max(s["wall_s"] for s in per_seed) if per_seed else None
+    return {
+        "seeds": [s["seed"] for s in per_seed],
+        "gain_final": gains,
+        "gain_final_min": gain_min,
+        "gain_final_median": statistics.median(known) if complete else None,
+        "gain_final_max": max(known) if complete else None,
+        "wall_s_max": wall_max,
+        "goal": {"gain_final_min": GAIN_GOAL, "wall_s_max": WALL_GOAL_S},
+        "goal_met": gain_min is not None and wall_max is not None and gain_min >= GAIN_GOAL and wall_max <= WALL_GOAL_S,
+        "per_seed": per_seed,
+    }
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+def render(result: dict[str, Any]) -> str:
+    rows = [
+        [
+            s["seed"],
+            _pct(s["heldout_before_rl"]),
+            _pct(s["heldout_after_rl"]),
+            "failed" if s["gain_final"] is None else f"{100 * s['gain_final']:+.1f} pts",
+            ", ".join(f"{c['success']:.2f}" for c in s["curve"]),
+            f"{s['wall_s']:.0f}",
+        ]
+        for s in result["per_seed"]
+    ]
+    body = markdown_table(["seed", "before RL", "after RL", "gain", "held-out curve", "wall s"], rows)
+    if result["gain_final_min"] is not None:
+        body += (
+            f"\n\nGain: median {100 * result['gain_final_median']:+.1f} points, range "
+            f"{100 * result['gain_final_min']:+.1f} to {100 * result['gain_final_max']:+.1f}; "
+            f"slowest seed {result['wall_s_max']:.0f} s (SFT included). Goal met: {result['goal_met']}."
+        )
+    return body
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="rollarc bench demo", description=__doc__.split("\n")[0])
+    parser.add_argument("--config", default="configs/quickstart.yaml")
+    parser.add_argument("--seeds", type=int, default=None, help="run seeds 0 … N-1 (default 3; 1 with --quick)")
+    parser.add_argument(
+        "--quick", action="store_true", help="a smoke run (nano model, 4 steps per seed); publishes nothing"
+    )
+    parser.add_argument("--json", action="store_true", help="(the JSON line is always printed last)")
+    add_docs_flag(parser)
+    parser.add_argument("--runs", default=None, help="where the runs go (default: a temporary directory)")
+    parser.add_argument("overrides", nargs="*", help="key=value overrides applied to every seed")
+    args = parser.parse_args(argv)
+    if args.seeds is None:
+        args.seeds = 1 if args.quick else 3
+    if args.seeds < 1:
+        parser.error(f"--seeds must be >= 1, got {args.seeds}")
+    overrides = [*(QUICK if args.quick else []), *args.overrides]
+    load_train_config(args.config, overrides)  # a bad override fails here, before any seed runs
+    runs = Path(args.runs) if args.runs else Path(tempfile.mkdtemp(prefix="rollarc-bench-demo-"))
+    runs.mkdir(parents=True, exist_ok=True)
+    per_seed = []
+    for seed in range(args.seeds):
+        print(f"== seed {seed}", flush=True)
+        per_seed.append(run_seed(args.config, overrides, seed, runs))
+        s = per_seed[-1]
+        print(f"   {_pct(s['heldout_before_rl'])} -> {_pct(s['heldout_after_rl'])} in {s['wall_s']:.0f} s", flush=True)
+    result = aggregate(per_seed)
+    command = "rollarc bench demo" + (f" --seeds {args.seeds}" if args.seeds != 3 else "")
+    publish("demo", render(result), result, command, quick=args.quick, no_docs=args.no_docs)
+    emit_json(result)
+    return 0 if result["gain_final_min"] is not None else 1
