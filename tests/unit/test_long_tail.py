@@ -14,7 +14,7 @@ the handles they call.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +50,7 @@ class FakeRouter:
         self.aborted: list[str] = []
         self.released: list[str] = []
         self.generate = Remote(self._generate)
+        self.generate_batch = Remote(self._generate_batch)
         self.abort_key = Remote(self.aborted.append)
         self.release = Remote(self.released.append)
 
@@ -58,6 +59,20 @@ class FakeRouter:
             await asyncio.Event().wait()
         ids = RENDERER.encode_reply("U")
         return Completion(key, len(prompt_ids), ids, [-0.5] * len(ids), [0] * len(ids), 0, "stop")
+
+    async def _generate_batch(self, turns: list[tuple[Any, ...]]) -> AsyncIterator[asyncio.Future]:
+        """As ``Router.generate_batch``: ``(index, completion)`` refs, each as soon as its turn is done."""
+        pending = {asyncio.ensure_future(self._generate(*args[:3])): i for i, args in enumerate(turns)}
+        try:
+            while pending:
+                done, _ = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                for turn in done:
+                    ref: asyncio.Future = asyncio.get_running_loop().create_future()
+                    ref.set_result((pending.pop(turn), turn.result()))
+                    yield ref
+        finally:
+            for turn in pending:
+                turn.cancel()
 
 
 def run_group(nano_policy_dir: Path, hang: set[str], size: int, redundancy: int, timeout_s: float = 60.0):
