@@ -49,6 +49,10 @@ class ClusterResourceError(ConfigError):
     """The Ray cluster cannot hold what the config asks for (a pool no node has, a GPU that is not there)."""
 
 
+GCS_PORT_WAIT_ENV = "RAY_gcs_server_port_wait_time_s"
+GCS_PORT_WAIT_S = 120
+
+
 def uses_gpus(cluster: ClusterConfig, device: str) -> bool:
     """Whether replicas on GPU-kind pools reserve real GPUs (see the module docstring); needs Ray started."""
     if cluster.address is not None:
@@ -80,6 +84,10 @@ def start_ray(
     if plugin_paths:
         os.environ["PYTHONPATH"] = plugin_pythonpath(plugin_paths)  # inherited by local Ray workers
     if address is None:
+        # Ray waits 30 s for its GCS to bind a port; on a loaded 2-core machine that start-up has taken
+        # longer ("Timed out waiting for file .../gcs_server_port_..."). Ray reads this variable at each
+        # start; a user's own value wins.
+        os.environ.setdefault(GCS_PORT_WAIT_ENV, str(GCS_PORT_WAIT_S))
         context = ray.init(
             address="local",  # a new cluster even when `ray start` left one on this machine
             num_cpus=cluster.num_cpus or os.cpu_count() or 1,
