@@ -28,7 +28,7 @@ import torch
 from rollarc.agent.trajectory import Trajectory
 from rollarc.config import Config
 from rollarc.models.checkpoint import REFERENCE_FILE, atomic_directory, load_policy
-from rollarc.models.device import resolve_device, resolve_dtype
+from rollarc.models.device import resolve_device
 from rollarc.report.metrics import process_rss_mb
 from rollarc.runtime.ray_cluster import actor_options
 from rollarc.runtime.train_worker import latest_payload, sync_span
@@ -36,6 +36,7 @@ from rollarc.runtime.weight_sync import SyncPayload
 from rollarc.sync.versions import WHOLE, VersionedUpdate, WeightPublisher
 from rollarc.train.fsdp import SHARDED_DIR, free_port, init_process_group
 from rollarc.train.fsdp_trainer import ShardedPolicyTrainer
+from rollarc.train.trainer_options import trainer_options
 
 FSDP_META = "fsdp.json"  # records the number of ranks that wrote a checkpoint
 
@@ -84,28 +85,12 @@ class FSDPTrainRank:
         device = resolve_device(cfg.model.device)
         init_process_group(self.rank, self.world_size, host, port, device)
         model, self.tokenizer = load_policy(policy_dir)
-        t = cfg.train
         self.trainer = ShardedPolicyTrainer(
             model,
             cfg.algo,
-            t.lr,
-            reshard_after_forward=t.fsdp.reshard_after_forward,
-            temperature=cfg.sampling.temperature,
-            weight_decay=t.weight_decay,
-            betas=t.betas,
-            grad_clip=t.grad_clip,
-            minibatches=t.minibatches,
-            epochs=t.epochs,
-            micro_batch_tokens=t.micro_batch_tokens,
-            pad_id=self.tokenizer.pad_token_id,
-            seed=cfg.seed,
-            dedup=t.dedup_rows,
-            warmup_steps=t.warmup_steps,
-            lr_decay=t.lr_decay,
-            total_steps=t.steps,
-            lr_min_ratio=t.lr_min_ratio,
-            device=device,
-            autocast_dtype=resolve_dtype(cfg.model.dtype),
+            cfg.train.lr,
+            reshard_after_forward=cfg.train.fsdp.reshard_after_forward,
+            **trainer_options(cfg, self.tokenizer.pad_token_id),
         )
 
     # ---- the parts every rank runs (collectives) -------------------------------------------------

@@ -13,11 +13,11 @@ import torch
 from rollarc.agent.trajectory import Trajectory
 from rollarc.config import Config
 from rollarc.models.checkpoint import REFERENCE_FILE, atomic_directory, load_policy
-from rollarc.models.device import resolve_device, resolve_dtype
 from rollarc.report.metrics import process_rss_mb
 from rollarc.runtime.weight_sync import SyncPayload
 from rollarc.sync.versions import WHOLE, VersionedUpdate, WeightPublisher, updates_nbytes
 from rollarc.train.policy_trainer import PolicyTrainer
+from rollarc.train.trainer_options import trainer_options
 
 
 @ray.remote
@@ -27,27 +27,8 @@ class TrainWorker:
         torch.manual_seed(cfg.seed)
         self.cfg = cfg
         self.model, self.tokenizer = load_policy(policy_dir)
-        t = cfg.train
         self.trainer = PolicyTrainer(
-            self.model,
-            cfg.algo,
-            t.lr,
-            temperature=cfg.sampling.temperature,
-            weight_decay=t.weight_decay,
-            betas=t.betas,
-            grad_clip=t.grad_clip,
-            minibatches=t.minibatches,
-            epochs=t.epochs,
-            micro_batch_tokens=t.micro_batch_tokens,
-            pad_id=self.tokenizer.pad_token_id,
-            seed=cfg.seed,
-            dedup=t.dedup_rows,
-            warmup_steps=t.warmup_steps,
-            lr_decay=t.lr_decay,
-            total_steps=t.steps,
-            lr_min_ratio=t.lr_min_ratio,
-            device=resolve_device(cfg.model.device),
-            autocast_dtype=resolve_dtype(cfg.model.dtype),
+            self.model, cfg.algo, cfg.train.lr, **trainer_options(cfg, self.tokenizer.pad_token_id)
         )
         self._spans: list[dict[str, Any]] = []
         self.publisher = WeightPublisher(cfg.sync)

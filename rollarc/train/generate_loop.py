@@ -31,9 +31,9 @@ from rollarc.configio import ConfigError
 from rollarc.envs.registry import instructions as env_instructions
 from rollarc.envs.registry import make_env
 from rollarc.models.checkpoint import load_policy
-from rollarc.models.device import resolve_device, resolve_dtype
 from rollarc.policy.task_mix import TaskMix
 from rollarc.train.policy_trainer import PolicyTrainer
+from rollarc.train.trainer_options import trainer_options
 
 PHASES = ("prompts_s", "generate_s", "env_s", "batch_s", "train_s")
 
@@ -58,24 +58,7 @@ def run_generate_loop(
     torch.manual_seed(cfg.seed)
     model, tokenizer = load_policy(policy_dir)
     t = cfg.train
-    trainer = PolicyTrainer(
-        model,
-        cfg.algo,
-        t.lr,
-        temperature=cfg.sampling.temperature,
-        weight_decay=t.weight_decay,
-        betas=t.betas,
-        grad_clip=t.grad_clip,
-        minibatches=t.minibatches,
-        epochs=t.epochs,
-        micro_batch_tokens=t.micro_batch_tokens,
-        pad_id=tokenizer.pad_token_id,
-        seed=cfg.seed,
-        dedup=t.dedup_rows,
-        warmup_steps=t.warmup_steps,
-        device=resolve_device(cfg.model.device),
-        autocast_dtype=resolve_dtype(cfg.model.dtype),
-    )
+    trainer = PolicyTrainer(model, cfg.algo, cfg.train.lr, **trainer_options(cfg, tokenizer.pad_token_id))
     loop = _Loop(cfg, trainer, ChatRenderer(tokenizer))
     steps = []
     start = time.perf_counter()

@@ -43,6 +43,7 @@ from rollarc.models.checkpoint import load_policy
 from rollarc.models.device import resolve_device, resolve_dtype
 from rollarc.policy.task_mix import TaskMix
 from rollarc.train.policy_trainer import PolicyTrainer
+from rollarc.train.trainer_options import trainer_options
 
 
 @dataclass
@@ -74,28 +75,7 @@ class _Loop:
         torch.manual_seed(cfg.seed)
         self.cfg = cfg
         model, tokenizer = load_policy(policy_dir)
-        t = cfg.train
-        self.trainer = PolicyTrainer(
-            model,
-            cfg.algo,
-            t.lr,
-            temperature=cfg.sampling.temperature,
-            weight_decay=t.weight_decay,
-            betas=t.betas,
-            grad_clip=t.grad_clip,
-            minibatches=t.minibatches,
-            epochs=t.epochs,
-            micro_batch_tokens=t.micro_batch_tokens,
-            pad_id=tokenizer.pad_token_id,
-            seed=cfg.seed,
-            dedup=t.dedup_rows,
-            warmup_steps=t.warmup_steps,
-            lr_decay=t.lr_decay,
-            total_steps=t.steps,
-            lr_min_ratio=t.lr_min_ratio,
-            device=resolve_device(cfg.model.device),
-            autocast_dtype=resolve_dtype(cfg.model.dtype),
-        )
+        self.trainer = PolicyTrainer(model, cfg.algo, cfg.train.lr, **trainer_options(cfg, tokenizer.pad_token_id))
         rollout_threads = roles.rollout[0].threads
         engine_model, _ = load_policy(policy_dir)
         device, dtype = resolve_device(cfg.model.device), resolve_dtype(cfg.engine.dtype or cfg.model.dtype)
