@@ -1,6 +1,7 @@
 """``rollarc bench chaos``: train through env failures, hangs and the loss of one worker of every role.
 
-Two runs of the same config and seed (``configs/quickstart.yaml`` by default, shortened):
+Per seed (``--seeds``, default 2), two runs of the same config and seed (``configs/quickstart.yaml`` by
+default, shortened), from one SFT warm start:
 
 - ``clean``: no injected fault;
 - ``chaos``: every env step first waits a heavy-tailed delay resampled from a trace (lognormal, median
@@ -11,12 +12,19 @@ Two runs of the same config and seed (``configs/quickstart.yaml`` by default, sh
   reward is a rule computed in the EnvWorker (a model-based judge runs as a Ray Serve deployment, which
   Serve itself restarts).
 
-Reported: ``crashed`` (the chaos run did not finish), ``steps_lost`` (steps redone after trainer losses),
+Both runs use the settings a user facing such faults would set (``SHARED``): one redundant rollout per
+group, so that a hung one does not hold its group back, and two retries of a failed env step, so that
+transient failures do not drop the long episodes (docs/failures.md#transient-step-failures-and-the-bias-
+they-cause); with no fault injected the retries never fire, so the clean run is the plain config.
+
+Reported: ``crashed`` (a chaos run did not finish), ``steps_lost`` (steps redone after trainer losses),
 ``trajectories_failed``, ``trajectories_lost`` (started, and neither done, dropped, failed, cancelled nor
 retried: see ``rollarc/runtime/trajectory_accounting.py``), the restarts per role, and held-out success of
-both runs' final policies with the noise of the comparison (two binomial standard errors). Both policies are
-evaluated the same way, after the runs, on the clean envs (``evaluate_local``), so that the injected env
-failures do not count against the chaos run's policy.
+every run's final policy, evaluated after the runs on the clean envs (``evaluate_local``), so that the
+injected env failures do not count against the chaos policy. ``success_gap`` is the mean over seeds of
+chaos minus clean; ``noise_2se`` is two standard errors of that difference: the larger of the held-out
+evaluation's binomial error and the spread between seeds (Welch's, from the per-seed successes), since a
+training run's outcome varies with its seed far more than one evaluation does.
 """
 
 from __future__ import annotations
@@ -28,6 +36,7 @@ import signal
 import tempfile
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -57,7 +66,7 @@ QUICK = [
     "tasks.0.agent.max_turns=8",
     "async.trajectory_timeout_s=30",
 ]
-FULL = ["train.steps=30", "train.eval_every=0", "async.trajectory_timeout_s=60"]
+FULL = ["train.steps=30", "train.eval_every=0", "async.trajectory_timeout_s=30"]
 HANG_S = 10_000.0
 
 
@@ -72,12 +81,17 @@ def write_latency_trace(path: Path, seed: int, n: int = 20_000, hang_prob: float
     return path
 
 
+SHARED = [
+    "async.redundancy=1",  # G + 1 rollouts per group: a hung one does not hold its group back
+    "tasks.0.latency.failure_retries=2",  # a transient step failure is retried, not the episode dropped
+]
+
+
 def chaos_overrides(trace: Path) -> list[str]:
     return [
         "tasks.0.latency.kind=trace",
         f"tasks.0.latency.trace_path={trace}",
         "tasks.0.latency.failure_prob=0.02",
-        "async.redundancy=1",  # G + 1 rollouts per group: a hung one does not hold its group back
         "train.checkpoint_every=1",  # a lost trainer redoes at most the step it was in
     ]
 
@@ -239,38 +253,112 @@ def compare(
     }
 
 
+def aggregate(per_seed: list[dict[str, Any]]) -> dict[str, Any]:
+    """The benchmark's keys over seeds: sums of the counts, the mean held-out gap and its noise."""
+    first = per_seed[0]
+    both = [r for r in per_seed if r["success_gap"] is not None]
+    gap = chaos_mean = clean_mean = noise = None
+    if both:
+        n = len(both)
+        chaos_vals = [r["heldout_success_chaos"] for r in both]
+        clean_vals = [r["heldout_success_clean"] for r in both]
+        chaos_mean, clean_mean = sum(chaos_vals) / n, sum(clean_vals) / n
+        gap = chaos_mean - clean_mean
+        eval_se = math.sqrt(sum((r["noise_2se"] / 2) ** 2 for r in both)) / n
+        seed_se = math.sqrt(_var(chaos_vals) / n + _var(clean_vals) / n) if n >= 2 else 0.0
+        noise = 2 * max(eval_se, seed_se)
+    trainer_losses = sum(r["trainer_losses"] for r in per_seed)
+    steps_lost = sum(r["steps_lost"] or 0 for r in per_seed)
+    return {
+        "seeds": [r["seed"] for r in per_seed],
+        "crashed": any(r["crashed"] for r in per_seed),
+        "error": next((r["error"] for r in per_seed if r["error"]), None),
+        "steps": first["steps"],
+        "reward_role": first["reward_role"],
+        "restarts": {role: sum(r["restarts"][role] for r in per_seed) for role in first["restarts"]},
+        "steps_lost": steps_lost,
+        "trainer_losses": trainer_losses,
+        "steps_lost_per_trainer_loss": max(r["steps_lost_per_trainer_loss"] for r in per_seed),
+        **{
+            key: _sum_known(r[key] for r in per_seed)
+            for key in (
+                "trajectories_started",
+                "trajectories_failed",
+                "trajectories_cancelled",
+                "trajectories_retried",
+                "trajectories_lost",
+            )
+        },
+        "failure_reasons": dict(sum((Counter(r["failure_reasons"]) for r in per_seed), Counter())),
+        "heldout_success_chaos": chaos_mean,
+        "heldout_success_clean": clean_mean,
+        "heldout_episodes": first["heldout_episodes"],
+        "success_gap": gap,
+        "noise_2se": noise,
+        "within_noise": (abs(gap) <= noise) if gap is not None and noise is not None else None,
+        "clean_crashed": any(r["clean_crashed"] for r in per_seed),
+        "per_seed": per_seed,
+    }
+
+
+def _var(values: list[float]) -> float:
+    mean = sum(values) / len(values)
+    return sum((v - mean) ** 2 for v in values) / (len(values) - 1)
+
+
+def _sum_known(values: Any) -> int | None:
+    known = [v for v in values if v is not None]
+    return sum(known) if known else None
+
+
+def run_seed(config_path: str, overrides: list[str], seed: int, runs: Path) -> dict[str, Any]:
+    """The clean and the chaos run of one seed, and their comparison."""
+    overrides = [*overrides, f"seed={seed}"]
+    base = load_train_config(config_path, overrides)
+    runs.mkdir(parents=True, exist_ok=True)
+    trace = write_latency_trace(runs / "latency_trace.txt", base.seed)
+    print(f"== seed {seed}: clean", flush=True)
+    clean = run_one(config_path, overrides, "clean", runs)
+    print(f"== seed {seed}: chaos", flush=True)
+    killer = Killer(runs, kill_schedule(base.train.steps))
+    chaos = run_one(config_path, [*overrides, *chaos_overrides(trace)], "chaos", runs, killer)
+    print(f"== seed {seed}: held-out evaluation of both final policies on the clean envs", flush=True)
+    heldout = (heldout_success(base, clean["summary"]), heldout_success(base, chaos["summary"]))
+    return {"seed": seed, **compare(clean, chaos, killer.kills, heldout)}
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="rollarc bench chaos", description=__doc__.split("\n")[0])
     parser.add_argument("--config", default="configs/quickstart.yaml")
     parser.add_argument(
-        "--quick", action="store_true", help="a short smoke run (nano model, 6 steps); publishes nothing"
+        "--quick", action="store_true", help="a short smoke run (nano model, 6 steps, 1 seed); publishes nothing"
     )
+    parser.add_argument("--seeds", type=int, default=None, help="run seeds 0 … N-1 (default 2; 1 with --quick)")
     parser.add_argument("--json", action="store_true", help="(the JSON line is always printed last)")
     add_docs_flag(parser)
     parser.add_argument("--runs", default=None, help="where the runs go (default: a temporary directory)")
-    parser.add_argument("overrides", nargs="*", help="key=value overrides applied to both runs")
+    parser.add_argument("overrides", nargs="*", help="key=value overrides applied to every run")
     args = parser.parse_args(argv)
-    overrides = [*(QUICK if args.quick else FULL), *args.overrides]
+    seeds = args.seeds if args.seeds is not None else (1 if args.quick else 2)
+    if seeds < 1:
+        parser.error(f"--seeds must be at least 1, got {seeds}")
+    overrides = [*(QUICK if args.quick else FULL), *SHARED, *args.overrides]
     base = load_train_config(args.config, overrides)
-    policy, _ = initial_policy(base)  # one SFT warm start for both runs
+    policy, _ = initial_policy(base)  # one SFT warm start for every run
     overrides.append(f"model.path={policy}")
     runs = Path(args.runs) if args.runs else Path(tempfile.mkdtemp(prefix="rollarc-bench-chaos-"))
-    runs.mkdir(parents=True, exist_ok=True)
-    trace = write_latency_trace(runs / "latency_trace.txt", base.seed)
+    per_seed = [run_seed(args.config, overrides, seed, runs / f"seed{seed}") for seed in range(seeds)]
+    result = aggregate(per_seed)
 
-    print("== clean", flush=True)
-    clean = run_one(args.config, overrides, "clean", runs)
-    print("== chaos", flush=True)
-    killer = Killer(runs, kill_schedule(base.train.steps))
-    chaos = run_one(args.config, [*overrides, *chaos_overrides(trace)], "chaos", runs, killer)
-    print("== held-out evaluation of both final policies on the clean envs", flush=True)
-    clean_cfg = load_train_config(args.config, overrides)
-    heldout = (heldout_success(clean_cfg, clean["summary"]), heldout_success(clean_cfg, chaos["summary"]))
-    result = compare(clean, chaos, killer.kills, heldout)
+    def pair(key: str) -> str:
+        return " / ".join("-" if r[key] is None else f"{r[key]:.3f}" for r in per_seed)
 
     rows = [
         ["crashed", result["crashed"]],
-        ["killed (role after step)", ", ".join(f"{k['role']} after {k['after_step']}" for k in result["kills"])],
+        [
+            "killed per seed (role after step)",
+            ", ".join(f"{k['role']} after {k['after_step']}" for k in first_kills(per_seed)),
+        ],
         ["restarts env / rollout / router / train", " / ".join(str(v) for v in result["restarts"].values())],
         ["reward role", result["reward_role"]],
         ["steps lost (redone after trainer losses)", result["steps_lost"]],
@@ -278,17 +366,26 @@ def main(argv: list[str]) -> int:
             "trajectories started / failed / lost",
             f"{result['trajectories_started']} / {result['trajectories_failed']} / {result['trajectories_lost']}",
         ],
-        [
-            "held-out success chaos / clean",
-            f"{result['heldout_success_chaos']:.3f} / {result['heldout_success_clean']:.3f}",
-        ],
-        ["noise (2 standard errors)", result["noise_2se"]],
+        ["held-out success chaos, per seed", pair("heldout_success_chaos")],
+        ["held-out success clean, per seed", pair("heldout_success_clean")],
+        ["mean gap (chaos - clean)", _fmt(result["success_gap"])],
+        ["noise (2 standard errors)", "-" if result["noise_2se"] is None else f"{result['noise_2se']:.3f}"],
     ]
     body = markdown_table(["", "value"], rows)
     body += (
         f"\n\n{base.train.steps} steps of {base.train.groups_per_step * base.train.group_size} trajectories; "
-        f"{result['heldout_episodes']} held-out episodes per run."
+        f"seeds {', '.join(str(s) for s in result['seeds'])}; {result['heldout_episodes']} held-out episodes "
+        "per run."
     )
     publish("chaos", body, result, "rollarc bench chaos", quick=args.quick, no_docs=args.no_docs)
     emit_json(result)
     return 0
+
+
+def first_kills(per_seed: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    kills: list[dict[str, Any]] = per_seed[0]["kills"]
+    return kills
+
+
+def _fmt(value: float | None) -> str:
+    return "-" if value is None else f"{value:+.3f}"

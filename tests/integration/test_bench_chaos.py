@@ -32,8 +32,10 @@ def test_quick_chaos_run_finishes_without_losing_trajectories(tmp_path, capsys, 
     assert code == 0
     result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert result["crashed"] is False, result["error"]
-    assert [k["role"] for k in result["kills"]] == ["env", "rollout", "router", "train"]
-    assert not [k for k in result["kills"] if k["actor"].startswith("not killed")], result["kills"]
+    assert result["seeds"] == [0]
+    kills = result["per_seed"][0]["kills"]
+    assert [k["role"] for k in kills] == ["env", "rollout", "router", "train"]
+    assert not [k for k in kills if k["actor"].startswith("not killed")], kills
     assert all(n >= 1 for n in result["restarts"].values()), result["restarts"]
     assert result["trainer_losses"] >= 1 and result["steps_lost"] <= result["trainer_losses"]
     assert result["trajectories_lost"] == 0
