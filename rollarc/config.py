@@ -273,7 +273,11 @@ class AsyncConfig(FrozenModel):
         "weights first, `abort` and retry them on the new ones, or `continue` them on the new "
         "weights from the next decode step (a turn may then mix versions)",
     )
-    redundancy: int = Field(0, ge=0, description="r: start G+r rollouts per group, keep the first G")
+    redundancy: int = Field(
+        0,
+        ge=0,
+        description="r: start G+r rollouts per group, keep the first G to finish (biased toward short episodes: docs/failures.md#redundant-rollouts-favour-short-episodes)",
+    )
     trajectory_timeout_s: float = Field(
         600.0, gt=0.0, description="a trajectory running longer fails (its in-flight turn is aborted)"
     )

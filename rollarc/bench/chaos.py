@@ -12,10 +12,12 @@ default, shortened), from one SFT warm start:
   reward is a rule computed in the EnvWorker (a model-based judge runs as a Ray Serve deployment, which
   Serve itself restarts).
 
-Both runs use the settings a user facing such faults would set (``SHARED``): one redundant rollout per
-group, so that a hung one does not hold its group back, and two retries of a failed env step, so that
-transient failures do not drop the long episodes (docs/failures.md#transient-step-failures-and-the-bias-
-they-cause); with no fault injected the retries never fire, so the clean run is the plain config.
+Both runs retry a failed env step twice (``SHARED``), as a user facing transient sandbox errors would, so
+that those failures do not drop the long episodes (docs/failures.md#transient-step-failures-and-the-bias-
+they-cause); with no fault injected the retries never fire, so the clean run is the plain config. A hang
+is ended by the 10-s trajectory timeout. ``async.redundancy`` is left off: it keeps the first ``G`` of
+``G + r`` rollouts to finish, which on a task whose successes are its longest episodes trains against
+success (docs/failures.md#redundant-rollouts-favour-short-episodes).
 
 Reported: ``crashed`` (a chaos run did not finish), ``steps_lost`` (steps redone after trainer losses),
 ``trajectories_failed``, ``trajectories_lost`` (started, and neither done, dropped, failed, cancelled nor
@@ -66,7 +68,7 @@ QUICK = [
     "tasks.0.agent.max_turns=8",
     "async.trajectory_timeout_s=30",
 ]
-FULL = ["train.steps=30", "train.eval_every=0", "async.trajectory_timeout_s=30"]
+FULL = ["train.steps=30", "train.eval_every=0", "async.trajectory_timeout_s=10"]
 HANG_S = 10_000.0
 
 
@@ -82,7 +84,6 @@ def write_latency_trace(path: Path, seed: int, n: int = 20_000, hang_prob: float
 
 
 SHARED = [
-    "async.redundancy=1",  # G + 1 rollouts per group: a hung one does not hold its group back
     "tasks.0.latency.failure_retries=2",  # a transient step failure is retried, not the episode dropped
 ]
 
@@ -242,6 +243,9 @@ def compare(
         "trajectories_retried": account.get("retried"),
         "trajectories_lost": account.get("lost"),
         "failure_reasons": s.get("failure_reasons", {}),
+        # env-step failures injected (each retried or failing its trajectory), as counted by the live
+        # EnvWorkers at the end: a killed worker takes its count with it, so this is a lower bound
+        "env_step_failures_injected": sum(w.get("injected_failures", 0) for w in s.get("env_workers", [])),
         "heldout_success_chaos": p_chaos,
         "heldout_success_clean": p_clean,
         "heldout_episodes": n,
@@ -287,6 +291,7 @@ def aggregate(per_seed: list[dict[str, Any]]) -> dict[str, Any]:
                 "trajectories_cancelled",
                 "trajectories_retried",
                 "trajectories_lost",
+                "env_step_failures_injected",
             )
         },
         "failure_reasons": dict(sum((Counter(r["failure_reasons"]) for r in per_seed), Counter())),
@@ -362,6 +367,7 @@ def main(argv: list[str]) -> int:
         ["restarts env / rollout / router / train", " / ".join(str(v) for v in result["restarts"].values())],
         ["reward role", result["reward_role"]],
         ["steps lost (redone after trainer losses)", result["steps_lost"]],
+        ["env-step failures injected (at least)", result["env_step_failures_injected"]],
         [
             "trajectories started / failed / lost",
             f"{result['trajectories_started']} / {result['trajectories_failed']} / {result['trajectories_lost']}",

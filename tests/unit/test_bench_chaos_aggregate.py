@@ -16,6 +16,7 @@ def _seed(seed: int, p_chaos: float, p_clean: float, steps_lost: int = 0) -> dic
         "steps_lost": steps_lost,
         "trajectories": {"started": 100, "failed": 5, "cancelled": 3, "retried": 2, "lost": 0},
         "failure_reasons": {"env_step_injected": 4, "trajectory_timeout": 1},
+        "env_workers": [{"name": "env-1", "injected_failures": 40}, {"name": "env-2", "injected_failures": 3}],
     }
     run = {"crashed": False, "error": None, "summary": summary}
     clean = {"crashed": False, "error": None, "summary": {"steps": 30}}
@@ -34,6 +35,7 @@ def test_two_seeds_gap_is_the_mean_and_noise_the_larger_of_eval_and_seed_spread(
     assert result["within_noise"] is True
     assert result["trajectories_started"] == 200 and result["trajectories_lost"] == 0
     assert result["failure_reasons"] == {"env_step_injected": 8, "trajectory_timeout": 2}
+    assert result["env_step_failures_injected"] == 86
     assert result["steps_lost"] == 1 and result["trainer_losses"] == 2
     assert result["steps_lost_per_trainer_loss"] == 1.0
 
