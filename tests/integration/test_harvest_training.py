@@ -1,0 +1,155 @@
+"""`rollarc train` with a borrowed co-serving replica on a local Ray cluster (harvest:, docs/rose.md).
+
+One run: bursts of the serving trace withdraw the replica (its turns are aborted and retried on the dedicated
+replica), memory pressure preempts borrowed turns, and the replica is killed mid-run (``ray.kill``): every
+one is counted and the run finishes. A second test checks the borrowed site's weights bitwise after a sync,
+the hop accounting (one delta into the site, fanned out inside it), and a replacement's full copy.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import ray
+import torch
+
+from rollarc.agent.chat import ChatRenderer, Message
+from rollarc.agent.trajectory import Segment, Trajectory
+from rollarc.models import load_tokenizer
+from rollarc.runtime.entry import run_training
+from rollarc.runtime.harvest_pool import HarvestPool
+from rollarc.runtime.ray_cluster import start_ray
+from rollarc.runtime.workers import Workers
+from tests.integration.test_runtime import config, metrics, only_run
+
+pytestmark = pytest.mark.slow
+
+# Bursts of 20 requests/s for 1 s in every 2.5 s, almost nothing between; a TPOT target no step can meet while
+# serving decodes, so the guard reports no headroom during a burst and full headroom between bursts.
+HARVEST: dict[str, Any] = {
+    "serving": {"preset": "nano", "seed": 99, "max_model_len": 256, "max_num_seqs": 16},
+    "slo": {"ttft_p99_ms": 2000.0, "tpot_p99_ms": 2.0},
+    "memory_tokens": 700,
+    "synthetic": {"rate_per_s": 0.2, "burst_every_s": 2.5, "burst_len_s": 1.0, "burst_factor": 100.0},
+    "replay": {"token_scale": 0.0625, "duration_s": 10.0, "max_prompt_tokens": 96, "max_output_tokens": 24},
+    "lend_after_s": 0.1,
+    "withdraw_after_s": 0.1,
+    "drain_timeout_s": 0.0,
+    "poll_s": 0.05,
+}
+
+
+def _kill_when(run_root: Path, steps: int, name: str, killed: list[str]) -> None:
+    """Kill the co-serving actor ``name`` once the run has logged ``steps`` steps (the run's driver is this process)."""
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline:
+        rows = list(run_root.glob("*/metrics.jsonl"))
+        if rows and len(rows[0].read_text().splitlines()) >= steps:
+            ray.kill(ray.get_actor(name))
+            killed.append(name)
+            return
+        time.sleep(0.05)
+
+
+def test_training_on_borrowed_capacity_counts_withdrawals_preemptions_and_a_dead_replica(nano_policy_dir, tmp_path):
+    cfg = config(
+        nano_policy_dir,
+        tmp_path,
+        harvest=HARVEST,
+        train={"steps": 6, "groups_per_step": 2, "group_size": 4, "checkpoint_every": 0},
+        env_kwargs={"turns": 3},
+        sync={"method": "delta"},
+    )
+    killed: list[str] = []
+    killer = threading.Thread(target=_kill_when, args=(tmp_path, 3, "borrowed-0", killed), daemon=True)
+    killer.start()
+    assert run_training(cfg) == 0
+    killer.join(timeout=5)
+    assert killed == ["borrowed-0"]
+    run = only_run(tmp_path)
+    rows = metrics(run)
+    summary = json.loads((run / "summary.json").read_text())
+    harvest = summary["harvest"]
+    assert summary["steps"] == 6 and [r["step"] for r in rows] == list(range(1, 7))
+    # the borrowed replica ran turns, and was lent and withdrawn as the bursts came and went
+    assert summary["routing"]["replica_turns"].get("borrowed-0", 0) + summary["routing"]["replica_turns"].get(
+        "borrowed-1", 0
+    ) > 0
+    assert harvest["lends"] >= 2 and harvest["withdrawals"] >= 1
+    # killed mid-run: counted, replaced; the replacement caught up with a full copy across sites
+    assert harvest["deaths"] == 1 and harvest["replacements"] == 1
+    assert sum(r["sync_full_copies"] for r in rows) >= 1
+    assert [r["name"] for r in harvest["replicas"]] == ["borrowed-1"]
+    # every step: one delta into the borrowed site, in-site bytes to the dedicated replica
+    for row in rows:
+        assert row["sync_cross_site_bytes"] > 0 and row["sync_in_site_bytes"] > 0
+        assert any(hop.startswith("origin->borrowed-") for hop in row["sync_hops"])
+    for key in ("harvest_preemptions", "harvest_migrated_turns", "harvest_withdrawals", "harvest_deaths"):
+        assert key in rows[-1]
+    assert rows[-1]["harvest_deaths"] == 1
+    print("harvest summary:", json.dumps({k: v for k, v in harvest.items() if k != "replicas"}))
+
+
+def _group(prompt: list[int], renderer: ChatRenderer) -> list[Trajectory]:
+    group = []
+    for i, action in enumerate(["UU", "D", "LLL", "R"]):
+        seg = Segment()
+        seg.extend_context(prompt)
+        reply = renderer.encode_reply(action)
+        seg.extend_generated(reply, [-2.0] * len(reply), [0] * len(reply))
+        group.append(Trajectory(traj_id=f"t{i}", task="scripted", seed=0, segments=[seg], reward=float(i)))
+    return group
+
+
+def test_borrowed_site_weights_equal_the_trainers_bitwise_after_a_delta_sync(nano_policy_dir, tmp_path):
+    cfg = config(
+        nano_policy_dir,
+        tmp_path,
+        harvest={**HARVEST, "replicas": 2, "slo": {"ttft_p99_ms": 2000.0, "tpot_p99_ms": 200.0}},
+        train={"lr": 0.05},
+        sync={"method": "delta"},
+    )
+    start_ray(cfg.cluster)
+    try:
+        workers = Workers(cfg, str(nano_policy_dir))
+        pool = HarvestPool(cfg, workers.router, workers.trainer, str(nano_policy_dir), 0)
+        renderer = ChatRenderer(load_tokenizer(nano_policy_dir))
+        group = _group(renderer.prompt_ids([Message("user", "t0..")]), renderer)
+        for version in (1, 2):
+            ray.get(workers.trainer.train_step.remote([group], version - 1))
+            payload = ray.get(workers.trainer.publish.remote())
+            assert payload.version == version and payload.method == "delta"
+            (ref,) = pool.sync(payload)
+            ray.get(workers.sync_all(payload))
+            pool.on_sync(ref)
+        metrics_row = pool.step_metrics()
+        trainer = ray.get(workers.trainer.gathered_weights.remote())
+        for name in ("borrowed-0", "borrowed-1"):
+            got = ray.get(pool.replicas[name].engine_weights.remote())
+            assert set(got) == set(trainer)
+            assert all(torch.equal(got[k], trainer[k]) for k in trainer), name
+        # two versions: each crossed into the site once (origin -> borrowed-0) and went on inside it
+        assert set(metrics_row["sync_hops"]) == {"origin->borrowed-0", "borrowed-0->borrowed-1"}
+        assert metrics_row["sync_cross_site_bytes"] == metrics_row["sync_hops"]["origin->borrowed-0"]
+        assert metrics_row["sync_in_site_bytes"] == metrics_row["sync_hops"]["borrowed-0->borrowed-1"]
+        assert metrics_row["sync_full_copies"] == 0
+
+        # a member dies; its replacement starts from the old checkpoint and gets a full copy of version 2
+        ray.kill(pool.replicas["borrowed-1"])
+        deadline = time.monotonic() + 60
+        while "borrowed-1" in pool.replicas and time.monotonic() < deadline:
+            pool.tick()
+            time.sleep(0.05)
+        pool.heal()
+        assert pool.counters["deaths"] == 1 and list(pool.replicas) == ["borrowed-0", "borrowed-2"]
+        replaced = pool.step_metrics()
+        assert replaced["sync_full_copies"] == 1 and replaced["sync_hops"]["origin->borrowed-2"] > 0
+        got = ray.get(pool.replicas["borrowed-2"].engine_weights.remote())
+        assert all(torch.equal(got[k], trainer[k]) for k in trainer)
+    finally:
+        ray.shutdown()
