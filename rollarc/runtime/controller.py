@@ -501,8 +501,6 @@ class Controller:
             return
         self._last_heal = time.time()
         self.workers.heal(self.version)
-        if self.harvest is not None:
-            self.harvest.heal()
 
     def _check_health(self, result: GroupResult) -> None:
         reasons = [t.failure_reason or "" for t in result.failed]

@@ -47,6 +47,7 @@ from rollarc.sync.versions import WHOLE, VersionedUpdate, WeightPublisher, Weigh
 
 LOOKAHEAD_S = 0.5  # serving requests are queued this far ahead of their arrival (the executor admits them on time)
 IDLE_SLEEP_S = 0.002
+TURN_TOKENS_PRIOR = 64.0  # the reservation assumed for a rollout turn before any has arrived
 
 
 @ray.remote
@@ -99,6 +100,7 @@ class CoServingReplica:
         self.served = 0
         self._task: asyncio.Task[None] | None = None
         self._requests = 0
+        self.turn_tokens = TURN_TOKENS_PRIOR  # KV a rollout turn reserves (prompt + max tokens), a running mean
 
     # ---- the loop ------------------------------------------------------------------------------------
     async def start(self) -> str:
@@ -157,6 +159,7 @@ class CoServingReplica:
         turn_id = uuid.uuid4().hex
         future: asyncio.Future[Turn] = asyncio.get_running_loop().create_future()
         self.waiting[turn_id] = (future, t0)
+        self.turn_tokens = 0.9 * self.turn_tokens + 0.1 * (len(prompt_ids) + params.max_tokens)
         self.executor.submit_turn(
             Turn(turn_id, cache_key or turn_id, list(prompt_ids), params.max_tokens, params=params)
         )
@@ -220,7 +223,7 @@ class CoServingReplica:
         """What the driver lends from: the rollout turns the guard admits now, and the executor's counters."""
         self._check_loop()
         return {
-            "capacity": self.executor.capacity(limit=self.max_turns),
+            "capacity": self.executor.capacity(limit=self.max_turns, turn_tokens=max(1, round(self.turn_tokens))),
             "counters": {**self.executor.counters, "migrated": self.migrated, "served": self.served},
             "version": self.receiver.version,
         }

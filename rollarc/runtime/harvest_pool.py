@@ -53,7 +53,7 @@ class HarvestPool:
         self._headroom: dict[Any, str] = {}
         self._syncs: dict[Any, str] = {}
         self._last_poll = 0.0
-        self._to_replace = 0
+        self._joining: dict[Any, tuple[str, Any]] = {}  # catch-up ref -> (name, handle) of a starting replacement
         for _ in range(self.harvest.replicas):
             self._start(version)
 
@@ -75,8 +75,34 @@ class HarvestPool:
             self.cfg.engine.dtype or self.cfg.model.dtype,
             self.cfg.seed * 1000 + self._serial,
         )
-        if version is None:  # a replacement: the checkpoint is older than the trainer's weights
-            caught = ray.get(handle.catch_up.remote())
+        if version is None:  # a replacement: its checkpoint is older than the trainer's weights; joins when caught up
+            self._joining[handle.catch_up.remote()] = (name, handle)
+            return name
+        ray.get(handle.start.remote())
+        self._join(name, handle)
+        return name
+
+    def _join(self, name: str, handle: Any) -> None:
+        self.replicas[name] = handle
+        self.lending[name] = LendingPolicy(
+            self.harvest.lend_after_s, self.harvest.withdraw_after_s, self.harvest.min_capacity
+        )
+
+    def _joined(self) -> None:
+        """Replacements whose full copy has arrived start serving and join the site (not blocking the driver)."""
+        if not self._joining:
+            return
+        ready, _ = ray.wait(list(self._joining), num_returns=len(self._joining), timeout=0)
+        for ref in ready:
+            name, handle = self._joining.pop(ref)
+            try:
+                caught = ray.get(ref)
+                ray.get(handle.start.remote())
+            except RayActorError:
+                self.counters["deaths"] += 1
+                if self.harvest.replace_dead:
+                    self._replace()
+                continue
             self.hops.append(
                 {
                     "source": "origin",
@@ -87,12 +113,7 @@ class HarvestPool:
                     "full_copy": caught["full_copy"],
                 }
             )
-        ray.get(handle.start.remote())
-        self.replicas[name] = handle
-        self.lending[name] = LendingPolicy(
-            self.harvest.lend_after_s, self.harvest.withdraw_after_s, self.harvest.min_capacity
-        )
-        return name
+            self._join(name, handle)
 
     def _on_death(self, name: str) -> None:
         if name not in self.replicas:
@@ -105,18 +126,17 @@ class HarvestPool:
             ray.get(self.router.mark_dead.remote(name))
             ray.get(self.router.remove_replica.remote(name, 0.0))
         if self.harvest.replace_dead:
-            self._to_replace += 1
+            self._replace()
 
-    def heal(self) -> None:
-        """Between syncs: start the replacements of replicas that died (each catches up with a full copy)."""
-        while self._to_replace:
-            self._to_replace -= 1
-            self._start(None)
-            self.counters["replacements"] += 1
+    def _replace(self) -> None:
+        """Start a replacement now; it joins the site (and may be lent) once it has caught up with a full copy."""
+        self._start(None)
+        self.counters["replacements"] += 1
 
     # ---- lending ----------------------------------------------------------------------------------------
     def tick(self) -> None:
         """Collect the headroom reports that arrived, act on the lending decisions, and ask again every poll_s."""
+        self._joined()
         if self._headroom:
             ready, _ = ray.wait(list(self._headroom), num_returns=len(self._headroom), timeout=0)
             for ref in ready:
