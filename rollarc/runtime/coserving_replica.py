@@ -226,6 +226,7 @@ class CoServingReplica:
             "capacity": self.executor.capacity(limit=self.max_turns, turn_tokens=max(1, round(self.turn_tokens))),
             "counters": {**self.executor.counters, "migrated": self.migrated, "served": self.served},
             "version": self.receiver.version,
+            "turns": self.executor.rollout_turns,
         }
 
     def stats(self) -> dict[str, Any]:

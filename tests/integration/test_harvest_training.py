@@ -20,7 +20,9 @@ import torch
 
 from rollarc.agent.chat import ChatRenderer, Message
 from rollarc.agent.trajectory import Segment, Trajectory
+from rollarc.engine.types import SamplingParams
 from rollarc.models import load_tokenizer
+from rollarc.rose.trace import TraceRequest, write_trace
 from rollarc.runtime.entry import run_training
 from rollarc.runtime.harvest_pool import HarvestPool
 from rollarc.runtime.ray_cluster import start_ray
@@ -77,25 +79,20 @@ def test_training_on_borrowed_capacity_counts_withdrawals_preemptions_and_a_dead
     rows = metrics(run)
     summary = json.loads((run / "summary.json").read_text())
     harvest = summary["harvest"]
-    assert summary["steps"] == 6 and [r["step"] for r in rows] == list(range(1, 7))
-    # the borrowed replica ran turns, and was lent and withdrawn as the bursts came and went
-    assert (
-        summary["routing"]["replica_turns"].get("borrowed-0", 0)
-        + summary["routing"]["replica_turns"].get("borrowed-1", 0)
-        > 0
-    )
-    assert harvest["lends"] >= 2 and harvest["withdrawals"] >= 1
-    # killed mid-run: counted, replaced; the replacement caught up with a full copy across sites
+    assert summary["steps"] == 10 and [r["step"] for r in rows] == list(range(1, 11))
+    # the borrowed replica ran turns, and was lent and withdrawn as serving requests came and went
+    turns = summary["routing"]["replica_turns"]
+    assert sum(n for name, n in turns.items() if name.startswith("borrowed-")) > 0
+    assert harvest["lends"] >= 1 and harvest["withdrawals"] >= 1
+    # killed mid-run: counted and replaced (the replacement joins once its full copy has arrived)
     assert harvest["deaths"] == 1 and harvest["replacements"] == 1
-    assert sum(r["sync_full_copies"] for r in rows) >= 1
-    assert [r["name"] for r in harvest["replicas"]] == ["borrowed-1"]
-    # every step: one delta into the borrowed site, in-site bytes to the dedicated replica
-    for row in rows:
-        assert row["sync_cross_site_bytes"] > 0 and row["sync_in_site_bytes"] > 0
-        assert any(hop.startswith("origin->borrowed-") for hop in row["sync_hops"])
-    for key in ("harvest_preemptions", "harvest_migrated_turns", "harvest_withdrawals", "harvest_deaths"):
-        assert key in rows[-1]
-    assert rows[-1]["harvest_deaths"] == 1
+    # one delta into the borrowed site while it had a member, in-site bytes to the dedicated replica every step
+    for row in rows[:6]:
+        assert row["sync_cross_site_bytes"] > 0 and "origin->borrowed-0" in row["sync_hops"]
+    assert all(row["sync_in_site_bytes"] > 0 and "origin->rollout-0" in row["sync_hops"] for row in rows)
+    for key in ("preemptions", "pauses", "migrated_turns", "withdrawals", "lends", "deaths", "replacements"):
+        assert f"harvest_{key}" in rows[-1] and key in harvest
+    assert rows[-1]["harvest_deaths"] == 1 and rows[-1]["harvest_withdrawals"] == harvest["withdrawals"]
     print("harvest summary:", json.dumps({k: v for k, v in harvest.items() if k != "replicas"}))
 
 
@@ -110,20 +107,26 @@ def _group(prompt: list[int], renderer: ChatRenderer) -> list[Trajectory]:
     return group
 
 
-def test_borrowed_site_weights_equal_the_trainers_bitwise_after_a_delta_sync(nano_policy_dir, tmp_path):
-    cfg = config(
-        nano_policy_dir,
-        tmp_path,
-        harvest={**HARVEST, "replicas": 2, "slo": {"ttft_p99_ms": 2000.0, "tpot_p99_ms": 200.0}},
-        train={"lr": 0.05},
-        sync={"method": "delta"},
-    )
+def test_borrowed_site_syncs_bitwise_preempts_migrates_and_replaces_a_dead_member(nano_policy_dir, tmp_path):
+    # serving: a 64-token prompt, 16 output tokens, every 0.1 s; a KV budget that holds one long borrowed turn
+    # alone (about 20 + 200 tokens) but not beside a serving request (80): every arrival preempts it
+    trace = write_trace(tmp_path / "trace.csv", [TraceRequest(0.1 * i, 64, 16) for i in range(100)])
+    harvest = {
+        **HARVEST,
+        "replicas": 2,
+        "slo": {"ttft_p99_ms": 2000.0, "tpot_p99_ms": 200.0},
+        "memory_tokens": 250,
+        "trace_path": str(trace),
+        "replay": {"token_scale": 1.0, "duration_s": 10.0, "max_prompt_tokens": 64, "max_output_tokens": 16},
+    }
+    cfg = config(nano_policy_dir, tmp_path, harvest=harvest, train={"lr": 0.05}, sync={"method": "delta"})
     start_ray(cfg.cluster)
     try:
         workers = Workers(cfg, str(nano_policy_dir))
         pool = HarvestPool(cfg, workers.router, workers.trainer, str(nano_policy_dir), 0)
         renderer = ChatRenderer(load_tokenizer(nano_policy_dir))
-        group = _group(renderer.prompt_ids([Message("user", "t0..")]), renderer)
+        prompt = renderer.prompt_ids([Message("user", "t0..")])
+        group = _group(prompt, renderer)
         for version in (1, 2):
             ray.get(workers.trainer.train_step.remote([group], version - 1))
             payload = ray.get(workers.trainer.publish.remote())
@@ -143,14 +146,34 @@ def test_borrowed_site_weights_equal_the_trainers_bitwise_after_a_delta_sync(nan
         assert metrics_row["sync_in_site_bytes"] == metrics_row["sync_hops"]["borrowed-0->borrowed-1"]
         assert metrics_row["sync_full_copies"] == 0
 
+        # preemption: serving arrivals overflow the shared KV budget; the turn resumes and keeps its versions
+        long_turn = SamplingParams(temperature=1.0, max_tokens=200, ignore_eos=True)
+        done = ray.get(pool.replicas["borrowed-0"].generate.remote(prompt, long_turn, "traj-a"))
+        assert done.finish_reason == "length" and len(done.token_ids) == 200 and set(done.token_versions) == {2}
+        assert ray.get(pool.replicas["borrowed-0"].headroom.remote())["counters"]["preemptions"] >= 1
+
+        # migration: lent to the router, withdrawn mid-turn; the turn comes back aborted, and its retry (as the
+        # agent loop does) runs on the dedicated replica under the same version
+        ray.get(workers.router.add_replica.remote("borrowed-1", pool.replicas["borrowed-1"], "borrowed", 4))
+        turn = workers.router.generate.remote(prompt, long_turn, "traj-b")
+        deadline = time.monotonic() + 60
+        while ray.get(pool.replicas["borrowed-1"].headroom.remote())["turns"] == 0:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        outcome = ray.get(workers.router.remove_replica.remote("borrowed-1", 0.0))
+        aborted = ray.get(turn)
+        assert outcome == {"drained": 0, "aborted": 1} and aborted.finish_reason == "abort"
+        assert set(aborted.token_versions) <= {2}
+        retried = ray.get(workers.router.generate.remote(prompt, long_turn, "traj-b"))
+        assert retried.finish_reason == "length" and set(retried.token_versions) == {2}
+        replica_turns = ray.get(workers.router.routing_stats.remote())["replica_turns"]
+        assert replica_turns == {"borrowed-1": 1, "rollout-0": 1}
+        assert ray.get(pool.replicas["borrowed-1"].headroom.remote())["counters"]["migrated"] == 1
+
         # a member dies; its replacement starts from the old checkpoint and gets a full copy of version 2
         ray.kill(pool.replicas["borrowed-1"])
-        deadline = time.monotonic() + 60
-        while "borrowed-1" in pool.replicas and time.monotonic() < deadline:
-            pool.tick()
-            time.sleep(0.05)
-        while "borrowed-2" not in pool.replicas and time.monotonic() < deadline:
-            pool.tick()  # the replacement joins once its full copy has arrived
+        while "borrowed-2" not in pool.replicas and time.monotonic() < deadline + 60:
+            pool.tick()  # notices the death, starts the replacement; it joins once its full copy has arrived
             time.sleep(0.05)
         assert pool.counters["deaths"] == 1 and list(pool.replicas) == ["borrowed-0", "borrowed-2"]
         replaced = pool.step_metrics()
