@@ -1,9 +1,10 @@
 """`rollarc train` with a borrowed co-serving replica on a local Ray cluster (harvest:, docs/rose.md).
 
-One run: bursts of the serving trace withdraw the replica (its turns are aborted and retried on the dedicated
-replica), memory pressure preempts borrowed turns, and the replica is killed mid-run (``ray.kill``): every
-one is counted and the run finishes. A second test checks the borrowed site's weights bitwise after a sync,
-the hop accounting (one delta into the site, fanned out inside it), and a replacement's full copy.
+One run: serving requests withdraw the replica (its in-flight turns are aborted and retried on the dedicated
+replica), and the replica is killed mid-run (``ray.kill``): every event is counted and the run finishes.
+Preemption depends on timing in a run (its counter is reported), so a second test forces it, and a migration,
+on the replica directly; it also checks the borrowed site's weights bitwise after a delta sync, the hop
+accounting (one delta into the site, fanned out inside it), and a replacement's full copy.
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ def _kill_when(run_root: Path, steps: int, name: str, killed: list[str]) -> None
         time.sleep(0.05)
 
 
-def test_training_on_borrowed_capacity_counts_withdrawals_preemptions_and_a_dead_replica(nano_policy_dir, tmp_path):
+def test_training_on_borrowed_capacity_counts_withdrawals_migrations_and_a_dead_replica(nano_policy_dir, tmp_path):
     cfg = config(
         nano_policy_dir,
         tmp_path,
