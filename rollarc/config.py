@@ -20,6 +20,7 @@ from rollarc.configio import FrozenModel, load_config
 from rollarc.engine.config import EngineConfig
 from rollarc.envs.latency import LatencyConfig
 from rollarc.envs.registry import EnvSpec
+from rollarc.harvest_config import HarvestConfig
 from rollarc.rewards.config import RewardConfig, placement_problems
 from rollarc.serve.config import RolloutConfig, backend_problems
 from rollarc.sync.config import SyncConfig
@@ -438,6 +439,11 @@ class Config(FrozenModel):
         [],
         description="rollout replicas added or removed during the run, each after a given step (docs/async.md)",
     )
+    harvest: HarvestConfig | None = Field(
+        None,
+        description="rollouts on borrowed serving capacity: co-serving replicas lent to the router (docs/rose.md); "
+        "null: dedicated replicas only",
+    )
     run: RunConfig = Field(RunConfig(), description="the run directory and logging")
     plugin_paths: list[str] = Field(
         [],
@@ -477,6 +483,8 @@ class Config(FrozenModel):
         problems += elastic_problems(self.elastic, self.cluster, self.train.steps)
         if self.elastic and self.rollout.backend != "builtin":
             problems.append("elastic: rollout replicas can change only with rollout.backend: builtin")
+        if self.harvest is not None and self.rollout.backend != "builtin":
+            problems.append("harvest: borrowed co-serving replicas run only with rollout.backend: builtin")
         if problems:
             raise ValueError("; ".join(problems))
         return self

@@ -6,30 +6,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from rollarc.configio import FrozenModel
-from rollarc.models.presets import PRESETS
-from rollarc.rose.slo import SLOConfig
-
-
-class ServingModelConfig(FrozenModel):
-    """The serving model S: a different model from the policy (another preset and seed, or a checkpoint)."""
-
-    preset: str = Field("small", description=f"size preset of S when no checkpoint is given ({', '.join(PRESETS)})")
-    seed: int = Field(1234, description="initialisation seed of S (S is not trained: its latency is what matters)")
-    checkpoint: str | None = Field(None, description="HF-format directory to serve instead of a fresh preset")
-    vocab_size: int = Field(256, ge=2, description="vocabulary of a fresh preset (trace prompts are random ids)")
-    max_model_len: int = Field(1024, ge=8, description="prompt + output tokens of one serving request at most")
-    max_num_seqs: int = Field(64, ge=1, description="serving requests decoded together at most")
-
-
-class ReplayConfig(FrozenModel):
-    """How a trace is replayed on a tiny model (rollarc.rose.trace)."""
-
-    time_scale: float = Field(1.0, gt=0, description="arrival offsets are divided by this (higher: heavier load)")
-    token_scale: float = Field(1 / 16, gt=0, description="prompt and output lengths are multiplied by this")
-    offset_s: float = Field(0.0, ge=0, description="skip this many seconds of the (scaled) trace")
-    duration_s: float = Field(30.0, gt=0, description="replay this many seconds of the (scaled) trace")
-    max_prompt_tokens: int = Field(256, ge=1, description="prompt lengths are clipped to this after scaling")
-    max_output_tokens: int = Field(64, ge=1, description="output lengths are clipped to this after scaling")
+from rollarc.harvest_config import ReplayConfig, ServingModelConfig, SLOConfig
 
 
 class RoseConfig(FrozenModel):

@@ -115,7 +115,23 @@ class CoServingExecutor:
         self.counters["withdrawn"] += len(turns)
         return turns
 
+    def cancel(self, turn_id: str) -> Turn | None:
+        """Drop one turn (its trajectory was cancelled, or the caller went away); returns it, or None if unknown."""
+        for request_id, turn in list(self._running.items()):
+            if turn.turn_id == turn_id:
+                self._abort_running([request_id])
+                break
+        for turn in self._queued:
+            if turn.turn_id == turn_id:
+                self._queued.remove(turn)
+                return turn
+        return None
+
     # ------------------------------------------------------------------ state
+    def turns(self) -> list[Turn]:
+        """Every rollout turn held here, running or queued."""
+        return [*self._running.values(), *self._queued]
+
     @property
     def rollout_turns(self) -> int:
         return len(self._queued) + len(self._running)
@@ -310,7 +326,7 @@ class CoServingExecutor:
             request_id = f"{turn.turn_id}@{len(turn.workers)}.{turn.preemptions}"
             self.rollout.add_request(
                 turn.resume_prompt,
-                SamplingParams(temperature=1.0, max_tokens=turn.remaining, ignore_eos=True),
+                turn.sampling(),
                 request_id=request_id,
                 cache_key=turn.traj_id,
             )
@@ -338,6 +354,7 @@ class CoServingExecutor:
             if completion.finish_reason == "abort":
                 self._queued.append(turn)
                 continue
+            turn.finish_reason, turn.error = completion.finish_reason, completion.error
             self.counters["turns_done"] += 1
             done.append(turn)
         return done

@@ -12,16 +12,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pydantic import Field
-
-from rollarc.configio import FrozenModel
-
-
-class SLOConfig(FrozenModel):
-    """The ``slo:`` targets of a serving deployment."""
-
-    ttft_p99_ms: float = Field(2000.0, gt=0, description="time to first token target (ms), at the 99th percentile")
-    tpot_p99_ms: float = Field(200.0, gt=0, description="time per output token target (ms), at the 99th percentile")
+from rollarc.harvest_config import SLOConfig as SLOConfig  # re-exported: defined below rollarc.config
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,12 @@ that produced each of them, whichever worker produced it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+
+from rollarc.engine.types import FinishReason, SamplingParams
+
+# Without the caller's sampling parameters (the benchmark's synthetic turns): sample, and generate them all.
+DEFAULT_PARAMS = SamplingParams(temperature=1.0, max_tokens=1, ignore_eos=True)
 
 
 @dataclass
@@ -23,6 +28,9 @@ class Turn:
     preemptions: int = 0
     migrations: int = 0
     workers: list[str] = field(default_factory=list)  # where it ran, in order
+    params: SamplingParams | None = None  # the caller's sampling (temperature, stop ids, seed); max_tokens is ours
+    finish_reason: FinishReason | None = None  # the engine's, once the turn is done ("stop", "length" or "error")
+    error: str | None = None
 
     @property
     def remaining(self) -> int:
@@ -31,6 +39,10 @@ class Turn:
     @property
     def resume_prompt(self) -> list[int]:
         return self.prompt_ids + self.output_ids
+
+    def sampling(self) -> SamplingParams:
+        """The parameters of the next (or resumed) engine request: only the tokens still to generate."""
+        return replace(self.params or DEFAULT_PARAMS, max_tokens=self.remaining)
 
     def extend(self, token_ids: list[int], logprobs: list[float], versions: list[int]) -> None:
         self.output_ids += token_ids

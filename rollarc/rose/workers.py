@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from rollarc.engine.config import EngineConfig
 from rollarc.engine.engine import LLMEngine
+from rollarc.harvest_config import ServingModelConfig
 from rollarc.models.checkpoint import load_policy
 from rollarc.models.presets import build_model
 from rollarc.rose.config import RoseConfig
@@ -52,7 +53,11 @@ class WorkerSpec:
 
 
 def serving_engine(rose: RoseConfig) -> LLMEngine:
-    cfg = rose.serving
+    return engine_of(rose.serving)
+
+
+def engine_of(cfg: ServingModelConfig) -> LLMEngine:
+    """The serving engine S of ``cfg``: a fresh preset with its own seed, or a checkpoint."""
     if cfg.checkpoint is not None:
         model, _ = load_policy(cfg.checkpoint)
     else:

@@ -43,6 +43,7 @@ from rollarc.report.progress import RunProgress
 from rollarc.report.run_dir import TASK_PROFILES, TaskProfiles, from_dict, to_dict, truncate_timeline, write_json
 from rollarc.runtime.env_worker import GroupResult, GroupSpec
 from rollarc.runtime.failure_window import FailureWindow
+from rollarc.runtime.harvest_pool import HarvestPool
 from rollarc.runtime.scheduling import RuntimeScheduling
 from rollarc.runtime.task_profile import TaskProfiler
 from rollarc.runtime.trajectory_accounting import TrajectoryAccount
@@ -149,6 +150,12 @@ class Controller:
         # One step's worth of started rollouts: B × (G + r).
         self.failures = FailureWindow(self.B * (self.G + cfg.async_.redundancy), cfg.async_.max_failed_fraction)
         self.resumed_rl_start_s: float | None = None  # set by restore(): the RL window's start on the run clock
+        self.harvest = (
+            HarvestPool(cfg, workers.router, workers.trainer, workers.policy_dir, start_version)
+            if cfg.harvest is not None
+            else None
+        )
+        self._sync_targets: dict[Any, str] = {}  # sync ref -> the dedicated replica it updates
 
     def restore(self, state: dict[str, Any]) -> None:
         """Continue from a checkpoint's controller state exactly: counters, evaluations, task profiles, the run
@@ -206,7 +213,10 @@ class Controller:
                             [g.trajectories for g in batch], train_version
                         )
                 refs = list(self.pending) + [r for r in (train_ref, publish_ref) if r is not None] + sync_refs
-                done, _ = ray.wait(refs, num_returns=1, timeout=1.0)
+                wait_s = 1.0 if self.harvest is None else min(1.0, self.harvest.harvest.poll_s)
+                done, _ = ray.wait(refs, num_returns=1, timeout=wait_s)
+                if self.harvest is not None:
+                    self.harvest.tick()
                 try:
                     for ref in done:
                         if ref in self.pending:
@@ -219,10 +229,16 @@ class Controller:
                             payload = self._get_publish(publish_ref)
                             publish_ref = None
                             sync_refs = self.workers.sync_all(payload)
+                            if self.harvest is not None:  # the dedicated replicas, then one update per borrowed site
+                                self._sync_targets = dict(zip(sync_refs, self.workers.sync_targets(), strict=True))
+                                sync_refs += self.harvest.sync(payload)
                             sync_started = time.time()
                         elif ref in sync_refs:
                             sync_refs.remove(ref)
-                            self._get_sync(ref)
+                            if self.harvest is not None and self.harvest.owns(ref):
+                                self.harvest.on_sync(ref)
+                            else:
+                                self._get_sync(ref)
                             if not sync_refs:
                                 version += 1
                                 self.version = version
@@ -236,6 +252,8 @@ class Controller:
                                     now - sync_started,
                                     now - step_started,
                                 )
+                                if self.harvest is not None:
+                                    record.update(self.harvest.step_metrics())
                                 last_step_end = self.rl_end = now
                                 self._after_step(version, record, progress)
                                 self._apply_elastic(version)
@@ -411,6 +429,8 @@ class Controller:
     def _get_sync(self, ref: Any) -> None:
         try:
             self.sync_times.append(ray.get(ref))
+            if self.harvest is not None and ref in self._sync_targets:
+                self.harvest.note_dedicated(self._sync_targets.pop(ref), self.sync_times[-1]["bytes"])
         except RayTaskError as err:  # e.g. an external server refused to reload: serving on would mislabel versions
             if not self._trainer_alive():  # the published weights lived in the dead trainer's object store
                 raise TrainerLost("the trainer died while its weights were being synced") from None
@@ -441,6 +461,8 @@ class Controller:
             if self.workers.handoff is not None
             else "FSDP training"
             if self.cfg.cluster.roles.train.replicas > 1 or self.cfg.train.fsdp.on_one_replica
+            else "harvest (borrowed co-serving replicas)"
+            if self.harvest is not None
             else None
         )
         if unsupported is not None:
@@ -731,6 +753,7 @@ class Controller:
             "task_profiles": self.write_profiles()["tasks"],
             "dropped_groups_by_task": dict(self.dropped_by_task),
             "elastic": self.elastic_events,
+            **({"harvest": self.harvest.summary()} if self.harvest is not None else {}),
             **self.counters.as_dict(),
             **self.recovery_stats(),
         }

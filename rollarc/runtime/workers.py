@@ -128,6 +128,10 @@ class Workers:
             return sync_openai(alive, self.handoff.write.remote(payload))
         return [h.update_weights.remote(payload) for n, h in list(self.rollout.items()) if n not in self.dead_rollouts]
 
+    def sync_targets(self) -> list[str]:
+        """The replicas ``sync_all`` sends to, in the order of its refs (built-in backend)."""
+        return [n for n in self.rollout if n not in self.dead_rollouts]
+
     def alive_rollouts(self) -> list[str]:
         return ray.get(self.router.alive.remote())
 

@@ -21,6 +21,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "rollarc"
 CONFIG_MODULES = {
     "config.py",
     "cluster_config.py",
+    "harvest_config.py",
     "configio.py",
     "config_docs.py",
     "algo/config.py",

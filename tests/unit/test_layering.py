@@ -29,7 +29,7 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("core", {"algo", "sync", "engine", "envs", "models", "report", "serve", "spotlight"}),
     ("agent", {"agent"}),
     ("rewards", {"rewards"}),
-    ("config", {"config"}),
+    ("config", {"config", "harvest_config"}),
     ("train-and-plan", {"cluster", "sim", "train", "rose"}),
     ("diffusion", {"diffusion"}),
     ("runtime", {"runtime"}),

@@ -7,6 +7,7 @@ The clock is fake and the latency models are fixed by hand, so the guard's decis
 from __future__ import annotations
 
 from rollarc.engine import EngineConfig, LLMEngine
+from rollarc.engine.types import SamplingParams
 from rollarc.rose.coserve import CoServingExecutor, ServingRequest
 from rollarc.rose.harvest import HarvestScheduler
 from rollarc.rose.latency_model import StepLatencyModel, StepShape
@@ -177,3 +178,22 @@ def test_a_serving_worker_that_disappears_loses_only_its_in_flight_turns() -> No
             break
     assert sorted(finished) == ["t0.0", "t1.0", "t2.0"]
     assert scheduler.counters["lost_turns"] == 2 and scheduler.counters["lost_workers"] == 1
+
+
+def test_a_turn_uses_the_callers_sampling_and_a_cancelled_turn_leaves() -> None:
+    ex = _executor(serving=False)
+    stop_at_once = SamplingParams(temperature=1.0, max_tokens=6, stop_token_ids=tuple(range(256)))
+    first, second, third = _turns(3)
+    first.params = stop_at_once  # every token is a stop token: one token, finish "stop"
+    for t in (first, second, third):
+        ex.submit_turn(t)
+    assert ex.cancel("t2.0") is third and ex.cancel("nope") is None
+    assert [t.turn_id for t in ex.turns()] == ["t0.0", "t1.0"]
+    done = {t.turn_id: t for t in _drain(ex)}
+    assert set(done) == {"t0.0", "t1.0"}
+    assert done["t0.0"].finish_reason == "stop" and len(done["t0.0"].output_ids) == 1
+    assert done["t1.0"].finish_reason == "length" and len(done["t1.0"].output_ids) == 6
+    ex.submit_turn(third)
+    ex.poll()  # it runs now
+    assert ex.cancel("t2.0") is third and ex.rollout_turns == 0  # cancelled while running: aborted in R
+    assert len(third.output_ids) == len(third.token_versions) <= 6

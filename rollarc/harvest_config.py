@@ -1,0 +1,101 @@
+"""The ``harvest:`` section of a training run (docs/rose.md), and the ROSE config pieces it shares with
+``rollarc loadgen`` and ``rollarc bench rose``: the SLO, the serving model S and the trace replay.
+
+It lives in the config layer, below ``rollarc.rose``, so that :class:`rollarc.config.Config` can hold it;
+``rollarc.rose.slo`` and ``rollarc.rose.config`` re-export the shared models under their old names.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from rollarc.configio import FrozenModel
+from rollarc.models.presets import PRESETS
+
+
+class SLOConfig(FrozenModel):
+    """The ``slo:`` targets of a serving deployment."""
+
+    ttft_p99_ms: float = Field(2000.0, gt=0, description="time to first token target (ms), at the 99th percentile")
+    tpot_p99_ms: float = Field(200.0, gt=0, description="time per output token target (ms), at the 99th percentile")
+
+
+class ServingModelConfig(FrozenModel):
+    """The serving model S: a different model from the policy (another preset and seed, or a checkpoint)."""
+
+    preset: str = Field("small", description=f"size preset of S when no checkpoint is given ({', '.join(PRESETS)})")
+    seed: int = Field(1234, description="initialisation seed of S (S is not trained: its latency is what matters)")
+    checkpoint: str | None = Field(None, description="HF-format directory to serve instead of a fresh preset")
+    vocab_size: int = Field(256, ge=2, description="vocabulary of a fresh preset (trace prompts are random ids)")
+    max_model_len: int = Field(1024, ge=8, description="prompt + output tokens of one serving request at most")
+    max_num_seqs: int = Field(64, ge=1, description="serving requests decoded together at most")
+
+
+class ReplayConfig(FrozenModel):
+    """How a trace is replayed on a tiny model (rollarc.rose.trace)."""
+
+    time_scale: float = Field(1.0, gt=0, description="arrival offsets are divided by this (higher: heavier load)")
+    token_scale: float = Field(1 / 16, gt=0, description="prompt and output lengths are multiplied by this")
+    offset_s: float = Field(0.0, ge=0, description="skip this many seconds of the (scaled) trace")
+    duration_s: float = Field(30.0, gt=0, description="replay this many seconds of the (scaled) trace")
+    max_prompt_tokens: int = Field(256, ge=1, description="prompt lengths are clipped to this after scaling")
+    max_output_tokens: int = Field(64, ge=1, description="output lengths are clipped to this after scaling")
+
+
+class SyntheticTraceConfig(FrozenModel):
+    """The synthetic serving trace replayed when ``harvest.trace_path`` is null (``rose.trace.synthetic_trace``)."""
+
+    rate_per_s: float = Field(2.0, gt=0, description="mean Poisson arrival rate outside bursts (requests/s)")
+    burst_every_s: float = Field(10.0, ge=0, description="a burst starts every this many seconds (0: no bursts)")
+    burst_len_s: float = Field(3.0, ge=0, description="each burst lasts this many seconds")
+    burst_factor: float = Field(4.0, ge=1, description="the arrival rate is multiplied by this inside a burst")
+    seed: int = Field(0, description="seed of the arrivals and lengths")
+
+
+class HarvestConfig(FrozenModel):
+    """Borrowed serving capacity for rollouts inside ``rollarc train`` (docs/rose.md).
+
+    Each co-serving replica is a Ray actor that serves S on a replayed trace and lends its idle time to the
+    policy's rollouts under the SLO guard; the run lends it to the router (pool ``borrowed``) while the guard
+    reports headroom and withdraws it when serving load rises.
+    """
+
+    replicas: int = Field(1, ge=1, description="co-serving replicas: the members of the borrowed site")
+    serving: ServingModelConfig = Field(
+        default_factory=ServingModelConfig, description="the serving model S (not the policy)"
+    )
+    slo: SLOConfig = Field(default_factory=SLOConfig, description="the serving SLO that lending must keep")
+    margin: float = Field(
+        0.2, ge=0, lt=1, description="the guard admits a rollout step only within (1 - margin) x each SLO target"
+    )
+    memory_tokens: int = Field(
+        4096, ge=1, description="KV tokens the serving and rollout engines of one co-serving replica share"
+    )
+    trace_path: str | None = Field(
+        None,
+        description="serving trace CSV (TIMESTAMP,ContextTokens,GeneratedTokens), e.g. the Azure conversation "
+        "trace, read from this path; null: the synthetic trace of `synthetic`",
+    )
+    synthetic: SyntheticTraceConfig = Field(
+        default_factory=SyntheticTraceConfig, description="the synthetic trace used without trace_path"
+    )
+    replay: ReplayConfig = Field(
+        default_factory=lambda: ReplayConfig(duration_s=60.0),
+        description="time/token scaling and the window of the trace; the window is replayed in a loop",
+    )
+    lend_after_s: float = Field(
+        0.5, ge=0, description="lend a replica once the guard has reported headroom for this long"
+    )
+    withdraw_after_s: float = Field(
+        0.5, ge=0, description="withdraw a lent replica once it has reported no headroom for this long"
+    )
+    min_capacity: int = Field(1, ge=1, description="headroom (rollout turns the guard admits) needed to lend")
+    drain_timeout_s: float = Field(
+        0.2, ge=0, description="on withdrawal, in-flight turns may finish this long; the rest are aborted and retried"
+    )
+    fanout: int = Field(2, ge=1, le=64, description="children per member in the borrowed site's weight fan-out tree")
+    poll_s: float = Field(0.1, gt=0, description="how often the driver asks each co-serving replica for its headroom")
+    threads: int = Field(1, ge=1, description="torch threads of each co-serving replica")
+    replace_dead: bool = Field(
+        True, description="start a new co-serving replica when one dies (it catches up with a full weight copy)"
+    )

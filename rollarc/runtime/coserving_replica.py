@@ -1,0 +1,324 @@
+"""CoServingReplica: a serving deployment that lends its idle time to the policy's rollouts (a Ray async actor).
+
+It hosts the serving engine S (another model than the policy), replaying a serving trace in a loop, and a
+rollout engine R holding the policy, both driven by one :class:`~rollarc.rose.coserve.CoServingExecutor`:
+serving first, a rollout step only when the SLO guard admits it, rollout turns paused or preempted on a burst.
+
+To the router it looks like a rollout replica (``generate``, ``generate_batch``, ``abort_all``,
+``abort_key``): the driver registers it in the ``borrowed`` pool while it reports headroom and removes it
+(drain, then abort; the agent loops retry the aborted turns elsewhere) when serving load rises. Every token
+keeps the policy version that produced it.
+
+Weights: it is another site. ``relay`` receives one update, forwards it to its children in the site's fan-out
+route, applies it, and reports each hop's bytes; a member that fell behind catches up from the trainer
+(a delta chain or a full copy), and that is reported too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+import uuid
+from collections import deque
+from collections.abc import AsyncIterator
+from typing import Any
+
+import ray
+import torch
+from ray.exceptions import RayActorError
+
+from rollarc.engine.config import EngineConfig
+from rollarc.engine.engine import LLMEngine
+from rollarc.engine.types import Completion, SamplingParams
+from rollarc.harvest_config import HarvestConfig
+from rollarc.models.checkpoint import load_policy
+from rollarc.models.device import resolve_dtype
+from rollarc.rose.coserve import CoServingExecutor, ServingRequest
+from rollarc.rose.slo import RequestTiming, summarize
+from rollarc.rose.trace_loop import TraceLoop, harvest_trace
+from rollarc.rose.turns import Turn
+from rollarc.rose.workers import engine_of
+from rollarc.runtime.router import TurnArgs
+from rollarc.runtime.weight_sync import SyncPayload, engine_weights, receive
+from rollarc.sync.config import SyncConfig
+from rollarc.sync.topology import Route
+from rollarc.sync.versions import WHOLE, VersionedUpdate, WeightPublisher, WeightReceiver, updates_nbytes
+
+LOOKAHEAD_S = 0.5  # serving requests are queued this far ahead of their arrival (the executor admits them on time)
+IDLE_SLEEP_S = 0.002
+TURN_TOKENS_PRIOR = 64.0  # the reservation assumed for a rollout turn before any has arrived
+
+
+@ray.remote
+class CoServingReplica:
+    def __init__(
+        self,
+        name: str,
+        policy_dir: str,
+        engine_cfg: EngineConfig,
+        harvest: HarvestConfig,
+        in_flight_update: str,
+        version: int | None,
+        sync_cfg: SyncConfig,
+        trainer: Any,
+        dtype: str = "float32",
+        seed: int = 0,
+    ) -> None:
+        """``version`` None: a replacement started mid-run; it must ``catch_up`` (a full copy) before it is lent."""
+        torch.set_num_threads(harvest.threads)
+        self.name = name
+        self.harvest = harvest
+        self.in_flight_update = in_flight_update
+        self.trainer = trainer
+        model, _ = load_policy(policy_dir)
+        start = WeightPublisher(
+            sync_cfg
+        )  # the receiver's copy starts bit-identical to the trainer's (as RolloutWorker)
+        start.publish(model.state_dict(), version=version or 0)
+        self.receiver = WeightReceiver(WHOLE, state=dict(start.shard(WHOLE)), version=version)
+        model = model.to(resolve_dtype(dtype))  # type: ignore[arg-type]  # transformers types .to for a device only
+        self._engine_like = dict(model.state_dict())
+        rollout = LLMEngine(model, engine_cfg.model_copy(update={"num_threads": None}))
+        rollout.version = version or 0
+        self.max_turns = engine_cfg.max_num_seqs
+        self.executor = CoServingExecutor(
+            engine_of(harvest.serving),
+            rollout,
+            harvest.slo,
+            margin=harvest.margin,
+            memory_tokens=harvest.memory_tokens,
+            name=name,
+        )
+        self.trace = TraceLoop(harvest_trace(harvest), harvest.replay.duration_s)
+        self.rng = random.Random(seed)
+        self.timings: deque[RequestTiming] = deque(maxlen=100_000)
+        self.waiting: dict[str, tuple[asyncio.Future[Turn], float]] = {}  # turn id -> (its future, arrival)
+        self.gate = asyncio.Event()
+        self.gate.set()
+        self.migrated = 0  # turns handed back by abort_all (the router re-routes them)
+        self.served = 0
+        self._task: asyncio.Task[None] | None = None
+        self._requests = 0
+        self.turn_tokens = TURN_TOKENS_PRIOR  # KV a rollout turn reserves (prompt + max tokens), a running mean
+
+    # ---- the loop ------------------------------------------------------------------------------------
+    async def start(self) -> str:
+        """Start replaying the trace and serving (idempotent)."""
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._loop())
+        return self.name
+
+    async def _loop(self) -> None:
+        try:
+            await self._serve()
+        finally:  # the loop failed (or the actor is going away): nobody would ever finish the waiting turns
+            for future, _ in self.waiting.values():
+                if not future.done():
+                    future.set_exception(RuntimeError(f"co-serving replica {self.name}: its serving loop stopped"))
+
+    async def _serve(self) -> None:
+        t0 = time.perf_counter()
+        vocab = self.harvest.serving.vocab_size
+        while True:
+            now = time.perf_counter()
+            for r in self.trace.until(now - t0 + LOOKAHEAD_S):
+                prompt = [self.rng.randrange(1, vocab) for _ in range(r.prompt_tokens)]
+                self.executor.submit_serving(
+                    ServingRequest(f"s{self._requests}", t0 + r.arrival_s, prompt, r.output_tokens)
+                )
+                self._requests += 1
+            result = self.executor.poll()
+            self.timings.extend(result.served)
+            self.served += len(result.served)
+            for turn in result.turns:
+                self._resolve(turn)
+            await asyncio.sleep(0 if result.worked else IDLE_SLEEP_S)
+
+    def _check_loop(self) -> None:
+        if self._task is not None and self._task.done() and self._task.exception() is not None:
+            raise RuntimeError(f"co-serving replica {self.name}: its serving loop failed") from self._task.exception()
+
+    def _resolve(self, turn: Turn) -> None:
+        entry = self.waiting.pop(turn.turn_id, None)
+        if entry is not None and not entry[0].done():
+            entry[0].set_result(turn)
+
+    # ---- the rollout data path (the router's replica interface) ----------------------------------------
+    async def generate(
+        self,
+        prompt_ids: list[int],
+        params: SamplingParams,
+        cache_key: str | None = None,
+        task: str | None = None,
+        step: int | None = None,
+    ) -> Completion:
+        await self.gate.wait()
+        self._check_loop()
+        t0 = time.perf_counter()
+        turn_id = uuid.uuid4().hex
+        future: asyncio.Future[Turn] = asyncio.get_running_loop().create_future()
+        self.waiting[turn_id] = (future, t0)
+        self.turn_tokens = 0.9 * self.turn_tokens + 0.1 * (len(prompt_ids) + params.max_tokens)
+        self.executor.submit_turn(
+            Turn(turn_id, cache_key or turn_id, list(prompt_ids), params.max_tokens, params=params)
+        )
+        try:
+            turn = await future
+        except asyncio.CancelledError:
+            self.waiting.pop(turn_id, None)
+            self.executor.cancel(turn_id)
+            raise
+        return self._completion(turn, t0)
+
+    async def generate_batch(self, turns: list[TurnArgs]) -> AsyncIterator[tuple[int, Completion]]:
+        """``generate`` for many turns at once, streamed back as each finishes (the router's batch path)."""
+        tasks = [asyncio.ensure_future(self.generate(*turn)) for turn in turns]
+        index = {id(task): i for i, task in enumerate(tasks)}
+        pending: set[asyncio.Future[Completion]] = set(tasks)
+        try:
+            while pending:
+                done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                for task in done:
+                    yield index[id(task)], task.result()
+        finally:
+            for task in pending:
+                task.cancel()
+
+    def _completion(self, turn: Turn, t0: float) -> Completion:
+        aborted = turn.finish_reason is None  # handed back unfinished (withdrawn, or an abort for a weight update)
+        return Completion(
+            request_id=turn.turn_id,
+            prompt_len=len(turn.prompt_ids),
+            token_ids=list(turn.output_ids),
+            logprobs=list(turn.logprobs),
+            token_versions=list(turn.token_versions),
+            version=min(turn.token_versions, default=self.executor.rollout.version if self.executor.rollout else 0),
+            finish_reason="abort" if aborted else turn.finish_reason or "length",
+            error=turn.error,
+            arrival_time=t0,
+            finish_time=time.perf_counter(),
+        )
+
+    def abort_all(self) -> int:
+        """Hand every rollout turn back unfinished (withdrawal): the agent loops retry them on another replica."""
+        turns = self.executor.withdraw()
+        for turn in turns:
+            self._resolve(turn)
+        self.migrated += len(turns)
+        return len(turns)
+
+    def abort_key(self, cache_key: str) -> int:
+        """Abort the turns of a cancelled trajectory."""
+        cancelled = 0
+        for held in [t for t in self.executor.turns() if t.traj_id == cache_key]:
+            turn = self.executor.cancel(held.turn_id)
+            if turn is not None:
+                self._resolve(turn)
+                cancelled += 1
+        return cancelled
+
+    # ---- headroom and stats ---------------------------------------------------------------------------
+    def headroom(self) -> dict[str, Any]:
+        """What the driver lends from: the rollout turns the guard admits now, and the executor's counters."""
+        self._check_loop()
+        return {
+            "capacity": self.executor.capacity(limit=self.max_turns, turn_tokens=max(1, round(self.turn_tokens))),
+            "counters": {**self.executor.counters, "migrated": self.migrated, "served": self.served},
+            "version": self.receiver.version,
+            "turns": self.executor.rollout_turns,
+        }
+
+    def stats(self) -> dict[str, Any]:
+        """Serving SLO over every request served so far, and the co-serving counters."""
+        return {
+            "name": self.name,
+            "serving": summarize(list(self.timings), self.harvest.slo),
+            **self.headroom(),
+        }
+
+    def ping(self) -> str:
+        return self.name
+
+    # ---- weights ----------------------------------------------------------------------------------------
+    async def relay(
+        self, payload: SyncPayload, route: Route, handles: dict[str, Any], source: str, cross_site: bool
+    ) -> list[dict[str, Any]]:
+        """Receive one version, forward it down ``route`` (a new object per hop), apply it; every hop's bytes.
+
+        Returns one record per member reached: ``source``, ``target``, ``bytes`` (the pushed update),
+        ``catch_up_bytes`` and ``full_copy`` (what a member that fell behind fetched from the trainer) and
+        ``cross_site``. A child that died is left out; the driver counts its death.
+        """
+        (updates,) = await asyncio.gather(*payload.refs)
+        pending = []
+        for child in route.children:
+            forward = SyncPayload(
+                payload.version, payload.method, [ray.put(updates)], payload.nbytes, payload.model_bytes
+            )
+            pending.append(handles[child.member].relay.remote(forward, child, handles, self.name, False))
+        hop = await self._apply(payload.version, updates)
+        hops = [{"source": source, "target": self.name, "cross_site": cross_site, **hop}]
+        for result in await asyncio.gather(*pending, return_exceptions=True):
+            if isinstance(result, RayActorError):
+                continue
+            if isinstance(result, BaseException):
+                raise result
+            hops += result
+        return hops
+
+    async def _apply(self, version: int, updates: tuple[VersionedUpdate, ...]) -> dict[str, Any]:
+        pushed = updates_nbytes(updates)
+        if version <= (self.receiver.version if self.receiver.version is not None else -1):
+            return {"bytes": pushed, "catch_up_bytes": 0, "full_copy": False}
+        fetched: list[tuple[VersionedUpdate, ...]] = []
+
+        async def fetch(have: int | None) -> tuple[VersionedUpdate, ...]:
+            got: tuple[VersionedUpdate, ...] = await self.trainer.fetch_weights.remote(have)
+            fetched.append(got)
+            return got
+
+        report = await receive(self.receiver, updates, fetch)
+        await self._swap(report.version)
+        return {
+            "bytes": pushed,
+            "catch_up_bytes": sum(updates_nbytes(u) for u in fetched),
+            "full_copy": any(u.full for got in fetched for u in got),
+        }
+
+    async def _swap(self, version: int) -> None:
+        """Put the receiver's weights into the rollout engine, honouring ``async.in_flight_update``."""
+        assert self.executor.rollout is not None
+        if self.in_flight_update == "finish":
+            self.gate.clear()
+            while self.executor.rollout_turns:
+                await asyncio.sleep(IDLE_SLEEP_S)
+        elif self.in_flight_update == "abort":
+            for turn in self.executor.withdraw():
+                self._resolve(turn)
+        try:
+            self.executor.rollout.update_weights(engine_weights(self.receiver, self._engine_like), version)
+        finally:
+            self.gate.set()
+
+    async def catch_up(self) -> dict[str, Any]:
+        """A replacement holds no version: fetch a full copy of the trainer's current weights and swap it in."""
+
+        async def fetch(have: int | None) -> tuple[VersionedUpdate, ...]:
+            got: tuple[VersionedUpdate, ...] = await self.trainer.fetch_weights.remote(have)
+            return got
+
+        updates = await fetch(self.receiver.version)
+        if updates:
+            report = await receive(self.receiver, updates, fetch)
+            await self._swap(report.version)
+        return {
+            "version": self.receiver.version,
+            "bytes": updates_nbytes(updates),
+            "full_copy": any(u.full for u in updates),
+        }
+
+    def engine_weights(self) -> dict[str, torch.Tensor]:
+        """The weights the rollout engine generates with, on the CPU (to check a sync bitwise)."""
+        assert self.executor.rollout is not None
+        return {n: t.detach().cpu().clone() for n, t in self.executor.rollout.model.state_dict().items()}

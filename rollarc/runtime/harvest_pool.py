@@ -1,0 +1,248 @@
+"""HarvestPool: the driver's side of borrowed serving capacity (``harvest:``, docs/rose.md).
+
+It starts the co-serving replicas (the borrowed site), asks each for its headroom every ``harvest.poll_s``,
+and applies :class:`~rollarc.rose.lending.LendingPolicy`'s decisions with the router's protocol: ``add_replica``
+into the ``borrowed`` pool to lend, ``remove_replica`` (drain for ``drain_timeout_s``, then abort; the agent
+loops retry the aborted turns on the dedicated replicas) to withdraw. While a replica is lent, the router's
+sticky routing sends a trajectory's next turn where its prefix is cached.
+
+Weights: one update crosses into the borrowed site, to its first member, and fans out inside it
+(``rollarc.sync.topology.site_route``); bytes per hop, cross-site and in-site, and full copies are counted per
+step. A replica that dies is counted, taken out of the router, and replaced (``replace_dead``); the replacement
+catches up with a full copy. Plumbing only: the decisions are the pure policy's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections import Counter
+from typing import Any
+
+import ray
+from ray.exceptions import GetTimeoutError, RayActorError
+
+from rollarc.config import Config
+from rollarc.harvest_config import HarvestConfig
+from rollarc.rose.lending import LendingPolicy
+from rollarc.runtime.coserving_replica import CoServingReplica
+from rollarc.runtime.weight_sync import SyncPayload
+from rollarc.sync.topology import site_route
+
+BORROWED_POOL = "borrowed"
+COUNTED = ("preemptions", "pauses", "withdrawn", "turns_done", "rollout_overruns", "migrated", "served")
+
+
+class HarvestPool:
+    def __init__(self, cfg: Config, router: Any, trainer: Any, policy_dir: str, version: int) -> None:
+        assert cfg.harvest is not None
+        self.cfg = cfg
+        self.harvest: HarvestConfig = cfg.harvest
+        self.router = router
+        self.trainer = trainer
+        self.policy_dir = policy_dir
+        self.replicas: dict[str, Any] = {}
+        self.lending: dict[str, LendingPolicy] = {}
+        self.reports: dict[str, dict[str, Any]] = {}  # the last headroom report of each replica
+        self.retired: Counter[str] = Counter()  # counters of replicas that died, as last reported
+        self.counters: Counter[str] = Counter(
+            lends=0, withdrawals=0, migrated_turns=0, drained_turns=0, deaths=0, replacements=0
+        )
+        self.hops: list[dict[str, Any]] = []  # this step's weight hops
+        self._serial = 0
+        self._headroom: dict[Any, str] = {}
+        self._syncs: dict[Any, str] = {}
+        self._last_poll = 0.0
+        self._joining: dict[Any, tuple[str, Any]] = {}  # catch-up ref -> (name, handle) of a starting replacement
+        for _ in range(self.harvest.replicas):
+            self._start(version)
+
+    # ---- membership -------------------------------------------------------------------------------------
+    def _start(self, version: int | None) -> str:
+        name = f"borrowed-{self._serial}"
+        self._serial += 1
+        handle = CoServingReplica.options(  # type: ignore[attr-defined]  # @ray.remote class
+            name=name, num_cpus=0, max_concurrency=10_000
+        ).remote(
+            name,
+            self.policy_dir,
+            self.cfg.engine,
+            self.harvest,
+            self.cfg.async_.in_flight_update,
+            version,
+            self.cfg.sync,
+            self.trainer,
+            self.cfg.engine.dtype or self.cfg.model.dtype,
+            self.cfg.seed * 1000 + self._serial,
+        )
+        if version is None:  # a replacement: its checkpoint is older than the trainer's weights; joins when caught up
+            self._joining[handle.catch_up.remote()] = (name, handle)
+            return name
+        ray.get(handle.start.remote())
+        self._join(name, handle)
+        return name
+
+    def _join(self, name: str, handle: Any) -> None:
+        self.replicas[name] = handle
+        self.lending[name] = LendingPolicy(
+            self.harvest.lend_after_s, self.harvest.withdraw_after_s, self.harvest.min_capacity
+        )
+
+    def _joined(self) -> None:
+        """Replacements whose full copy has arrived start serving and join the site (not blocking the driver)."""
+        if not self._joining:
+            return
+        ready, _ = ray.wait(list(self._joining), num_returns=len(self._joining), timeout=0)
+        for ref in ready:
+            name, handle = self._joining.pop(ref)
+            try:
+                caught = ray.get(ref)
+                ray.get(handle.start.remote())
+            except RayActorError:
+                self.counters["deaths"] += 1
+                if self.harvest.replace_dead:
+                    self._replace()
+                continue
+            self.hops.append(
+                {
+                    "source": "origin",
+                    "target": name,
+                    "cross_site": True,
+                    "bytes": 0,
+                    "catch_up_bytes": caught["bytes"],
+                    "full_copy": caught["full_copy"],
+                }
+            )
+            self._join(name, handle)
+
+    def _on_death(self, name: str) -> None:
+        if name not in self.replicas:
+            return
+        self.replicas.pop(name)
+        policy = self.lending.pop(name)
+        self.retired.update(self._counted(self.reports.pop(name, {})))
+        self.counters["deaths"] += 1
+        if policy.lent:
+            ray.get(self.router.mark_dead.remote(name))
+            ray.get(self.router.remove_replica.remote(name, 0.0))
+        if self.harvest.replace_dead:
+            self._replace()
+
+    def _replace(self) -> None:
+        """Start a replacement now; it joins the site (and may be lent) once it has caught up with a full copy."""
+        self._start(None)
+        self.counters["replacements"] += 1
+
+    # ---- lending ----------------------------------------------------------------------------------------
+    def tick(self) -> None:
+        """Collect the headroom reports that arrived, act on the lending decisions, and ask again every poll_s."""
+        self._joined()
+        if self._headroom:
+            ready, _ = ray.wait(list(self._headroom), num_returns=len(self._headroom), timeout=0)
+            for ref in ready:
+                name = self._headroom.pop(ref)
+                try:
+                    report = ray.get(ref)
+                except RayActorError:
+                    self._on_death(name)
+                    continue
+                if name in self.replicas:
+                    self.reports[name] = report
+                    self._decide(name, report["capacity"])
+        now = time.monotonic()
+        if not self._headroom and now - self._last_poll >= self.harvest.poll_s:
+            self._last_poll = now
+            self._headroom = {handle.headroom.remote(): name for name, handle in self.replicas.items()}
+
+    def _decide(self, name: str, capacity: int) -> None:
+        decision = self.lending[name].observe(time.monotonic(), capacity)
+        if decision == "lend":
+            ray.get(self.router.add_replica.remote(name, self.replicas[name], BORROWED_POOL, capacity))
+            self.counters["lends"] += 1
+        elif decision == "withdraw":
+            outcome = ray.get(self.router.remove_replica.remote(name, self.harvest.drain_timeout_s))
+            self.counters["withdrawals"] += 1
+            self.counters["migrated_turns"] += outcome["aborted"]
+            self.counters["drained_turns"] += outcome["drained"]
+
+    def lent(self) -> list[str]:
+        return [name for name, policy in self.lending.items() if policy.lent]
+
+    # ---- weights ----------------------------------------------------------------------------------------
+    def sync(self, payload: SyncPayload) -> list[Any]:
+        """One update into the borrowed site, fanned out inside it; returns the ref to wait for (or none)."""
+        names = list(self.replicas)
+        if not names:
+            return []
+        route = site_route(names, "tree", self.harvest.fanout)
+        ref = self.replicas[route.member].relay.remote(payload, route, dict(self.replicas), "origin", True)
+        self._syncs[ref] = route.member
+        return [ref]
+
+    def owns(self, ref: Any) -> bool:
+        return ref in self._syncs
+
+    def on_sync(self, ref: Any) -> None:
+        head = self._syncs.pop(ref)
+        try:
+            self.hops += ray.get(ref)
+        except RayActorError:
+            self._on_death(head)  # its children missed this version: they catch up at the next sync
+
+    def note_dedicated(self, name: str, nbytes: float) -> None:
+        """A dedicated replica (the trainer's own site) received ``nbytes``."""
+        self.hops.append(
+            {
+                "source": "origin",
+                "target": name,
+                "cross_site": False,
+                "bytes": int(nbytes),
+                "catch_up_bytes": 0,
+                "full_copy": False,
+            }
+        )
+
+    # ---- metrics ----------------------------------------------------------------------------------------
+    def _counted(self, report: dict[str, Any]) -> Counter[str]:
+        counters = report.get("counters", {})
+        return Counter({key: int(counters.get(key, 0)) for key in COUNTED})
+
+    def totals(self) -> Counter[str]:
+        total = Counter(self.retired)
+        for report in self.reports.values():
+            total.update(self._counted(report))
+        return total
+
+    def step_metrics(self) -> dict[str, Any]:
+        """This step's weight traffic by hop, and the harvest counters so far (metrics.jsonl)."""
+        hops, self.hops = self.hops, []
+        per_hop: Counter[str] = Counter()
+        for hop in hops:
+            per_hop[f"{hop['source']}->{hop['target']}"] += hop["bytes"] + hop["catch_up_bytes"]
+        totals = self.totals()
+        return {
+            "sync_cross_site_bytes": sum(h["bytes"] for h in hops if h["cross_site"])
+            + sum(h["catch_up_bytes"] for h in hops),
+            "sync_in_site_bytes": sum(h["bytes"] for h in hops if not h["cross_site"]),
+            "sync_full_copies": sum(bool(h["full_copy"]) for h in hops),
+            "sync_hops": dict(per_hop),
+            "harvest_lent": len(self.lent()),
+            **{f"harvest_{key}": value for key, value in self.counters.items()},
+            **{f"harvest_{key}": totals[key] for key in COUNTED},
+        }
+
+    def summary(self) -> dict[str, Any]:
+        """The run's harvest counters and each live replica's serving SLO (summary.json)."""
+        replicas = []
+        refs = {name: handle.stats.remote() for name, handle in self.replicas.items()}
+        for name, ref in refs.items():
+            with contextlib.suppress(RayActorError, GetTimeoutError):
+                replicas.append(ray.get(ref, timeout=30))
+                continue
+            replicas.append({"name": name, "lost": True})
+        return {
+            **dict(self.counters),
+            **{key: self.totals()[key] for key in COUNTED},
+            "lent_at_end": self.lent(),
+            "replicas": replicas,
+        }

@@ -1,0 +1,185 @@
+"""`rollarc train` with a borrowed co-serving replica on a local Ray cluster (harvest:, docs/rose.md).
+
+One run: serving requests withdraw the replica (its in-flight turns are aborted and retried on the dedicated
+replica), and the replica is killed mid-run (``ray.kill``): every event is counted and the run finishes.
+Preemption depends on timing in a run (its counter is reported), so a second test forces it, and a migration,
+on the replica directly; it also checks the borrowed site's weights bitwise after a delta sync, the hop
+accounting (one delta into the site, fanned out inside it), and a replacement's full copy.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import ray
+import torch
+
+from rollarc.agent.chat import ChatRenderer, Message
+from rollarc.agent.trajectory import Segment, Trajectory
+from rollarc.engine.types import SamplingParams
+from rollarc.models import load_tokenizer
+from rollarc.rose.trace import TraceRequest, write_trace
+from rollarc.runtime.entry import run_training
+from rollarc.runtime.harvest_pool import HarvestPool
+from rollarc.runtime.ray_cluster import start_ray
+from rollarc.runtime.workers import Workers
+from tests.integration.test_runtime import config, metrics, only_run
+
+pytestmark = pytest.mark.slow
+
+# Serving traffic of 2 requests/s, 20/s for 1 s in every 2.5 s (bursts); a TPOT target no step meets while serving
+# decodes, so the guard reports no headroom while serving runs, and the replica is lent at once in serving's idle
+# gaps and withdrawn at once when a request comes (no hysteresis: many lends and withdrawals in a short run); a KV budget that
+# one serving request (up to 64 + 16 tokens reserved) overflows next to running borrowed turns, so arrivals preempt.
+HARVEST: dict[str, Any] = {
+    "serving": {"preset": "nano", "seed": 99, "max_model_len": 256, "max_num_seqs": 32},
+    "slo": {"ttft_p99_ms": 2000.0, "tpot_p99_ms": 0.5},
+    "memory_tokens": 150,
+    "synthetic": {"rate_per_s": 2.0, "burst_every_s": 2.5, "burst_len_s": 1.0, "burst_factor": 10.0},
+    "replay": {"token_scale": 0.25, "duration_s": 10.0, "max_prompt_tokens": 64, "max_output_tokens": 16},
+    "lend_after_s": 0.0,
+    "withdraw_after_s": 0.0,
+    "drain_timeout_s": 0.0,
+    "poll_s": 0.05,
+}
+
+
+def _kill_when(run_root: Path, steps: int, name: str, killed: list[str]) -> None:
+    """Kill the co-serving actor ``name`` once the run has logged ``steps`` steps (the run's driver is this process)."""
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline:
+        rows = list(run_root.glob("*/metrics.jsonl"))
+        if rows and len(rows[0].read_text().splitlines()) >= steps:
+            ray.kill(ray.get_actor(name))
+            killed.append(name)
+            return
+        time.sleep(0.05)
+
+
+def test_training_on_borrowed_capacity_counts_withdrawals_migrations_and_a_dead_replica(nano_policy_dir, tmp_path):
+    cfg = config(
+        nano_policy_dir,
+        tmp_path,
+        harvest=HARVEST,
+        train={"steps": 10, "groups_per_step": 4, "group_size": 4, "checkpoint_every": 0},
+        env_kwargs={"turns": 3},
+        sync={"method": "delta"},
+    )
+    killed: list[str] = []
+    killer = threading.Thread(target=_kill_when, args=(tmp_path, 7, "borrowed-0", killed), daemon=True)
+    killer.start()
+    assert run_training(cfg) == 0
+    killer.join(timeout=5)
+    assert killed == ["borrowed-0"]
+    run = only_run(tmp_path)
+    rows = metrics(run)
+    summary = json.loads((run / "summary.json").read_text())
+    harvest = summary["harvest"]
+    assert summary["steps"] == 10 and [r["step"] for r in rows] == list(range(1, 11))
+    # the borrowed replica ran turns, and was lent and withdrawn as serving requests came and went
+    turns = summary["routing"]["replica_turns"]
+    assert sum(n for name, n in turns.items() if name.startswith("borrowed-")) > 0
+    assert harvest["lends"] >= 1 and harvest["withdrawals"] >= 1
+    # killed mid-run: counted and replaced (the replacement joins once its full copy has arrived)
+    assert harvest["deaths"] == 1 and harvest["replacements"] == 1
+    # one delta into the borrowed site while it had a member, in-site bytes to the dedicated replica every step
+    for row in rows[:6]:
+        assert row["sync_cross_site_bytes"] > 0 and "origin->borrowed-0" in row["sync_hops"]
+    assert all(row["sync_in_site_bytes"] > 0 and "origin->rollout-0" in row["sync_hops"] for row in rows)
+    for key in ("preemptions", "pauses", "migrated_turns", "withdrawals", "lends", "deaths", "replacements"):
+        assert f"harvest_{key}" in rows[-1] and key in harvest
+    assert rows[-1]["harvest_deaths"] == 1 and rows[-1]["harvest_withdrawals"] == harvest["withdrawals"]
+    print("harvest summary:", json.dumps({k: v for k, v in harvest.items() if k != "replicas"}))
+
+
+def _group(prompt: list[int], renderer: ChatRenderer) -> list[Trajectory]:
+    group = []
+    for i, action in enumerate(["UU", "D", "LLL", "R"]):
+        seg = Segment()
+        seg.extend_context(prompt)
+        reply = renderer.encode_reply(action)
+        seg.extend_generated(reply, [-2.0] * len(reply), [0] * len(reply))
+        group.append(Trajectory(traj_id=f"t{i}", task="scripted", seed=0, segments=[seg], reward=float(i)))
+    return group
+
+
+def test_borrowed_site_syncs_bitwise_preempts_migrates_and_replaces_a_dead_member(nano_policy_dir, tmp_path):
+    # serving: a 64-token prompt, 16 output tokens, every 0.1 s; a KV budget that holds one long borrowed turn
+    # alone (about 20 + 200 tokens) but not beside a serving request (80): every arrival preempts it
+    trace = write_trace(tmp_path / "trace.csv", [TraceRequest(0.1 * i, 64, 16) for i in range(100)])
+    harvest = {
+        **HARVEST,
+        "replicas": 2,
+        "slo": {"ttft_p99_ms": 2000.0, "tpot_p99_ms": 200.0},
+        "memory_tokens": 250,
+        "trace_path": str(trace),
+        "replay": {"token_scale": 1.0, "duration_s": 10.0, "max_prompt_tokens": 64, "max_output_tokens": 16},
+    }
+    cfg = config(nano_policy_dir, tmp_path, harvest=harvest, train={"lr": 0.05}, sync={"method": "delta"})
+    start_ray(cfg.cluster)
+    try:
+        workers = Workers(cfg, str(nano_policy_dir))
+        pool = HarvestPool(cfg, workers.router, workers.trainer, str(nano_policy_dir), 0)
+        renderer = ChatRenderer(load_tokenizer(nano_policy_dir))
+        prompt = renderer.prompt_ids([Message("user", "t0..")])
+        group = _group(prompt, renderer)
+        for version in (1, 2):
+            ray.get(workers.trainer.train_step.remote([group], version - 1))
+            payload = ray.get(workers.trainer.publish.remote())
+            assert payload.version == version and payload.method == "delta"
+            (ref,) = pool.sync(payload)
+            ray.get(workers.sync_all(payload))
+            pool.on_sync(ref)
+        metrics_row = pool.step_metrics()
+        trainer = ray.get(workers.trainer.gathered_weights.remote())
+        for name in ("borrowed-0", "borrowed-1"):
+            got = ray.get(pool.replicas[name].engine_weights.remote())
+            assert set(got) == set(trainer)
+            assert all(torch.equal(got[k], trainer[k]) for k in trainer), name
+        # two versions: each crossed into the site once (origin -> borrowed-0) and went on inside it
+        assert set(metrics_row["sync_hops"]) == {"origin->borrowed-0", "borrowed-0->borrowed-1"}
+        assert metrics_row["sync_cross_site_bytes"] == metrics_row["sync_hops"]["origin->borrowed-0"]
+        assert metrics_row["sync_in_site_bytes"] == metrics_row["sync_hops"]["borrowed-0->borrowed-1"]
+        assert metrics_row["sync_full_copies"] == 0
+
+        # preemption: serving arrivals overflow the shared KV budget; the turn resumes and keeps its versions
+        long_turn = SamplingParams(temperature=1.0, max_tokens=200, ignore_eos=True)
+        done = ray.get(pool.replicas["borrowed-0"].generate.remote(prompt, long_turn, "traj-a"))
+        assert done.finish_reason == "length" and len(done.token_ids) == 200 and set(done.token_versions) == {2}
+        assert ray.get(pool.replicas["borrowed-0"].headroom.remote())["counters"]["preemptions"] >= 1
+
+        # migration: lent to the router, withdrawn mid-turn; the turn comes back aborted, and its retry (as the
+        # agent loop does) runs on the dedicated replica under the same version
+        ray.get(workers.router.add_replica.remote("borrowed-1", pool.replicas["borrowed-1"], "borrowed", 4))
+        turn = workers.router.generate.remote(prompt, long_turn, "traj-b")
+        deadline = time.monotonic() + 60
+        while ray.get(pool.replicas["borrowed-1"].headroom.remote())["turns"] == 0:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        outcome = ray.get(workers.router.remove_replica.remote("borrowed-1", 0.0))
+        aborted = ray.get(turn)
+        assert outcome == {"drained": 0, "aborted": 1} and aborted.finish_reason == "abort"
+        assert set(aborted.token_versions) <= {2}
+        retried = ray.get(workers.router.generate.remote(prompt, long_turn, "traj-b"))
+        assert retried.finish_reason == "length" and set(retried.token_versions) == {2}
+        replica_turns = ray.get(workers.router.routing_stats.remote())["replica_turns"]
+        assert replica_turns == {"borrowed-1": 1, "rollout-0": 1}
+        assert ray.get(pool.replicas["borrowed-1"].headroom.remote())["counters"]["migrated"] == 1
+
+        # a member dies; its replacement starts from the old checkpoint and gets a full copy of version 2
+        ray.kill(pool.replicas["borrowed-1"])
+        while "borrowed-2" not in pool.replicas and time.monotonic() < deadline + 60:
+            pool.tick()  # notices the death, starts the replacement; it joins once its full copy has arrived
+            time.sleep(0.05)
+        assert pool.counters["deaths"] == 1 and list(pool.replicas) == ["borrowed-0", "borrowed-2"]
+        replaced = pool.step_metrics()
+        assert replaced["sync_full_copies"] == 1 and replaced["sync_hops"]["origin->borrowed-2"] > 0
+        got = ray.get(pool.replicas["borrowed-2"].engine_weights.remote())
+        assert all(torch.equal(got[k], trainer[k]) for k in trainer)
+    finally:
+        ray.shutdown()
