@@ -212,6 +212,8 @@ class Controller:
                 publishing = publish_ref if train_ref is None else None
                 refs = list(self.pending) + [r for r in (train_ref, publishing) if r is not None] + sync_refs
                 done, _ = ray.wait(refs, num_returns=1, timeout=1.0)
+                if done and len(refs) > 1:  # everything else ready now too: one pass, not one loop turn per ref
+                    done, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
                 try:
                     for ref in done:
                         if ref in self.pending:
