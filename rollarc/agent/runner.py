@@ -125,14 +125,19 @@ class EpisodeRunner:
         broken = False
         # One generator per trajectory: its delays and failures must not depend on how the trajectories
         # sharing this worker interleave (that made synchronous runs with failure_prob > 0 irreproducible).
-        latency_rng = np.random.default_rng(
-            trajectory_latency_seed(spec.sampling_seed, spec.traj_id, spec.seed, fallback=self._latency_seed)
+        # (Seeding one costs tens of microseconds a trajectory: none is made when the task's latency is inert.)
+        model = self._latency[spec.task]
+        latency_rng = (
+            None
+            if model.inert
+            else np.random.default_rng(
+                trajectory_latency_seed(spec.sampling_seed, spec.traj_id, spec.seed, fallback=self._latency_seed)
+            )
         )
 
         async def env_call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
             nonlocal broken
-            if fn != env.reset:  # bound methods: equality, not identity (a new object per lookup)
-                model = self._latency[spec.task]
+            if latency_rng is not None and fn != env.reset:  # bound methods: equality, not identity
                 for _ in range(model.config.failure_retries + 1):
                     delay, fail = model.sample(latency_rng)
                     if delay > 0:

@@ -111,6 +111,11 @@ class LatencyModel:
         self.config = config
         self._trace: np.ndarray | None = _read_trace(config.trace_path) if config.kind == "trace" else None
 
+    @property
+    def inert(self) -> bool:
+        """No delay and no failure: a step need not draw from it (nor a trajectory seed a generator for it)."""
+        return self.config.kind == "none" and self.config.failure_prob == 0
+
     def sample(self, rng: np.random.Generator) -> tuple[float, bool]:
         """One step: (delay in seconds, whether the step fails). Draws the delay, then the failure."""
         delay = float(self._delays(rng, 1)[0])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 from typing import Any
 
@@ -10,11 +11,19 @@ import psutil
 
 from rollarc.report.run_dir import METRICS, TIMELINE, JsonlAppender, MetricsRecord, Span, from_dict, truncate_metrics
 
+_process: psutil.Process | None = None
+
 
 def process_rss_mb() -> float:
-    """Resident memory of the calling process now (not its peak), so growth over a run shows."""
+    """Resident memory of the calling process now (not its peak), so growth over a run shows.
 
-    return psutil.Process().memory_info().rss / (1 << 20)
+    The ``psutil.Process`` is kept (building one reads ``/proc`` for the start time; workers call this every
+    group and step), and built again after a fork.
+    """
+    global _process
+    if _process is None or _process.pid != os.getpid():
+        _process = psutil.Process()
+    return _process.memory_info().rss / (1 << 20)
 
 
 class MetricsWriter:

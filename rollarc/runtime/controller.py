@@ -212,9 +212,16 @@ class Controller:
                         train_ref = self.workers.trainer.train_step.remote(
                             [g.trajectories for g in batch], train_version
                         )
-                refs = list(self.pending) + [r for r in (train_ref, publish_ref) if r is not None] + sync_refs
+                        # Queued behind the step on the trainer (its calls run in order), so the new weights are
+                        # published without waiting for a round trip through this loop; it is read after the step.
+                        publish_ref = self.workers.trainer.publish.remote()
+                # the publish is read once the step is: it cannot finish first, and waiting on it alone could spin
+                publishing = publish_ref if train_ref is None else None
+                refs = list(self.pending) + [r for r in (train_ref, publishing) if r is not None] + sync_refs
                 wait_s = 1.0 if self.harvest is None else min(1.0, self.harvest.harvest.poll_s)
                 done, _ = ray.wait(refs, num_returns=1, timeout=wait_s)
+                if done and len(refs) > 1:  # everything else ready now too: one pass, not one loop turn per ref
+                    done, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
                 if self.harvest is not None:
                     self.harvest.tick()
                 try:
@@ -224,7 +231,6 @@ class Controller:
                         elif ref is train_ref:
                             train_ref = None
                             train_stats = self._get_train(ref, version)
-                            publish_ref = self.workers.trainer.publish.remote()
                         elif publish_ref is not None and ref is publish_ref:
                             payload = self._get_publish(publish_ref)
                             publish_ref = None
@@ -244,6 +250,8 @@ class Controller:
                                 self.version = version
                                 self.scheduling.weights_published(version)
                                 now = time.time()
+                                if self._admits_before_bookkeeping(version):
+                                    self._admit()  # the next groups start while this step's records are written
                                 record = self._step_record(
                                     version,
                                     train_stats,
@@ -262,13 +270,28 @@ class Controller:
                     train_ref, publish_ref, sync_refs = None, None, []
                     progress.update(version)
                     continue
-                if publish_ref is None and not sync_refs:  # a replacement catches up to the published version
-                    self._heal()
+                if (publish_ref is None or train_ref is not None) and not sync_refs:
+                    self._heal()  # a replacement catches up to the published version (none is being published)
                 if time.time() - last_spans > 5:
                     self.collect_spans()
                     last_spans = time.time()
         self.collect_spans()
         return self.summary(version)
+
+    def _admits_before_bookkeeping(self, version: int) -> bool:
+        """Whether the groups the new version admits may start before the step's metrics, progress and timeline.
+
+        Admission needs only the published version; the bookkeeping after a step took several milliseconds on
+        the critical path of a synchronous step (docs/performance.md). Not when the step ends with an
+        evaluation, a checkpoint (it records the admitted groups) or an elastic change, nor after the last step.
+        """
+        t = self.cfg.train
+        return (
+            version < t.steps
+            and not (t.eval_every and version % t.eval_every == 0)
+            and not (t.checkpoint_every and version % t.checkpoint_every == 0)
+            and not any(change.at_step == version for change in self.cfg.elastic)
+        )
 
     def _finished(self, version: int) -> bool:
         """The end of the run: the final evaluation and checkpoint.
@@ -288,9 +311,15 @@ class Controller:
 
     # ---- admission and batches -------------------------------------------------------------------
     def _admit(self) -> None:
-        for admission in self.scheduling.admissions():
-            spec = self.specs[admission.group] if admission.restart else self._new_spec(admission)
-            self._submit(spec)
+        specs = [
+            self.specs[admission.group] if admission.restart else self._new_spec(admission)
+            for admission in self.scheduling.admissions()
+        ]
+        if self.cfg.async_.mode == "sync" and len(specs) > 1:
+            self._submit_together(specs)
+        else:
+            for spec in specs:
+                self._submit(spec)
 
     def _new_spec(self, admission: Admission) -> GroupSpec:
         index, task = admission.group, admission.task
@@ -306,6 +335,33 @@ class Controller:
             sampling_seed=sampling_seed,
             step=self.scheduling.core.published_version,
         )
+
+    def _submit_together(self, specs: list[GroupSpec]) -> None:
+        """Synchronous mode: the groups admitted together go to each EnvWorker in one call.
+
+        The barrier needs every one of them before the step, so nothing waits for their results coming back
+        together; what it saves is the groups reaching the EnvWorker one call at a time, each starting its
+        turns a little later than the one before (their first turns then reach the engine in several
+        batches, and the last batch finishes last).
+        """
+        by_worker: dict[str, list[GroupSpec]] = {}
+        load = list(self.pending.values())
+        for spec in specs:
+            name = self.workers.least_loaded_env(load)
+            load.append((spec, name))
+            by_worker.setdefault(name, []).append(spec)
+        for name, chunk in by_worker.items():
+            worker = self.workers.env[name]
+            refs = (
+                worker.run_groups.options(num_returns=len(chunk)).remote(chunk)
+                if len(chunk) > 1
+                else [worker.run_group.remote(chunk[0])]
+            )
+            for spec, ref in zip(chunk, refs, strict=True):
+                self.specs[spec.index] = spec
+                self.pending[ref] = (spec, name)
+                self.trajectories.start(ref, spec.size + spec.redundancy)
+                self.counters.groups_started += 1
 
     def _submit(self, spec: GroupSpec) -> None:
         self.specs[spec.index] = spec

@@ -106,6 +106,7 @@ class EnvWorker:
         self._groups: dict[str, list[asyncio.Task]] = {}
         self._turns: list[tuple[TurnArgs, asyncio.Future[Completion]]] = []  # queued for the next router call
         self._sending: set[asyncio.Task] = set()
+        self._releases: list[str] = []  # finished trajectories, queued for the next router call
 
     async def _generate(self, prompt_ids: list[int], params: SamplingParams, cache_key: str) -> Completion:
         """Queue the turn; the turns queued within one pass of the event loop go to the router in one call.
@@ -127,13 +128,13 @@ class EnvWorker:
         task.add_done_callback(self._sending.discard)
 
     async def _send_turns(self, turns: list[tuple[TurnArgs, asyncio.Future[Completion]]]) -> None:
-        """One router call; each completion streams back, and resumes its trajectory, as soon as it is done."""
+        """One router call; each completion streams back (in chunks), and resumes its trajectory, as soon as it is done."""
         try:
             async for ref in self.router.generate_batch.remote([args for args, _ in turns]):
-                index, completion = await ref
-                future = turns[index][1]
-                if not future.done():  # a cancelled trajectory no longer waits
-                    future.set_result(completion)
+                for index, completion in await ref:  # a chunk: every turn finished since the previous one
+                    future = turns[index][1]
+                    if not future.done():  # a cancelled trajectory no longer waits
+                        future.set_result(completion)
         except Exception as err:  # noqa: BLE001 - not swallowed: every unfinished turn of the batch re-raises it
             failure: Exception = err
         else:
@@ -156,7 +157,20 @@ class EnvWorker:
             ).fail(f"trajectory timeout after {self.trajectory_timeout_s:g} s", kind="trajectory_timeout")
         finally:
             self._traj_task.pop(spec.traj_id, None)
-            self.router.release.remote(spec.traj_id)
+            self._release(spec.traj_id)
+
+    def _release(self, traj_id: str) -> None:
+        """Queue the router's release of a finished trajectory; those queued within one loop pass go in one call.
+
+        One fire-and-forget Ray call per trajectory was the EnvWorker's largest cost on short work (64 a step).
+        """
+        self._releases.append(traj_id)
+        if len(self._releases) == 1:
+            asyncio.get_running_loop().call_soon(self._flush_releases)
+
+    def _flush_releases(self) -> None:
+        keys, self._releases = self._releases, []
+        self.router.release_many.remote(keys)
 
     async def run_group(self, spec: GroupSpec) -> GroupResult:
         start = time.perf_counter()
@@ -199,6 +213,11 @@ class EnvWorker:
             seconds=time.perf_counter() - start,
             rss_mb=process_rss_mb(),
         )
+
+    async def run_groups(self, specs: list[GroupSpec]) -> list[GroupResult]:
+        """Several groups started in one pass of the event loop, so their first turns reach the router in one
+        batch; the results, in order, once all are done (the synchronous controller needs all of them)."""
+        return list(await asyncio.gather(*[self.run_group(spec) for spec in specs]))
 
     async def cancel_group(self, group_id: str) -> int:
         tasks = self._groups.get(group_id, [])

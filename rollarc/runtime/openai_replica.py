@@ -34,6 +34,7 @@ from rollarc.configio import ConfigError
 from rollarc.engine.types import Completion, SamplingParams
 from rollarc.report.metrics import process_rss_mb
 from rollarc.runtime.router import TurnArgs
+from rollarc.runtime.turn_chunks import TurnChunk, chunks_as_completed
 from rollarc.runtime.weight_handoff import CheckpointHandOff
 from rollarc.serve.config import OpenAIBackendConfig
 from rollarc.serve.protocol import completion_request, parse_completion
@@ -224,15 +225,11 @@ class OpenAIReplica:
             self._running[request_id][0].cancel()
         return len(request_ids)
 
-    async def generate_batch(self, turns: list[TurnArgs]) -> AsyncIterator[tuple[int, Completion]]:
+    async def generate_batch(self, turns: list[TurnArgs]) -> AsyncIterator[TurnChunk]:
         """The router's batched path: each turn is its own HTTP request (the server batches them); a Ray
-        streaming generator of ``(index in turns, completion)`` in the order they finish."""
-
-        async def one(i: int, turn: TurnArgs) -> tuple[int, Completion]:
-            return i, await self.generate(*turn)
-
-        for next_done in asyncio.as_completed([one(i, turn) for i, turn in enumerate(turns)]):
-            yield await next_done
+        streaming generator of chunks ``[(index in turns, completion), ...]`` as they finish (``turn_chunks``)."""
+        async for chunk in chunks_as_completed([asyncio.ensure_future(self.generate(*turn)) for turn in turns]):
+            yield chunk
 
     def stats(self) -> dict[str, Any]:
         return {

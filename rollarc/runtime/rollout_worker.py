@@ -29,6 +29,7 @@ from rollarc.models.checkpoint import load_policy
 from rollarc.models.device import resolve_device, resolve_dtype
 from rollarc.report.metrics import process_rss_mb
 from rollarc.runtime.router import TurnArgs
+from rollarc.runtime.turn_chunks import TurnChunk, chunks_as_completed
 from rollarc.runtime.weight_sync import SyncPayload, engine_weights, receive
 from rollarc.sync.config import SyncConfig
 from rollarc.sync.versions import WHOLE, WeightPublisher, WeightReceiver
@@ -99,11 +100,12 @@ class RolloutWorker:
         self._record(completion, t0, time.perf_counter(), cache_key, task, step)
         return completion
 
-    async def generate_batch(self, turns: list[TurnArgs]) -> AsyncIterator[tuple[int, Completion]]:
-        """Many turns (``generate``'s arguments each) admitted to the engine together; streamed back as each ends.
+    async def generate_batch(self, turns: list[TurnArgs]) -> AsyncIterator[TurnChunk]:
+        """Many turns (``generate``'s arguments each) admitted to the engine together; streamed back as they end.
 
-        A Ray streaming generator: it yields ``(index in turns, completion)`` in the order the turns finish,
-        so a short turn never waits for the longest one of its batch.
+        A Ray streaming generator: each item holds ``(index in turns, completion)`` of every turn finished since
+        the previous item (``turn_chunks``), so a short turn never waits for the longest one of its batch, and
+        the turns that end at one engine step cost one item, not one each.
         """
         await self._gate.wait()
         ids = [uuid.uuid4().hex for _ in turns]
@@ -113,20 +115,16 @@ class RolloutWorker:
         futures = self.engine.submit_many(
             [turn[0] for turn in turns], [turn[1] for turn in turns], ids, [turn[2] for turn in turns]
         )
-        index = {id(future): i for i, future in enumerate(futures)}
-        pending: set[asyncio.Future[Completion]] = set(futures)
         try:
-            while pending:
-                done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-                for future in done:
-                    i = index[id(future)]
+            async for chunk in chunks_as_completed(futures):
+                t1 = time.perf_counter()
+                for i, completion in chunk:
                     self._running.pop(ids[i], None)
-                    completion = future.result()
                     _prompt, _params, cache_key, task, step = turns[i]
-                    self._record(completion, t0, time.perf_counter(), cache_key, task, step)
-                    yield i, completion
+                    self._record(completion, t0, t1, cache_key, task, step)
+                yield chunk
         finally:
-            if pending:  # the caller went away (or a turn raised): nobody waits for the rest
+            if not all(future.done() for future in futures):  # the caller went away (or a turn raised)
                 self.engine.abort_unfinished(ids, futures)
             for request_id in ids:
                 self._running.pop(request_id, None)

@@ -27,6 +27,7 @@ from ray.exceptions import RayActorError
 from rollarc.engine.types import Completion, SamplingParams
 from rollarc.policy.routing import NoReplicaError, Route
 from rollarc.runtime.scheduling import make_dispatcher
+from rollarc.runtime.turn_chunks import TurnChunk
 
 MAX_FAILOVERS = 8
 
@@ -166,12 +167,13 @@ class Router:
             if self._inflight == 0:
                 self._idle.set()
 
-    async def generate_batch(self, turns: list[TurnArgs]) -> AsyncIterator[tuple[int, Completion]]:
+    async def generate_batch(self, turns: list[TurnArgs]) -> AsyncIterator[TurnChunk]:
         """Many turns in one call: one Ray call from the EnvWorker, one per replica onward.
 
         Short single-turn work pays two Ray hops per turn on the per-turn path, more than the turn's own
-        compute (docs/performance.md). A Ray streaming generator: it yields ``(index in turns, completion)``
-        as each turn finishes, so no turn waits for the slowest of its batch. Each turn is routed exactly as
+        compute (docs/performance.md). A Ray streaming generator: each item holds ``(index in turns,
+        completion)`` of every turn finished since the previous item (the replicas' chunks that arrived
+        meanwhile, merged; ``turn_chunks``), so no turn waits for the slowest of its batch. Each turn is routed exactly as
         ``generate`` routes it; the turns bound for one replica travel together. A replica that dies
         mid-batch is marked dead and its unfinished turns fall back to ``generate``, which fails them over
         one by one.
@@ -192,20 +194,22 @@ class Router:
             by_replica: dict[str, list[int]] = {}
             for index, route in enumerate(routes):
                 by_replica.setdefault(route.replica, []).append(index)
-            results: asyncio.Queue[tuple[int, Completion] | Exception] = asyncio.Queue()
+            results: asyncio.Queue[TurnChunk | Exception] = asyncio.Queue()
 
             async def run(replica: str, indices: list[int]) -> None:
                 pool = self.replicas[replica].pool
-                left = list(indices)
+                left = set(indices)
                 try:
                     stream = self.handles[replica].generate_batch.remote([turns[i] for i in indices])
                     async for ref in stream:
-                        j, completion = await ref
-                        i = indices[j]
-                        left.remove(i)
-                        self.dispatch.finish_turn(routes[i])
-                        self._count(routes[i], pool, turns[i][3], completion)
-                        results.put_nowait((i, completion))
+                        chunk: TurnChunk = []
+                        for j, completion in await ref:
+                            i = indices[j]
+                            left.discard(i)
+                            self.dispatch.finish_turn(routes[i])
+                            self._count(routes[i], pool, turns[i][3], completion)
+                            chunk.append((i, completion))
+                        results.put_nowait(chunk)
                 except RayActorError:
                     self._mark_dead(replica)
                 except Exception as err:  # noqa: BLE001 - not swallowed: generate_batch raises it to the caller
@@ -214,20 +218,28 @@ class Router:
                     for i in left:
                         self.dispatch.finish_turn(routes[i])
                 if left:  # the replica died: its unfinished turns fail over one by one
+                    lost = sorted(left)
                     try:
-                        completions = await asyncio.gather(*[self.generate(*turns[i]) for i in left])
+                        completions = await asyncio.gather(*[self.generate(*turns[i]) for i in lost])
                     except Exception as err:  # noqa: BLE001 - not swallowed: generate_batch raises it to the caller
                         results.put_nowait(err)
                         return
-                    for i, completion in zip(left, completions, strict=True):
-                        results.put_nowait((i, completion))
+                    results.put_nowait(list(zip(lost, completions, strict=True)))
 
             tasks = [asyncio.ensure_future(run(replica, indices)) for replica, indices in by_replica.items()]
-            for _ in turns:
-                item = await results.get()
-                if isinstance(item, Exception):
-                    raise item
-                yield item
+            unfinished = len(turns)
+            while unfinished:
+                items = [await results.get()]
+                while not results.empty():  # chunks of several replicas that arrived meanwhile travel together
+                    items.append(results.get_nowait())
+                merged: TurnChunk = []
+                for item in items:
+                    if isinstance(item, Exception):
+                        raise item
+                    merged += item
+                unfinished -= len(merged)
+                if merged:
+                    yield merged
         finally:
             for task in tasks:
                 task.cancel()
@@ -256,6 +268,11 @@ class Router:
 
     def release(self, cache_key: str) -> None:
         self.dispatch.release(cache_key)
+
+    def release_many(self, cache_keys: list[str]) -> None:
+        """:meth:`release` for several trajectories in one call (the EnvWorker batches them)."""
+        for cache_key in cache_keys:
+            self.dispatch.release(cache_key)
 
     async def abort_key(self, cache_key: str) -> None:
         """Abort the in-flight turn of a cancelled trajectory on the replica that serves it."""

@@ -42,6 +42,14 @@ def test_fixed_none_and_cap() -> None:
     assert max(capped.sample(rng)[0] for _ in range(2000)) == 1.0
 
 
+def test_only_no_delay_and_no_failure_is_inert() -> None:
+    """An inert model lets the agent loop skip its per-trajectory generator; any delay or failure needs it."""
+    assert LatencyModel(LatencyConfig()).inert
+    assert not LatencyModel(LatencyConfig(failure_prob=0.01)).inert
+    assert not LatencyModel(LatencyConfig(kind="fixed", fixed_s=0.25)).inert
+    assert not LatencyModel(LATENCY_PRESETS["long_tail"]).inert
+
+
 def test_failure_rate_and_determinism() -> None:
     model = LatencyModel(LATENCY_PRESETS["long_tail"])
     rng = np.random.default_rng(3)

@@ -52,7 +52,12 @@ class FakeRouter:
         self.generate = Remote(self._generate)
         self.generate_batch = Remote(self._generate_batch)
         self.abort_key = Remote(self.aborted.append)
-        self.release = Remote(self.released.append)
+        self.release_calls: list[list[str]] = []
+        self.release_many = Remote(self._release_many)
+
+    def _release_many(self, keys: list[str]) -> None:
+        self.release_calls.append(list(keys))
+        self.released += keys
 
     async def _generate(self, prompt_ids: list[int], params: SamplingParams, key: str, *_: Any) -> Completion:
         if key in self.hang:
@@ -61,15 +66,14 @@ class FakeRouter:
         return Completion(key, len(prompt_ids), ids, [-0.5] * len(ids), [0] * len(ids), 0, "stop")
 
     async def _generate_batch(self, turns: list[tuple[Any, ...]]) -> AsyncIterator[asyncio.Future]:
-        """As ``Router.generate_batch``: ``(index, completion)`` refs, each as soon as its turn is done."""
+        """As ``Router.generate_batch``: refs to chunks ``[(index, completion), ...]``, as soon as turns are done."""
         pending = {asyncio.ensure_future(self._generate(*args[:3])): i for i, args in enumerate(turns)}
         try:
             while pending:
                 done, _ = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-                for turn in done:
-                    ref: asyncio.Future = asyncio.get_running_loop().create_future()
-                    ref.set_result((pending.pop(turn), turn.result()))
-                    yield ref
+                ref: asyncio.Future = asyncio.get_running_loop().create_future()
+                ref.set_result(sorted((pending.pop(turn), turn.result()) for turn in done))
+                yield ref
         finally:
             for turn in pending:
                 turn.cancel()
@@ -97,6 +101,29 @@ def test_redundancy_keeps_the_first_g_and_cancels_and_aborts_the_rest(nano_polic
     assert result.cancelled == 2 and result.failed == []
     assert sorted(router.aborted) == ["g0-1", "g0-3"]  # their in-flight turns are aborted at the router
     assert sorted(router.released) == ["g0-0", "g0-1", "g0-2", "g0-3"]
+    # released in batches (those ending in one pass of the event loop), not one Ray call per trajectory
+    assert len(router.release_calls) < 4, router.release_calls
+
+
+def test_trajectories_that_end_in_one_pass_of_the_event_loop_are_released_in_one_router_call(nano_policy_dir):
+    router = FakeRouter(set())
+
+    async def go() -> None:
+        cfg = task(turns=1)
+        worker = EnvWorker.__ray_actor_class__(
+            "env-0", {cfg.name: cfg}, str(nano_policy_dir), SAMPLING, router, 1, 4, 60.0
+        )
+        try:
+            for i in range(8):
+                worker._release(f"g0-{i}")
+            await asyncio.sleep(0)  # the flush runs at the next pass
+            worker._release("g1-0")
+            await asyncio.sleep(0)
+        finally:
+            worker.runner.close()
+
+    asyncio.run(go())
+    assert router.release_calls == [[f"g0-{i}" for i in range(8)], ["g1-0"]]
 
 
 def test_trajectory_timeout_fails_that_trajectory_and_aborts_its_turn(nano_policy_dir):

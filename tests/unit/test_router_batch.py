@@ -1,8 +1,9 @@
 """``Router.generate_batch``: many turns in one call, one call per replica onward, each completion streamed back as
-soon as it is done, and failover of a replica that dies mid-batch.
+soon as it is done (the turns done together in one chunk), and failover of a replica that dies mid-batch.
 
 The real Router class runs in-process with fake replicas, so the calls each replica receives are counted
-without Ray. A fake's ``generate_batch`` mimics a Ray streaming generator: an async iterator of awaitables.
+without Ray. A fake's ``generate_batch`` mimics a Ray streaming generator: an async iterator of awaitables,
+each resolving to a chunk ``[(index, completion), ...]``.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ class BatchReplica:
         self.gate = asyncio.Event()
         self.batches: list[int] = []
         self.singles = 0
+        self.chunks: list[int] = []  # turns per streamed item
         self.generate = Remote(self._generate)
         self.generate_batch = Remote(self._generate_batch)
 
@@ -54,17 +56,19 @@ class BatchReplica:
         return reply(prompt_ids, key)
 
     async def _generate_batch(self, turns: list[tuple]):
+        """The turns not held in one chunk, then (once ``gate`` is set) the held ones in another."""
         if self.dead:
             raise RayActorError()
         self.batches.append(len(turns))
-        later = [(j, t) for j, t in enumerate(turns) if len(t[0]) in self.held]
-        for j, turn in enumerate(turns):
-            if len(turn[0]) not in self.held:
-                yield ready((j, reply(turn[0], turn[2])))
+        now = [(j, reply(t[0], t[2])) for j, t in enumerate(turns) if len(t[0]) not in self.held]
+        later = [(j, reply(t[0], t[2])) for j, t in enumerate(turns) if len(t[0]) in self.held]
+        if now:
+            self.chunks.append(len(now))
+            yield ready(now)
         if later:
             await self.gate.wait()
-        for j, turn in later:
-            yield ready((j, reply(turn[0], turn[2])))
+            self.chunks.append(len(later))
+            yield ready(later)
 
 
 def turns(n: int) -> list[tuple]:
@@ -76,7 +80,7 @@ def run_batch(replicas: dict[str, BatchReplica], n: int) -> tuple[dict[int, Comp
         router = Router.__ray_actor_class__({"t": None})
         for name, replica in replicas.items():
             router.add_replica(name, replica, "compute", 64)
-        out = {i: c async for i, c in router.generate_batch(turns(n))}
+        out = {i: c async for chunk in router.generate_batch(turns(n)) for i, c in chunk}
         return out, router.routing_stats()
 
     return asyncio.run(go())
@@ -99,12 +103,41 @@ def test_a_finished_turn_streams_back_while_a_slower_one_of_its_batch_still_runs
         replica = BatchReplica(held=(1,))  # turn 0 (prompt length 1) waits for the gate
         router.add_replica("a", replica, "compute", 64)
         stream = router.generate_batch(turns(3))
-        first = [await anext(stream), await anext(stream)]  # turns 1 and 2, before turn 0 is released
+        first = await anext(stream)  # turns 1 and 2, done together, before turn 0 is released
         replica.gate.set()
         last = [item async for item in stream]
-        return [i for i, _ in first], [i for i, _ in last]
+        return [i for i, _ in first], [[i for i, _ in chunk] for chunk in last]
 
-    assert asyncio.run(go()) == ([1, 2], [0])
+    assert asyncio.run(go()) == ([1, 2], [[0]])
+
+
+def test_turns_done_together_travel_as_one_item_on_each_hop():
+    """64 turns that end at once: one streamed item from the replica and one from the router, not 64 each."""
+
+    async def go():
+        router = Router.__ray_actor_class__({"t": None})
+        replica = BatchReplica()
+        router.add_replica("a", replica, "compute", 64)
+        return [chunk async for chunk in router.generate_batch(turns(64))], replica.chunks
+
+    chunks, replica_chunks = asyncio.run(go())
+    assert replica_chunks == [64]
+    assert [[i for i, _ in chunk] for chunk in chunks] == [list(range(64))]
+    assert [c.token_ids for _, c in chunks[0]] == [[i + 1] for i in range(64)]
+
+
+def test_chunks_of_two_replicas_that_arrive_meanwhile_are_merged():
+    async def go():
+        router = Router.__ray_actor_class__({"t": None})
+        a, b = BatchReplica(), BatchReplica()
+        router.add_replica("a", a, "compute", 64)
+        router.add_replica("b", b, "compute", 64)
+        chunks = [chunk async for chunk in router.generate_batch(turns(8))]
+        return chunks, a.chunks, b.chunks
+
+    chunks, a_chunks, b_chunks = asyncio.run(go())
+    assert sorted(a_chunks + b_chunks) == [4, 4]  # least loaded: the turns alternate between a and b
+    assert len(chunks) == 1 and sorted(i for i, _ in chunks[0]) == list(range(8))
 
 
 def test_turns_of_a_replica_that_dies_mid_batch_fail_over_one_by_one():
