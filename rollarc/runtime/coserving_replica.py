@@ -40,6 +40,7 @@ from rollarc.rose.trace_loop import TraceLoop, harvest_trace
 from rollarc.rose.turns import Turn
 from rollarc.rose.workers import engine_of
 from rollarc.runtime.router import TurnArgs
+from rollarc.runtime.turn_chunks import TurnChunk, chunks_as_completed
 from rollarc.runtime.weight_sync import SyncPayload, engine_weights, receive
 from rollarc.sync.config import SyncConfig
 from rollarc.sync.topology import Route
@@ -171,19 +172,17 @@ class CoServingReplica:
             raise
         return self._completion(turn, t0)
 
-    async def generate_batch(self, turns: list[TurnArgs]) -> AsyncIterator[tuple[int, Completion]]:
-        """``generate`` for many turns at once, streamed back as each finishes (the router's batch path)."""
+    async def generate_batch(self, turns: list[TurnArgs]) -> AsyncIterator[TurnChunk]:
+        """``generate`` for many turns at once, streamed back in chunks of the turns finished so far (the router's
+        batch path, ``rollarc.runtime.turn_chunks``)."""
         tasks = [asyncio.ensure_future(self.generate(*turn)) for turn in turns]
-        index = {id(task): i for i, task in enumerate(tasks)}
-        pending: set[asyncio.Future[Completion]] = set(tasks)
         try:
-            while pending:
-                done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-                for task in done:
-                    yield index[id(task)], task.result()
+            async for chunk in chunks_as_completed(tasks):
+                yield chunk
         finally:
-            for task in pending:
-                task.cancel()
+            for task in tasks:
+                if not task.done():
+                    task.cancel()
 
     def _completion(self, turn: Turn, t0: float) -> Completion:
         aborted = turn.finish_reason is None  # handed back unfinished (withdrawn, or an abort for a weight update)
