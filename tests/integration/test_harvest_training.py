@@ -20,7 +20,6 @@ import ray
 import torch
 
 from rollarc.agent.chat import ChatRenderer, Message
-from rollarc.agent.trajectory import Segment, Trajectory
 from rollarc.engine.types import SamplingParams
 from rollarc.models import load_tokenizer
 from rollarc.rose.trace import TraceRequest, write_trace
@@ -29,6 +28,7 @@ from rollarc.runtime.harvest_pool import HarvestPool
 from rollarc.runtime.ray_cluster import start_ray
 from rollarc.runtime.workers import Workers
 from tests.integration.test_runtime import config, metrics, only_run
+from tests.integration.test_weight_sync_and_failover import scripted_group
 
 pytestmark = pytest.mark.slow
 
@@ -97,17 +97,6 @@ def test_training_on_borrowed_capacity_counts_withdrawals_migrations_and_a_dead_
     print("harvest summary:", json.dumps({k: v for k, v in harvest.items() if k != "replicas"}))
 
 
-def _group(prompt: list[int], renderer: ChatRenderer) -> list[Trajectory]:
-    group = []
-    for i, action in enumerate(["UU", "D", "LLL", "R"]):
-        seg = Segment()
-        seg.extend_context(prompt)
-        reply = renderer.encode_reply(action)
-        seg.extend_generated(reply, [-2.0] * len(reply), [0] * len(reply))
-        group.append(Trajectory(traj_id=f"t{i}", task="scripted", seed=0, segments=[seg], reward=float(i)))
-    return group
-
-
 def test_borrowed_site_syncs_bitwise_preempts_migrates_and_replaces_a_dead_member(nano_policy_dir, tmp_path):
     # serving: a 64-token prompt, 16 output tokens, every 0.1 s; a KV budget that holds one long borrowed turn
     # alone (about 20 + 200 tokens) but not beside a serving request (80): every arrival preempts it
@@ -127,7 +116,7 @@ def test_borrowed_site_syncs_bitwise_preempts_migrates_and_replaces_a_dead_membe
         pool = HarvestPool(cfg, workers.router, workers.trainer, str(nano_policy_dir), 0)
         renderer = ChatRenderer(load_tokenizer(nano_policy_dir))
         prompt = renderer.prompt_ids([Message("user", "t0..")])
-        group = _group(prompt, renderer)
+        group = scripted_group(prompt, renderer)
         for version in (1, 2):
             ray.get(workers.trainer.train_step.remote([group], version - 1))
             payload = ray.get(workers.trainer.publish.remote())

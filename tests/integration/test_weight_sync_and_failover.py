@@ -41,13 +41,7 @@ def test_engine_greedy_after_sync_equals_the_trainer_model(workers, nano_policy_
     renderer = ChatRenderer(tok)
     prompt = renderer.prompt_ids([Message("user", "t0..")])
     before = ray.get(w.router.generate.remote(prompt, GREEDY, None))
-    group = []
-    for i, action in enumerate(["UU", "D", "LLL", "R"]):
-        seg = Segment()
-        seg.extend_context(prompt)
-        reply = renderer.encode_reply(action)
-        seg.extend_generated(reply, [-2.0] * len(reply), [0] * len(reply))
-        group.append(Trajectory(traj_id=f"t{i}", task="scripted", seed=0, segments=[seg], reward=float(i)))
+    group = scripted_group(prompt, renderer)
     for step in range(3):  # a large learning rate, so the greedy reply really changes
         ray.get(w.trainer.train_step.remote([group], step))
     payload = ray.get(w.trainer.publish.remote())
@@ -80,3 +74,15 @@ def test_router_fails_over_when_a_replica_dies_and_errors_when_none_is_left(work
     with pytest.raises(RayTaskError) as err:
         ray.get(w.router.generate.remote([3, 40, 5, 4], GREEDY, "last"))
     assert isinstance(err.value, NoReplicaError) or "no rollout replica" in str(err.value)
+
+
+def scripted_group(prompt: list[int], renderer: ChatRenderer) -> list[Trajectory]:
+    """Four fixed replies to one prompt with rewards 0..3: a group that makes the trainer change the weights."""
+    group = []
+    for i, action in enumerate(["UU", "D", "LLL", "R"]):
+        seg = Segment()
+        seg.extend_context(prompt)
+        reply = renderer.encode_reply(action)
+        seg.extend_generated(reply, [-2.0] * len(reply), [0] * len(reply))
+        group.append(Trajectory(traj_id=f"t{i}", task="scripted", seed=0, segments=[seg], reward=float(i)))
+    return group
