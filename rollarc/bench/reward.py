@@ -47,6 +47,7 @@ from rollarc.bench.report_file import add_docs_flag, emit_json, markdown_table, 
 from rollarc.config import ClusterConfig, PoolConfig, RoleConfig, RolesConfig, load_train_config
 from rollarc.envs.latency import PRESETS
 from rollarc.models.tokenizer import build_tokenizer
+from rollarc.ray_local_start import init_local_ray
 from rollarc.rewards.arrivals import mean_rate, peak_rate, replicas_for, timeline_arrivals, wave_arrivals
 from rollarc.rewards.client import RewardClient
 from rollarc.rewards.config import AutoscalingConfig, BatchingConfig, RewardConfig, RewardTrainConfig, ServiceCostConfig
@@ -354,8 +355,7 @@ def main(argv: list[str]) -> int:
         f"(over {args.window_s:g} s), mean {mean_r:.1f}/s"
     )
 
-    ray.init(
-        address="local",
+    init_local_ray(
         num_cpus=2,
         resources={"pool_reward": POOL_UNITS, "pool_compute": 2, "pool_cpu": 4},
         include_dashboard=False,

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 import torch
 
 from rollarc.bench.report_file import add_docs_flag, emit_json, markdown_table, publish
+from rollarc.ray_local_start import init_local_ray
 from rollarc.sync.codec import apply_delta, encode_delta, encode_full, full_nbytes
 from rollarc.sync.config import RelayConfig
 
@@ -241,7 +242,7 @@ def relay_bytes(versions: list[dict[str, torch.Tensor]], sites: int, per_site: i
 
     started = not ray.is_initialized()
     if started:
-        ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level=logging.WARNING)
+        init_local_ray(num_cpus=2, include_dashboard=False, logging_level=logging.WARNING)
     members = [Member(f"site{s}-r{r}", f"site{s}") for s in range(sites) for r in range(per_site)]
     totals: dict[str, tuple[int, int]] = {}
     identical = True

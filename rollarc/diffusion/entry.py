@@ -23,6 +23,7 @@ from rollarc.diffusion.tasks.base import split
 from rollarc.diffusion.tasks.registry import make_task
 from rollarc.diffusion.workers import T2ISampler, T2ITrainer
 from rollarc.placement import pool_resource
+from rollarc.ray_local_start import init_local_ray
 from rollarc.report.metrics import MetricsWriter
 
 CACHE = Path("artifacts") / "t2i"
@@ -92,8 +93,7 @@ def run_t2i(cfg: T2IConfig) -> int:
     if cluster is not None:
         ray.init(address=cluster.address, logging_level=logging.WARNING)
     else:
-        ray.init(
-            address="local",  # never join a cluster another process started here
+        init_local_ray(  # never joins a cluster another process started here
             num_cpus=cfg.cluster.num_cpus or os.cpu_count() or 1,
             resources={pool_resource(n, p): float(p.count) for n, p in cfg.cluster.pools.items()},
             include_dashboard=False,

@@ -21,7 +21,7 @@ At start-up every pool is checked against what the cluster has; a missing one is
 
 A local cluster listens on the loopback interface when the ``rollarc`` command started it (see
 ``rollarc.ray_loopback``), and :func:`stop_ray` makes sure its processes are gone; a watcher process
-(``rollarc.runtime.ray_reaper``) reaps them if the driver dies without stopping it.
+(``rollarc.ray_reaper``) reaps them if the driver dies without stopping it.
 """
 
 from __future__ import annotations
@@ -39,7 +39,8 @@ from rollarc.placement import accelerator_resource, pool_resource
 from rollarc.placement import actor_options as actor_options  # re-exported: the runtime's workers import it here
 from rollarc.placement import is_gpu_kind as is_gpu_kind
 from rollarc.plugin_path import plugin_pythonpath as plugin_pythonpath
-from rollarc.runtime.ray_reaper import reap, start_watcher
+from rollarc.ray_local_start import init_local_ray
+from rollarc.ray_reaper import reap, start_watcher
 
 WATCHER_STOP_S = 10.0
 _local_session: tuple[str, subprocess.Popen[bytes]] | None = None  # (session dir, watcher) of our local cluster
@@ -47,10 +48,6 @@ _local_session: tuple[str, subprocess.Popen[bytes]] | None = None  # (session di
 
 class ClusterResourceError(ConfigError):
     """The Ray cluster cannot hold what the config asks for (a pool no node has, a GPU that is not there)."""
-
-
-GCS_PORT_WAIT_ENV = "RAY_gcs_server_port_wait_time_s"
-GCS_PORT_WAIT_S = 120
 
 
 def uses_gpus(cluster: ClusterConfig, device: str) -> bool:
@@ -84,12 +81,7 @@ def start_ray(
     if plugin_paths:
         os.environ["PYTHONPATH"] = plugin_pythonpath(plugin_paths)  # inherited by local Ray workers
     if address is None:
-        # Ray waits 30 s for its GCS to bind a port; on a loaded 2-core machine that start-up has taken
-        # longer ("Timed out waiting for file .../gcs_server_port_..."). Ray reads this variable at each
-        # start; a user's own value wins.
-        os.environ.setdefault(GCS_PORT_WAIT_ENV, str(GCS_PORT_WAIT_S))
-        context = ray.init(
-            address="local",  # a new cluster even when `ray start` left one on this machine
+        context = init_local_ray(  # a new cluster even when `ray start` left one on this machine
             num_cpus=cluster.num_cpus or os.cpu_count() or 1,
             resources={pool_resource(n, p): float(p.count) for n, p in cluster.pools.items()},
             include_dashboard=cluster.include_dashboard,
@@ -97,7 +89,7 @@ def start_ray(
             logging_level=logging.WARNING,
             log_to_driver=True,
         )
-        session_dir = str(context.address_info["session_dir"])  # type: ignore[attr-defined]  # typed BaseContext; a local init returns a RayContext
+        session_dir = str(context.address_info["session_dir"])  # a local init returns a RayContext
         _local_session = (session_dir, start_watcher(session_dir))
     else:
         env = {"env_vars": {"PYTHONPATH": os.environ["PYTHONPATH"]}} if plugin_paths else None

@@ -30,6 +30,7 @@ from ray import serve
 from rollarc.engine.async_engine import AsyncLLMEngine, EngineDeadError
 from rollarc.engine.config import EngineConfig
 from rollarc.models.checkpoint import load_policy
+from rollarc.ray_local_start import init_local_ray
 from rollarc.serve.protocol import RequestError, completion_response, parse_request
 from rollarc.serve.weights import state_digest
 
@@ -177,11 +178,10 @@ def main(argv: list[str]) -> int:
         print(f"rollarc serve: {args.model_dir} is not an HF-format model directory (no config.json)", file=sys.stderr)
         return 2
 
-    ray.init(
-        address=args.address or "local",
-        logging_level=logging.WARNING,
-        **({} if args.address else {"num_cpus": args.threads}),
-    )
+    if args.address:
+        ray.init(address=args.address, logging_level=logging.WARNING)
+    else:
+        init_local_ray(logging_level=logging.WARNING, num_cpus=args.threads)
     engine_cfg = EngineConfig(
         max_num_seqs=args.max_num_seqs, max_model_len=args.max_model_len, num_threads=args.threads
     )

@@ -26,6 +26,7 @@ from rollarc.engine.config import EngineConfig
 from rollarc.engine.engine import LLMEngine
 from rollarc.engine.types import SamplingParams
 from rollarc.models.checkpoint import load_policy
+from rollarc.ray_local_start import init_local_ray
 from rollarc.serve.config import OpenAIBackendConfig
 from rollarc.serve.protocol import completion_request, parse_completion
 from rollarc.serve.weights import state_digest
@@ -49,8 +50,7 @@ def rollarc(*args: str) -> list[str]:
 
 @pytest.fixture(scope="module")
 def server(nano_policy_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Any:
-    ray.init(
-        address="local",
+    init_local_ray(
         num_cpus=2,
         resources={"pool_compute": 2.0, "pool_cpu": 2.0},
         include_dashboard=False,

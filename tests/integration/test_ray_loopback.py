@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from rollarc.runtime.ray_reaper import session_processes
+from rollarc.ray_reaper import session_processes
 
 pytestmark = pytest.mark.slow
 
@@ -23,7 +23,7 @@ assert keep_local_ray_on_loopback()  # what `rollarc train` does before Ray is i
 import psutil, ray
 from rollarc.cluster_config import ClusterConfig
 from rollarc.runtime import ray_cluster
-from rollarc.runtime.ray_reaper import session_processes
+from rollarc.ray_reaper import session_processes
 
 ray_cluster.start_ray(ClusterConfig(num_cpus=1))
 session_dir = ray_cluster._local_session[0]

@@ -19,6 +19,7 @@ from ray import serve
 from rollarc.agent.runner import RewardFailure
 from rollarc.config import ClusterConfig
 from rollarc.models.tokenizer import build_tokenizer
+from rollarc.ray_local_start import init_local_ray
 from rollarc.rewards.client import RewardClient
 from rollarc.rewards.config import RewardConfig
 from rollarc.rewards.deployment import DEPLOYMENT_NAME
@@ -48,8 +49,7 @@ def judge_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def local_ray() -> Iterator[None]:
-    ray.init(
-        address="local",
+    init_local_ray(
         num_cpus=2,
         resources={"pool_reward": 8, "pool_compute": 2, "pool_cpu": 4},
         include_dashboard=False,

@@ -7,6 +7,7 @@ import ray
 import torch
 
 from rollarc.models import new_policy
+from rollarc.ray_local_start import init_local_ray
 from rollarc.sync.config import RelayConfig
 from rollarc.sync.relay import Member, WeightRelay
 from rollarc.sync.shard import ShardSpec, llama_tensor_parallel
@@ -16,7 +17,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module", autouse=True)
 def local_ray():
-    ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="warning")
+    init_local_ray(num_cpus=2, include_dashboard=False, logging_level="warning")
     yield
     ray.shutdown()
 

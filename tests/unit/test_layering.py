@@ -24,7 +24,19 @@ PACKAGE_ROOT = Path(rollarc.__file__).parent
 # The layers, lowest first. A unit (a subpackage, or a top-level module of rollarc) may import only units
 # of its own layer or of lower layers; within a layer, the package graph must stay acyclic.
 LAYERS: list[tuple[str, set[str]]] = [
-    ("foundation", {"rollarc", "configio", "cluster_config", "plugin_path", "placement", "ray_loopback"}),
+    (
+        "foundation",
+        {
+            "rollarc",
+            "configio",
+            "cluster_config",
+            "plugin_path",
+            "placement",
+            "ray_loopback",
+            "ray_reaper",
+            "ray_local_start",
+        },
+    ),
     ("policy", {"policy"}),
     ("core", {"algo", "sync", "engine", "envs", "models", "report", "serve", "spotlight"}),
     ("agent", {"agent"}),

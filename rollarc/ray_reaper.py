@@ -8,7 +8,7 @@ of that session (found by the session directory's name in its command line, with
 and kills what is still alive after a grace period. The driver calls :func:`reap` itself after a
 normal shutdown, and stops the watcher.
 
-Usage (internal): ``python -m rollarc.runtime.ray_reaper DRIVER_PID DRIVER_CREATE_TIME SESSION_DIR``.
+Usage (internal): ``python -m rollarc.ray_reaper DRIVER_PID DRIVER_CREATE_TIME SESSION_DIR``.
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ def start_watcher(session_dir: str) -> subprocess.Popen[bytes]:
     """A process that reaps the session once this (driver) process is gone, however it ends."""
     me = psutil.Process()
     return subprocess.Popen(
-        [sys.executable, "-m", "rollarc.runtime.ray_reaper", str(me.pid), repr(me.create_time()), session_dir],
+        [sys.executable, "-m", "rollarc.ray_reaper", str(me.pid), repr(me.create_time()), session_dir],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
