@@ -277,7 +277,15 @@ class AsyncConfig(FrozenModel):
     redundancy: int = Field(
         0,
         ge=0,
-        description="r: start G+r rollouts per group, keep the first G to finish (biased toward short episodes: docs/failures.md#redundant-rollouts-favour-short-episodes)",
+        description="r: start G+r rollouts per group; rollouts G..G+r-1 are spares, kept as `redundancy_keep` says",
+    )
+    redundancy_keep: Literal["by_index", "first_finished"] = Field(
+        "by_index",
+        description="with redundancy > 0, which G rollouts a group keeps. `by_index`: the first G by rollout index "
+        "that finished well; a spare only replaces a rollout that failed (error, timeout, ...), and a slow one is "
+        "waited for, so the choice does not depend on finishing order. `first_finished`: the first G to finish "
+        "well; cuts stragglers but favours short episodes "
+        "(docs/failures.md#redundant-rollouts-favour-short-episodes). Must stay `by_index` with redundancy 0",
     )
     trajectory_timeout_s: float = Field(
         600.0, gt=0.0, description="a trajectory running longer fails (its in-flight turn is aborted)"
@@ -294,6 +302,15 @@ class AsyncConfig(FrozenModel):
     def _sync_has_no_staleness(self) -> AsyncConfig:
         if self.mode == "sync" and self.max_staleness != 0:
             raise ValueError("async.max_staleness must be 0 when async.mode is 'sync' (use mode: async)")
+        return self
+
+    @model_validator(mode="after")
+    def _keep_rule_needs_spares(self) -> AsyncConfig:
+        if self.redundancy == 0 and self.redundancy_keep != type(self).model_fields["redundancy_keep"].default:
+            raise ValueError(
+                f"async.redundancy_keep={self.redundancy_keep!r} has no effect with async.redundancy=0; "
+                "set async.redundancy > 0 or remove redundancy_keep"
+            )
         return self
 
 

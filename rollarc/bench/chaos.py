@@ -15,7 +15,8 @@ default, shortened), from one SFT warm start:
 Both runs retry a failed env step twice (``SHARED``), as a user facing transient sandbox errors would, so
 that those failures do not drop the long episodes (docs/failures.md#transient-step-failures-and-the-bias-
 they-cause); with no fault injected the retries never fire, so the clean run is the plain config. A hang
-is ended by the 10-s trajectory timeout. ``async.redundancy`` is left off: it keeps the first ``G`` of
+is ended by the 10-s trajectory timeout. ``async.redundancy`` is left off: the figures were measured
+without it, and its former only rule (now ``redundancy_keep: first_finished``) keeps the first ``G`` of
 ``G + r`` rollouts to finish, which on a task whose successes are its longest episodes trains against
 success (docs/failures.md#redundant-rollouts-favour-short-episodes).
 

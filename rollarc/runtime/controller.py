@@ -334,6 +334,7 @@ class Controller:
             redundancy=self.cfg.async_.redundancy,
             sampling_seed=sampling_seed,
             step=self.scheduling.core.published_version,
+            keep=self.cfg.async_.redundancy_keep,
         )
 
     def _submit_together(self, specs: list[GroupSpec]) -> None:
@@ -397,7 +398,7 @@ class Controller:
         for traj in result.failed:
             self.counters.failed_trajectories += 1
             self.counters.failures.add(traj)
-        self.failures.add(ok=len(result.trajectories), failed=len(result.failed))
+        self.failures.add(ok=len(result.trajectories) + result.dropped, failed=len(result.failed))
         if not self.scheduling.group_finished(spec.index, len(result.trajectories), result.min_version):
             self.specs.pop(spec.index, None)
             self.dropped_by_task[spec.task] += 1

@@ -2,8 +2,8 @@
 
 Environments are stateful and stay pinned here. Each trajectory is its own asyncio task (the agent
 loop); env steps run in the worker's thread pool. A group request starts ``G + r`` rollouts of one task
-seed and returns as soon as the first ``G`` have finished well (redundancy); the rest are cancelled and
-their in-flight turns aborted at the router.
+seed (redundancy) and returns as soon as the kept ones are decided (``async.redundancy_keep``, the rule in
+:mod:`rollarc.policy.redundancy`); the rest are cancelled and their in-flight turns aborted at the router.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from rollarc.agent.trajectory import Trajectory
 from rollarc.config import SamplingConfig, TaskConfig
 from rollarc.engine.types import Completion, SamplingParams
 from rollarc.models.checkpoint import load_tokenizer
+from rollarc.policy.redundancy import KeepRule, RolloutState, kept_rollouts
 from rollarc.report.metrics import process_rss_mb
 from rollarc.runtime.router import TurnArgs
 
@@ -39,6 +40,7 @@ class GroupSpec:
     redundancy: int  # r
     sampling_seed: int | None
     step: int  # version the controller had published when it admitted the group
+    keep: KeepRule = "by_index"  # async.redundancy_keep: which G of the G + r rollouts are kept
 
 
 @dataclass
@@ -47,7 +49,7 @@ class GroupResult:
     trajectories: list[Trajectory]
     failed: list[Trajectory] = field(default_factory=list)
     cancelled: int = 0
-    dropped: int = 0  # finished well past the first G (two ended at once); not trained
+    dropped: int = 0  # finished well but not kept (a spare not needed, or past G in one pass); not trained
     worker: str = ""
     seconds: float = 0.0
     rss_mb: float = 0.0
@@ -186,29 +188,41 @@ class EnvWorker:
             for i in range(spec.size + spec.redundancy)
         ]
         tasks = [asyncio.create_task(self._run_one(s)) for s in specs]
+        index_of = {task: i for i, task in enumerate(tasks)}
         self._groups[spec.group_id] = tasks
-        kept: list[Trajectory] = []
-        failed: list[Trajectory] = []
+        states: list[RolloutState] = ["running"] * len(tasks)
+        finished: dict[int, Trajectory] = {}
+
+        def record(task: asyncio.Task) -> None:
+            traj = task.result()
+            finished[index_of[task]] = traj
+            states[index_of[task]] = "ok" if traj.status == "ok" else "failed"
+
         pending = set(tasks)
         try:
-            while pending and len(kept) < spec.size:
+            kept = kept_rollouts(states, spec.size, spec.keep)
+            while kept is None:
                 done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
                 for task in done:
-                    traj = task.result()
-                    (kept if traj.status == "ok" else failed).append(traj)
+                    record(task)
+                kept = kept_rollouts(states, spec.size, spec.keep)
+            # ended in the same pass as the decision: an outcome (failed or dropped), not a cancel
+            for task in [t for t in pending if t.done() and not t.cancelled()]:
+                pending.discard(task)
+                record(task)
         finally:
             for task in pending:
                 task.cancel()
             self._groups.pop(spec.group_id, None)
         if pending:
             await asyncio.gather(*pending, return_exceptions=True)
-        kept.sort(key=lambda t: t.traj_id)
+        failed = [finished[i] for i in sorted(finished) if states[i] == "failed"]
         return GroupResult(
             spec=spec,
-            trajectories=kept[: spec.size],
+            trajectories=[finished[i] for i in kept],
             failed=failed,
             cancelled=len(pending),
-            dropped=max(0, len(kept) - spec.size),
+            dropped=sum(state == "ok" for state in states) - len(kept),
             worker=self.name,
             seconds=time.perf_counter() - start,
             rss_mb=process_rss_mb(),

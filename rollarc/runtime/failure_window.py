@@ -1,7 +1,7 @@
 """The failed share of recently finished trajectories, behind ``async.max_failed_fraction``.
 
-A sliding window over the outcomes of the last ``size`` finished training trajectories (kept or failed;
-cancelled redundant rollouts and evaluation episodes are not outcomes). The run stops once the window is full
+A sliding window over the outcomes of the last ``size`` finished training trajectories (finished well, kept
+or dropped, or failed; cancelled redundant rollouts and evaluation episodes are not outcomes). The run stops once the window is full
 and more than ``max_fraction`` of it failed: a window, not a running total, so a run that recovers is not
 stopped by its past, and a full window, so the first few failures of a run do not stop it.
 """

@@ -3,10 +3,11 @@
 Each group attempt the controller submits starts ``G + r`` trajectories. Each of them must end in exactly
 one of four ways:
 
-* ``done``: finished well and returned (a surplus one, past ``G``, is ``dropped`` instead);
+* ``done``: finished well and kept (one that finished well but was not kept, a spare not needed, is
+  ``dropped`` instead);
 * ``failed``: an env error, a timeout, a turn that could not be generated; counted with its reason;
-* ``cancelled``: stopped on purpose (the redundant ``r`` once ``G`` had finished, groups in flight at the end
-  of the run or when the trainer was lost);
+* ``cancelled``: stopped on purpose (redundant ones still running once the kept ``G`` were known, groups in
+  flight at the end of the run or when the trainer was lost);
 * ``retried``: its EnvWorker died with it, and the group was run again under the same seed.
 
 ``lost`` is what is left: started, and none of these. It is zero unless rollarc has a bug, so the chaos

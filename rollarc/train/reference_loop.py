@@ -13,8 +13,11 @@ What is exact against the Ray runtime in synchronous mode: the batches' token id
 What is not, in general: the behaviour log-probs the engine records, which depend in the last bits on
 which requests it batched together (timing), and through the importance ratio the weights, to float
 rounding (see tests/integration/test_reference_loop.py for the tolerance). With ``async.redundancy > 0``
-the runtime keeps the first ``G`` rollouts to finish and this loop the ``G`` lowest ids, so parity needs
-``redundancy: 0``. Model-based rewards (``reward.kind`` other than ``rule``) are not supported here.
+this loop plays all ``G + r`` rollouts and keeps the ones the runtime keeps under ``redundancy_keep:
+by_index`` (the first ``G`` by index that finished well, :mod:`rollarc.policy.redundancy`): the same set
+whenever the same rollouts fail, which holds for env errors and the seeded injected failures, not for
+trajectory timeouts (timing). ``first_finished`` depends on timing, so it is rejected here. Model-based
+rewards (``reward.kind`` other than ``rule``) are not supported here.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from rollarc.engine.async_engine import AsyncLLMEngine
 from rollarc.engine.types import Completion, SamplingParams
 from rollarc.models.checkpoint import load_policy
 from rollarc.models.device import resolve_device, resolve_dtype
+from rollarc.policy.redundancy import kept_rollouts
 from rollarc.policy.task_mix import TaskMix
 from rollarc.train.policy_trainer import PolicyTrainer
 from rollarc.train.trainer_options import trainer_options
@@ -65,6 +69,11 @@ def run_reference(
         raise ConfigError("the reference loop needs a starting policy: set model.path (or pass policy_dir)")
     if cfg.reward.kind != "rule":
         raise ConfigError(f"reward.kind={cfg.reward.kind!r}: the reference loop supports rule rewards only")
+    if cfg.async_.redundancy_keep != "by_index":
+        raise ConfigError(
+            f"async.redundancy_keep={cfg.async_.redundancy_keep!r}: the reference loop has no finishing order; "
+            "set async.redundancy_keep: by_index"
+        )
     return asyncio.run(_Loop(cfg, str(path), on_record).run())
 
 
@@ -140,7 +149,7 @@ class _Loop:
 
     async def _play_batch(self, runner: EpisodeRunner) -> list[list[Trajectory]]:
         """``B`` groups of ``G`` good trajectories; a failed group is replaced by the next index, as the runtime does."""
-        B, G = self.cfg.train.groups_per_step, self.cfg.train.group_size
+        B = self.cfg.train.groups_per_step
         kept: dict[int, list[Trajectory]] = {}
         pending = B
         while pending:
@@ -148,7 +157,7 @@ class _Loop:
             groups = await asyncio.gather(*[self._play_group(runner, index, task) for index, task in indices])
             for (index, _), group in zip(indices, groups, strict=True):
                 if len(group) >= 2:
-                    kept[index] = group[:G]
+                    kept[index] = group
             pending = B - len(kept)
         return [kept[index] for index in sorted(kept)]
 
@@ -158,6 +167,7 @@ class _Loop:
         return index, self.mix.next()
 
     async def _play_group(self, runner: EpisodeRunner, index: int, task: str) -> list[Trajectory]:
+        """All ``G + r`` rollouts of group ``index``; the kept ones, as the runtime keeps them under ``by_index``."""
         cfg = self.cfg
         sampling_seed = group_sampling_seed(cfg.seed, index)
         specs = [
@@ -171,7 +181,9 @@ class _Loop:
             for j in range(cfg.train.group_size + cfg.async_.redundancy)
         ]
         trajs = await asyncio.gather(*[runner.run(spec) for spec in specs])
-        return sorted((t for t in trajs if t.status == "ok"), key=lambda t: t.traj_id)
+        kept = kept_rollouts(["ok" if t.status == "ok" else "failed" for t in trajs], cfg.train.group_size)
+        assert kept is not None  # every rollout has finished, so the kept set is decided
+        return [trajs[i] for i in kept]
 
     def _wire_weights(self) -> dict[str, torch.Tensor]:
         """The trainer's weights as a rollout engine receives them: through the sync dtype, then the engine's."""

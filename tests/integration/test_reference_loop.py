@@ -3,9 +3,11 @@
 What is exact, and why: every seed of a training trajectory (env seed, per-trajectory sampling seed, the
 injected latency and failures) is a pure function of the config seed and the group index, and the engine
 draws each request's uniforms from that request's own generator, so the token ids, rewards and versions of
-every batch are identical. What is not: the behaviour log-probs the engine records depend in the last bits
-on which requests it batched together (Ray timing here, the event loop there); they enter the importance
-ratio, so the trained weights agree to float rounding, not bitwise.
+every batch are identical; with ``async.redundancy: 2`` too, since under ``redundancy_keep: by_index`` the
+kept rollouts depend only on which fail (here: seeded injected failures), not on which finish first. What
+is not: the behaviour log-probs the engine records depend in the last bits on which requests it batched
+together (Ray timing here, the event loop there); they enter the importance ratio, so the trained weights
+agree to float rounding, not bitwise.
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ pytestmark = pytest.mark.slow
 EXACT = ["batch_digest", "reward", "success", "generated_tokens", "prompt_tokens", "turns", "trajectories"]
 
 
-def test_sync_runtime_trains_the_reference_loops_batches(nano_policy_dir, tmp_path):
+@pytest.mark.parametrize("redundancy", [0, 2])
+def test_sync_runtime_trains_the_reference_loops_batches(nano_policy_dir, tmp_path, redundancy):
     cfg = config(
         nano_policy_dir,
         tmp_path,
@@ -37,7 +40,8 @@ def test_sync_runtime_trains_the_reference_loops_batches(nano_policy_dir, tmp_pa
         update={
             "tasks": [cfg.tasks[0].model_copy(update={"latency": latency})],
             # the failures are the point here: the run must not stop for them (async.max_failed_fraction)
-            "async_": cfg.async_.model_copy(update={"max_failed_fraction": 1.0}),
+            # redundancy 2 (by_index): group 3 loses rollout 1 and spare 2, and keeps 0 and 3, in both (not timing)
+            "async_": cfg.async_.model_copy(update={"max_failed_fraction": 1.0, "redundancy": redundancy}),
         }
     )
     assert run_training(cfg) == 0
@@ -51,6 +55,9 @@ def test_sync_runtime_trains_the_reference_loops_batches(nano_policy_dir, tmp_pa
         assert row["loss"] == pytest.approx(ref["loss"], abs=1e-5)
     assert len({r["batch_digest"] for r in rows}) == 3  # three different batches, not one repeated
     assert rows[-1]["dropped_failed_groups"] >= 2  # failed groups were replaced, by the same indices in both
+    if redundancy:  # the spares did replace failed rollouts: without them the batches differ
+        without = run_reference(cfg.model_copy(update={"async_": cfg.async_.model_copy(update={"redundancy": 0})}))
+        assert [r["batch_digest"] for r in without.steps] != [r["batch_digest"] for r in rows]
     trained = AutoModelForCausalLM.from_pretrained(run / "checkpoints" / "step_000003" / "policy").state_dict()
     assert reference.model is not None
     ours = reference.model.state_dict()

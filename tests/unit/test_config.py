@@ -78,6 +78,14 @@ def test_sync_mode_rejects_staleness(tmp_path):
     assert cfg.async_.max_staleness == 2
 
 
+def test_redundancy_keep_is_rejected_without_spares(tmp_path):
+    with pytest.raises(ConfigError, match=r"redundancy_keep='first_finished' has no effect with async.redundancy=0"):
+        load_train_config(write(tmp_path, MINIMAL), ["async.redundancy_keep=first_finished"])
+    cfg = load_train_config(write(tmp_path, MINIMAL), ["async.redundancy=1", "async.redundancy_keep=first_finished"])
+    assert cfg.async_.redundancy_keep == "first_finished"
+    assert load_train_config(write(tmp_path, MINIMAL), ["async.redundancy=1"]).async_.redundancy_keep == "by_index"
+
+
 def test_roles_must_use_declared_pools_within_capacity(tmp_path):
     with pytest.raises(ConfigError, match="not a declared pool"):
         load_train_config(write(tmp_path, MINIMAL), ["cluster.roles.train.pool=h800"])

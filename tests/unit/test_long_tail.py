@@ -1,6 +1,8 @@
 """The long-tail paths, each driven in-process (no Ray) and each asserting a counted outcome.
 
-- group redundancy (``async.redundancy``): the first G rollouts are kept, the other r cancelled and aborted;
+- group redundancy (``async.redundancy``): under ``redundancy_keep: by_index`` a spare replaces only a failed
+  rollout and a slow one is waited for; under ``first_finished`` the first G to finish are kept; the rest
+  are cancelled and aborted;
 - the trajectory timeout (``async.trajectory_timeout_s``): that trajectory fails and its turn is aborted;
 - the hung-env monitor: when half the env thread pool is stuck, a fresh pool is swapped in;
 - ``async.in_flight_update: abort``: running turns are aborted when new weights arrive, and later turns
@@ -24,6 +26,7 @@ from rollarc.agent.runner import EpisodeRunner, EpisodeSpec
 from rollarc.agent.trajectory import Segment, Trajectory
 from rollarc.engine.config import EngineConfig
 from rollarc.engine.types import Completion, SamplingParams
+from rollarc.policy.redundancy import KeepRule
 from rollarc.runtime.env_worker import EnvWorker, GroupResult, GroupSpec
 from rollarc.runtime.rollout_worker import RolloutWorker
 from rollarc.runtime.weight_sync import SyncPayload
@@ -43,10 +46,13 @@ class Remote:
 
 
 class FakeRouter:
-    """Replies "U" at once, except to the trajectories in ``hang``, whose turns never finish."""
+    """Replies "U" at once, except to the trajectories in ``hang``, whose turns never finish, and to those in
+    ``after``, whose turn waits until the trajectory named there has ended (been released)."""
 
-    def __init__(self, hang: set[str]):
+    def __init__(self, hang: set[str], after: dict[str, str] | None = None):
         self.hang = hang
+        self.after = after or {}
+        self.ended: dict[str, asyncio.Event] = {}
         self.aborted: list[str] = []
         self.released: list[str] = []
         self.generate = Remote(self._generate)
@@ -58,10 +64,14 @@ class FakeRouter:
     def _release_many(self, keys: list[str]) -> None:
         self.release_calls.append(list(keys))
         self.released += keys
+        for key in keys:
+            self.ended.setdefault(key, asyncio.Event()).set()
 
     async def _generate(self, prompt_ids: list[int], params: SamplingParams, key: str, *_: Any) -> Completion:
         if key in self.hang:
             await asyncio.Event().wait()
+        if key in self.after:
+            await self.ended.setdefault(self.after[key], asyncio.Event()).wait()
         ids = RENDERER.encode_reply("U")
         return Completion(key, len(prompt_ids), ids, [-0.5] * len(ids), [0] * len(ids), 0, "stop")
 
@@ -79,30 +89,66 @@ class FakeRouter:
                 turn.cancel()
 
 
-def run_group(nano_policy_dir: Path, hang: set[str], size: int, redundancy: int, timeout_s: float = 60.0):
+def run_group(
+    nano_policy_dir: Path,
+    hang: set[str],
+    size: int,
+    redundancy: int,
+    timeout_s: float = 60.0,
+    keep: KeepRule = "by_index",
+    after: dict[str, str] | None = None,
+):
     cfg = task(turns=1)
-    router = FakeRouter(hang)
+    router = FakeRouter(hang, after)
 
     async def go() -> GroupResult:
         worker = EnvWorker.__ray_actor_class__(
             "env-0", {cfg.name: cfg}, str(nano_policy_dir), SAMPLING, router, 1, 4, timeout_s
         )
         try:
-            return await worker.run_group(GroupSpec("g0", 0, cfg.name, 1, size, redundancy, None, 0))
+            return await worker.run_group(GroupSpec("g0", 0, cfg.name, 1, size, redundancy, None, 0, keep))
         finally:
             worker.runner.close()
 
     return asyncio.run(go()), router
 
 
-def test_redundancy_keeps_the_first_g_and_cancels_and_aborts_the_rest(nano_policy_dir):
-    result, router = run_group(nano_policy_dir, hang={"g0-1", "g0-3"}, size=2, redundancy=2)
+def test_first_finished_redundancy_keeps_the_first_g_and_cancels_and_aborts_the_rest(nano_policy_dir):
+    result, router = run_group(nano_policy_dir, hang={"g0-1", "g0-3"}, size=2, redundancy=2, keep="first_finished")
     assert [t.traj_id for t in result.trajectories] == ["g0-0", "g0-2"]
-    assert result.cancelled == 2 and result.failed == []
+    assert result.cancelled == 2 and result.failed == [] and result.dropped == 0
     assert sorted(router.aborted) == ["g0-1", "g0-3"]  # their in-flight turns are aborted at the router
     assert sorted(router.released) == ["g0-0", "g0-1", "g0-2", "g0-3"]
     # released in batches (those ending in one pass of the event loop), not one Ray call per trajectory
     assert len(router.release_calls) < 4, router.release_calls
+
+
+def run_slow_and_failed(nano_policy_dir: Path, keep: KeepRule):
+    """G = 3, r = 2: rollout 1 hangs (fails at the timeout); rollout 2 is slow but ends well (after spare 4)."""
+    return run_group(nano_policy_dir, {"g0-1"}, 3, 2, timeout_s=0.3, keep=keep, after={"g0-2": "g0-4"})
+
+
+def test_by_index_replaces_a_failed_rollout_by_the_first_spare_and_keeps_a_slow_one(nano_policy_dir):
+    result, router = run_slow_and_failed(nano_policy_dir, "by_index")
+    assert [t.traj_id for t in result.trajectories] == ["g0-0", "g0-2", "g0-3"]
+    assert [t.traj_id for t in result.failed] == ["g0-1"]
+    assert result.dropped == 1 and result.cancelled == 0  # spare g0-4 ended well before it was known unneeded
+    assert len(result.trajectories) + len(result.failed) + result.dropped + result.cancelled == 5
+    assert router.aborted == ["g0-1"]
+
+
+def test_first_finished_drops_the_slow_rollout_in_the_same_group(nano_policy_dir):
+    result, router = run_slow_and_failed(nano_policy_dir, "first_finished")
+    assert [t.traj_id for t in result.trajectories] == ["g0-0", "g0-3", "g0-4"]
+    assert result.failed == [] and result.dropped == 0 and result.cancelled == 2
+    assert sorted(router.aborted) == ["g0-1", "g0-2"]
+
+
+def test_by_index_cancels_the_spares_once_the_first_g_ended_well(nano_policy_dir):
+    result, router = run_group(nano_policy_dir, hang={"g0-2", "g0-3"}, size=2, redundancy=2)
+    assert [t.traj_id for t in result.trajectories] == ["g0-0", "g0-1"]
+    assert result.cancelled == 2 and result.failed == [] and result.dropped == 0
+    assert sorted(router.aborted) == ["g0-2", "g0-3"]
 
 
 def test_trajectories_that_end_in_one_pass_of_the_event_loop_are_released_in_one_router_call(nano_policy_dir):

@@ -57,3 +57,22 @@ def test_on_record_sees_every_step_and_evaluation_as_they_happen(nano_policy_dir
     assert [e["version"] for e in evals] == [0, 1, 2] and all(e["episodes"] == 2 for e in evals)
     assert [s["version"] for s in steps] == [1, 2] and steps == result.steps
     assert [e["success"] for e in evals] == [e["success"] for e in result.evals]
+
+
+def with_redundancy(cfg: Config, redundancy: int, keep: str = "by_index") -> Config:
+    return cfg.model_copy(
+        update={"async_": cfg.async_.model_copy(update={"redundancy": redundancy, "redundancy_keep": keep})}
+    )
+
+
+def test_spares_change_nothing_when_no_rollout_fails(nano_policy_dir):
+    """by_index keeps rollouts 0..G-1 whenever they all end well: the spares played alongside are not trained."""
+    plain = run_reference(tiny(nano_policy_dir))
+    spared = run_reference(with_redundancy(tiny(nano_policy_dir), 2))
+    assert [s["batch_digest"] for s in spared.steps] == [s["batch_digest"] for s in plain.steps]
+    assert all(s["trajectories"] == 4 for s in spared.steps)
+
+
+def test_refuses_first_finished_which_depends_on_timing(nano_policy_dir):
+    with pytest.raises(ConfigError, match=r"redundancy_keep='first_finished'.*set async.redundancy_keep: by_index"):
+        run_reference(with_redundancy(tiny(nano_policy_dir), 1, "first_finished"))
