@@ -18,8 +18,10 @@ CLUSTER = ClusterConfig.model_validate(
         "roles": {"train": {"pool": "compute"}, "rollout": {"pool": "compute"}, "env": {"pool": "cpu"}},
     }
 )
-# What Ray 2.60 raised in CI when its GCS never started (the session and node ids shortened).
-GCS_TIMEOUT = "Timed out waiting for file /tmp/ray/session_2026-12-01_03-49-57_305224_24038/gcs_server_port_f2b83313"
+# What Ray 2.60 raised in CI when its GCS never started (the node id shortened; Ray's temp dir, an absolute
+# path there, is left relative here).
+SESSION = "ray/session_2026-12-01_03-49-57_305224_24038"
+GCS_TIMEOUT = f"Timed out waiting for file {SESSION}/gcs_server_port_f2b83313"
 
 
 class Started(Exception):
@@ -47,8 +49,8 @@ def test_the_users_own_gcs_wait_is_kept(monkeypatch: pytest.MonkeyPatch) -> None
 
 
 def test_the_gcs_timeout_is_recognised_with_its_session_and_nothing_else_is() -> None:
-    assert gcs_start_timeout_session(RuntimeError(GCS_TIMEOUT)) == "/tmp/ray/session_2026-12-01_03-49-57_305224_24038"
-    assert gcs_start_timeout_session(RuntimeError("Timed out waiting for file /tmp/x/raylet_port_1")) is None
+    assert gcs_start_timeout_session(RuntimeError(GCS_TIMEOUT)) == SESSION
+    assert gcs_start_timeout_session(RuntimeError(f"Timed out waiting for file {SESSION}/raylet_port_1")) is None
     assert gcs_start_timeout_session(ValueError(GCS_TIMEOUT)) is None
     assert gcs_start_timeout_session(RuntimeError("Maybe you called ray.init twice by accident?")) is None
 
@@ -77,7 +79,7 @@ def test_a_gcs_that_never_starts_is_started_again_in_a_new_session(reaped: list[
     init = FlakyInit(failures=2)
     assert init_local_ray(init, num_cpus=2) == "context"
     assert init.calls == [{"address": "local", "num_cpus": 2}] * 3
-    assert reaped == ["/tmp/ray/session_2026-12-01_03-49-57_305224_24038"] * 2
+    assert reaped == [SESSION] * 2
 
 
 def test_the_last_attempts_error_is_raised(reaped: list[str]) -> None:
