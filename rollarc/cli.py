@@ -31,6 +31,7 @@ BENCHMARKS = {
     "rose": "rollouts on dedicated plus borrowed serving capacity vs dedicated only, serving SLO kept",
     "step": "short single-turn steps: rollarc sync and async vs an in-process HF-generate GRPO loop",
     "demo": "the quickstart on N seeds: held-out gain of the final policy and wall time per seed",
+    "table": "regenerate the README's headline table from docs/benchmarks/*.json (--check: only compare)",
 }
 
 
@@ -166,7 +167,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("bench", help=f"benchmarks against their baselines ({bench_help})")
     p.add_argument("name", choices=sorted(BENCHMARKS))
     p.add_argument("rest", nargs=argparse.REMAINDER)
-    p.set_defaults(func=lambda a: _passthrough(f"rollarc.bench.{_bench_module(a.name)}")(a.rest))
+    p.set_defaults(func=_cmd_bench)
 
     p = sub.add_parser("plan", help="hardware-affinity placement plan", add_help=False)
     p.add_argument("rest", nargs=argparse.REMAINDER)
@@ -213,9 +214,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     if argv and argv[0] in PASSTHROUGH:
         return _guarded(lambda: _passthrough(PASSTHROUGH[argv[0]])(argv[1:]))
     if len(argv) >= 2 and argv[0] == "bench" and argv[1] in BENCHMARKS:
+        _start_load_monitor(argv[1])
         return _guarded(lambda: _passthrough(f"rollarc.bench.{_bench_module(argv[1])}")(argv[2:]))
     args = build_parser().parse_args(argv)
     return _guarded(lambda: args.func(args))
+
+
+def _cmd_bench(args: argparse.Namespace) -> int:
+    _start_load_monitor(args.name)
+    return _passthrough(f"rollarc.bench.{_bench_module(args.name)}")(args.rest)
+
+
+def _start_load_monitor(name: str) -> None:
+    """A benchmark's JSON says whether the machine was quiet while it ran (``rollarc.bench.machine_load``)."""
+    if name != "table":
+        from rollarc.bench import machine_load
+
+        machine_load.start()
 
 
 def _bench_module(name: str) -> str:

@@ -3,8 +3,11 @@
 Each benchmark owns one block of the page, between ``<!-- bench:NAME:start -->`` and
 ``<!-- bench:NAME:end -->``. A full run of ``rollarc bench NAME`` replaces that block whole (with the
 date, the machine and the command), leaves every other block alone, and writes the JSON object it
-prints, plus ``date``, ``machine`` and ``command``, to ``docs/benchmarks/NAME.json``. So the page only
-ever shows figures a command produced, and a script can read the same figures without parsing Markdown.
+prints, plus ``date``, ``machine``, ``command``, ``commit`` (the checkout's git commit, ``-dirty`` when it
+had uncommitted changes) and ``machine_load`` (how much of the cores other processes used while it ran:
+:mod:`rollarc.bench.machine_load`), to ``docs/benchmarks/NAME.json``. So the page only ever shows figures
+a command produced, and a script can read the same figures without parsing Markdown. After each write,
+the README's headline table is regenerated from every JSON file (:mod:`rollarc.bench.table`).
 
 Rules:
 
@@ -24,8 +27,11 @@ import datetime as _dt
 import json
 import os
 import platform
+import subprocess
 from pathlib import Path
 from typing import Any
+
+from rollarc.bench import machine_load
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PAGE_ENV = "ROLLARC_BENCH_DOCS"
@@ -50,6 +56,31 @@ def json_path(name: str, page: Path) -> Path:
 
 def machine() -> str:
     return f"{platform.machine()}, {os.cpu_count()} cores"
+
+
+def git_commit(root: Path = REPO_ROOT) -> str | None:
+    """The checkout's short commit, with ``-dirty`` when files differ from it; ``None`` outside a checkout."""
+    try:
+        head = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return head + ("-dirty" if dirty else "")
+
+
+def load_phrase(load: dict[str, Any] | None) -> str:
+    """How the block says whether the machine was quiet."""
+    if load is None:
+        return "machine load not measured"
+    share = 100 * float(load["other_cpu_share"])
+    return f"{'quiet' if load['quiet'] else 'not quiet'}: other processes used {share:.0f} % of the cores"
 
 
 def markdown_table(header: list[str], rows: list[list[Any]]) -> str:
@@ -87,25 +118,36 @@ def publish(
         print(f"not publishing: {page.parent} does not exist (not a rollarc checkout?)", flush=True)
         return []
     date = _dt.date.today().isoformat()
+    meta = {"commit": git_commit(), "machine_load": machine_load.summary()}
     written = [
-        write_block(name, body, command, page, date=date),
-        write_json(name, result, command, json_path(name, page), date=date),
+        write_block(name, body, command, page, date=date, meta=meta),
+        write_json(name, result, command, json_path(name, page), date=date, meta=meta),
     ]
+    readme = page.parent.parent / "README.md"
+    if page.parent.name == "docs" and readme.is_file():
+        from rollarc.bench.table import update_readme
+
+        if update_readme(readme, page.parent / "benchmarks"):
+            written.append(readme)
     print("wrote " + " and ".join(str(p) for p in written), flush=True)
     return written
 
 
-def render_block(name: str, body: str, command: str, date: str, where: str) -> str:
+def render_block(name: str, body: str, command: str, date: str, where: str, meta: dict[str, Any] | None = None) -> str:
+    meta = meta or {}
+    commit = f" at commit `{meta['commit']}`" if meta.get("commit") else ""
     return (
-        f"<!-- bench:{name}:start -->\nMeasured {date} on {where} with `{command}`:\n\n{body.strip()}\n"
-        f"<!-- bench:{name}:end -->"
+        f"<!-- bench:{name}:start -->\nMeasured {date} on {where} ({load_phrase(meta.get('machine_load'))}){commit}"
+        f" with `{command}`:\n\n{body.strip()}\n<!-- bench:{name}:end -->"
     )
 
 
-def write_block(name: str, body: str, command: str, page: Path, *, date: str) -> Path:
+def write_block(
+    name: str, body: str, command: str, page: Path, *, date: str, meta: dict[str, Any] | None = None
+) -> Path:
     """Replace the block of benchmark ``name`` whole, or append it under its own heading; create the page."""
     start, end = f"<!-- bench:{name}:start -->", f"<!-- bench:{name}:end -->"
-    block = render_block(name, body, command, date, machine())
+    block = render_block(name, body, command, date, machine(), meta)
     text = page.read_text() if page.is_file() else HEADER
     if start in text and end in text:
         head, rest = text.split(start, 1)
@@ -117,9 +159,11 @@ def write_block(name: str, body: str, command: str, page: Path, *, date: str) ->
     return page
 
 
-def write_json(name: str, result: dict[str, Any], command: str, path: Path, *, date: str) -> Path:
-    """The benchmark's printed result plus ``date``, ``machine`` and ``command``, as one JSON file."""
-    meta = {"bench": name, "date": date, "machine": machine(), "command": command}
+def write_json(
+    name: str, result: dict[str, Any], command: str, path: Path, *, date: str, meta: dict[str, Any] | None = None
+) -> Path:
+    """The benchmark's printed result plus ``date``, ``machine``, ``command`` and ``meta``, as one JSON file."""
+    meta = {"bench": name, "date": date, "machine": machine(), "command": command, **(meta or {})}
     clash = sorted(k for k in meta if k in result and result[k] != meta[k])
     if clash:
         raise ValueError(f"bench {name}: result keys {clash} collide with the metadata written beside them")

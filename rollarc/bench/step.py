@@ -17,6 +17,10 @@ seconds per step of each phase (``phase_s``: for rollarc ``rollout_s`` = step âˆ
 ``sync_s`` from ``metrics.jsonl``; for the in-process loop its own five phases), and held-out success after
 training (greedy episodes on seeds disjoint from training, the same for every mode). The goal of issue 15:
 ``ratio_async_vs_inprocess >= 1.5`` and ``ratio_sync_vs_inprocess >= 1.0``.
+
+``--seeds N`` (default 3) repeats everything at seeds 0..N-1, each with its own SFT warm start; the
+top-level figures are medians over seeds, ``*_seeds`` keys carry the per-seed values and their range,
+and ``per_seed`` every seed's modes.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from typing import Any
 from rollarc.agent.local_eval import evaluate_local
 from rollarc.bench.async_ import run_mode
 from rollarc.bench.report_file import add_docs_flag, emit_json, markdown_table, publish
+from rollarc.bench.seed_stats import seed_stats
 from rollarc.config import Config, load_train_config
 from rollarc.engine.config import EngineConfig
 from rollarc.models.checkpoint import load_tokenizer
@@ -104,38 +109,26 @@ def run_inprocess(cfg: Config, policy: str, threads: int) -> dict[str, Any]:
     }
 
 
-def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="rollarc bench step", description=__doc__.split("\n")[0])
-    parser.add_argument("--config", default="configs/short_task.yaml")
-    parser.add_argument("--steps", type=int, default=None, help="training steps per mode (default: the config's)")
-    parser.add_argument(
-        "--quick", action="store_true", help="a smoke run: 3 steps, a short warm start, 32 eval episodes"
-    )
-    parser.add_argument("--modes", default="inprocess,sync,async_k1", help="which modes to run, comma-separated")
-    parser.add_argument("--json", action="store_true", help="(the JSON line is always printed last)")
-    add_docs_flag(parser)
-    parser.add_argument("--runs", default=None, help="where the runs go (default: a temporary directory)")
-    parser.add_argument("overrides", nargs="*", help="key=value overrides applied to every mode")
-    args = parser.parse_args(argv)
-    wanted = [m for m in args.modes.split(",") if m]
-    unknown = sorted(set(wanted) - {"inprocess", *MODES})
-    if unknown:
-        parser.error(f"--modes: unknown {unknown}; choose from inprocess, {', '.join(MODES)}")
-    overrides = [*(QUICK if args.quick else []), *args.overrides]
+def run_seed(args: argparse.Namespace, wanted: list[str], seed: int) -> tuple[dict[str, dict[str, Any]], Config]:
+    """Every mode at one seed, from that seed's own SFT warm start (trained before any timing)."""
+    overrides = [*(QUICK if args.quick else []), *args.overrides, f"seed={seed}"]
     if args.steps is not None:
         overrides.append(f"train.steps={args.steps}")
     overrides.append("train.eval_every=0")
     base = load_train_config(args.config, overrides)
     plugin_pythonpath(base.plugin_paths)
-    policy, _ = initial_policy(base)  # the shared SFT warm start, trained once before any timing
+    runs = Path(args.runs) if args.runs else Path(tempfile.mkdtemp(prefix="rollarc-bench-step-"))
+    if args.seeds > 1:
+        overrides.append(f"sft.checkpoint={runs / f'sft-seed{seed}'}")
+        base = load_train_config(args.config, overrides)
+    policy, _ = initial_policy(base)
     overrides.append(f"model.path={policy}")
     base = load_train_config(args.config, overrides)
     threads = base.cluster.roles.rollout[0].threads
-    runs = Path(args.runs) if args.runs else Path(tempfile.mkdtemp(prefix="rollarc-bench-step-"))
     per_step = base.train.groups_per_step * base.train.group_size
     results: dict[str, dict[str, Any]] = {}
     for label in wanted:
-        print(f"== {label}", flush=True)
+        print(f"== seed {seed}: {label}", flush=True)
         if label == "inprocess":
             r = run_inprocess(base, policy, threads)
             results[label] = {
@@ -145,7 +138,7 @@ def main(argv: list[str]) -> int:
                 "phase_s": r["phase_s"],
             }
         else:
-            r = run_mode(args.config, [*overrides, *MODES[label]], label, runs)
+            r = run_mode(args.config, [*overrides, *MODES[label]], f"{label}-seed{seed}", runs)
             steps = read_steps(Path(r["run_dir"]))
             results[label] = {
                 "completions_per_s": steady_rate([row["wall_s"] for row in steps], per_step),
@@ -155,40 +148,110 @@ def main(argv: list[str]) -> int:
             }
         r = results[label]
         print(f"   {r['completions_per_s']:.1f} completions/s, success {r['success']:.3f}, {r['phase_s']}", flush=True)
-    cps = {label: r["completions_per_s"] for label, r in results.items()}
-    ref = cps.get("inprocess")
+    return results, base
+
+
+def seed_ratios(results: dict[str, dict[str, Any]]) -> dict[str, float | None]:
+    """One seed's rollarc modes against its in-process loop (``None`` where a mode did not run)."""
+    ref = results.get("inprocess", {}).get("completions_per_s")
+    return {
+        f"ratio_{mode}_vs_inprocess": results[key]["completions_per_s"] / ref if ref and key in results else None
+        for mode, key in (("sync", "sync"), ("async", "async_k1"))
+    }
+
+
+def aggregate(per_seed: list[dict[str, Any]]) -> dict[str, Any]:
+    """Medians over seeds (with per-seed values and spread) of the ratios and of each mode's rate."""
+    out: dict[str, Any] = {}
+    for key in ("ratio_sync_vs_inprocess", "ratio_async_vs_inprocess"):
+        stats = seed_stats([s[key] for s in per_seed])
+        out[key] = stats["median"]
+        out[f"{key}_seeds"] = stats
+    modes = per_seed[0]["modes"]
+    out["completions_per_s"] = {
+        m: seed_stats([s["modes"][m]["completions_per_s"] for s in per_seed])["median"] for m in modes
+    }
+    out["success"] = {m: seed_stats([s["modes"][m]["success"] for s in per_seed])["median"] for m in modes}
+    out["phase_s"] = {
+        m: {k: median(s["modes"][m]["phase_s"][k] for s in per_seed) for k in modes[m]["phase_s"]} for m in modes
+    }
+    return out
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="rollarc bench step", description=__doc__.split("\n")[0])
+    parser.add_argument("--config", default="configs/short_task.yaml")
+    parser.add_argument("--steps", type=int, default=None, help="training steps per mode (default: the config's)")
+    parser.add_argument(
+        "--quick", action="store_true", help="a smoke run: 3 steps, a short warm start, 32 eval episodes"
+    )
+    parser.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1, each with its own warm start (quick: 1)")
+    parser.add_argument("--modes", default="inprocess,sync,async_k1", help="which modes to run, comma-separated")
+    parser.add_argument("--json", action="store_true", help="(the JSON line is always printed last)")
+    add_docs_flag(parser)
+    parser.add_argument("--runs", default=None, help="where the runs go (default: a temporary directory)")
+    parser.add_argument("overrides", nargs="*", help="key=value overrides applied to every mode")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.seeds = 1
+    if args.seeds < 1:
+        parser.error("--seeds must be at least 1")
+    wanted = [m for m in args.modes.split(",") if m]
+    unknown = sorted(set(wanted) - {"inprocess", *MODES})
+    if unknown:
+        parser.error(f"--modes: unknown {unknown}; choose from inprocess, {', '.join(MODES)}")
+    per_seed: list[dict[str, Any]] = []
+    for seed in range(args.seeds):
+        results, base = run_seed(args, wanted, seed)
+        per_seed.append({"seed": seed, **seed_ratios(results), "modes": results})
+    threads = base.cluster.roles.rollout[0].threads
+    per_step = base.train.groups_per_step * base.train.group_size
     result = {
-        "completions_per_s": cps,
-        "ratio_sync_vs_inprocess": cps["sync"] / ref if ref and "sync" in cps else None,
-        "ratio_async_vs_inprocess": cps["async_k1"] / ref if ref and "async_k1" in cps else None,
-        "phase_s": {label: r["phase_s"] for label, r in results.items()},
-        "success": {label: r["success"] for label, r in results.items()},
+        **aggregate(per_seed),
+        "seeds": args.seeds,
         "steps": base.train.steps,
         "completions_per_step": per_step,
         "threads": threads,
         "goal": {"ratio_async_vs_inprocess": 1.5, "ratio_sync_vs_inprocess": 1.0},
+        "per_seed": per_seed,
     }
-    body = markdown_table(
-        ["mode", "completions/s", "vs in-process", "wall s", "held-out success"],
-        [
-            [
-                label,
-                r["completions_per_s"],
-                r["completions_per_s"] / ref if ref else float("nan"),
-                r["wall_s"],
-                r["success"],
-            ]
-            for label, r in results.items()
-        ],
-    )
+    publish("step", render(result), result, "rollarc bench step", quick=args.quick, no_docs=args.no_docs)
+    emit_json(result)
+    return 0
+
+
+def render(result: dict[str, Any]) -> str:
+    """The docs block: one row per seed and mode, then the medians."""
+    rows = []
+    for s in result["per_seed"]:
+        ref = s["modes"].get("inprocess", {}).get("completions_per_s")
+        for label, r in s["modes"].items():
+            rows.append(
+                [
+                    s["seed"],
+                    label,
+                    r["completions_per_s"],
+                    r["completions_per_s"] / ref if ref else float("nan"),
+                    r["wall_s"],
+                    r["success"],
+                ]
+            )
+    body = markdown_table(["seed", "mode", "completions/s", "vs in-process", "wall s", "held-out success"], rows)
+    sync, asyn = result["ratio_sync_vs_inprocess_seeds"], result["ratio_async_vs_inprocess_seeds"]
+
+    def line(stats: dict[str, Any]) -> str:
+        if stats["median"] is None:
+            return "not run"
+        return f"median {stats['median']:.3f} (range {stats['min']:.3f} to {stats['max']:.3f})"
+
     body += (
-        f"\n\n{base.train.steps} steps of {per_step} completions per mode, {threads} torch thread per role; "
-        "phases (median s per step): "
+        f"\n\n{result['seeds']} seeds, {result['steps']} steps of {result['completions_per_step']} completions per mode, "
+        f"{result['threads']} torch thread per role. Sync vs in-process: {line(sync)}; async (k = 1) vs in-process: "
+        f"{line(asyn)}. Goals: 1.0 and 1.5. Phases (median s per step, median over seeds): "
         + "; ".join(
-            f"{label} " + ", ".join(f"{k} {v:.3f}" for k, v in r["phase_s"].items()) for label, r in results.items()
+            f"{label} " + ", ".join(f"{k} {v:.3f}" for k, v in phases.items())
+            for label, phases in result["phase_s"].items()
         )
         + "."
     )
-    publish("step", body, result, "rollarc bench step", quick=args.quick, no_docs=args.no_docs)
-    emit_json(result)
-    return 0
+    return body

@@ -34,3 +34,7 @@ def test_quick_step_bench_reports_every_mode(tmp_path, capsys):
     assert {"generate_s", "train_s"} <= set(result["phase_s"]["inprocess"])
     assert all(0.0 <= v <= 1.0 for v in result["success"].values())
     assert result["completions_per_step"] == 64 and result["steps"] == 2
+    (seed,) = result["per_seed"]  # --quick runs one seed; the medians are that seed's figures
+    assert seed["seed"] == 0 and result["seeds"] == 1
+    assert result["ratio_sync_vs_inprocess_seeds"]["per_seed"] == [seed["ratio_sync_vs_inprocess"]]
+    assert cps == {m: r["completions_per_s"] for m, r in seed["modes"].items()}

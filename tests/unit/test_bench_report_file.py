@@ -9,6 +9,7 @@ from rollarc.bench.report_file import (
     HEADER,
     PAGE_ENV,
     json_path,
+    git_commit,
     machine,
     page_path,
     publish,
@@ -48,7 +49,8 @@ def test_full_run_replaces_only_its_block_and_writes_json(tmp_path):
     assert written == [page, tmp_path / "benchmarks" / "engine.json"]
     text = page.read_text()
     block = text.split("<!-- bench:engine:start -->\n", 1)[1].split("<!-- bench:engine:end -->", 1)[0]
-    assert block.startswith("Measured ") and f" on {machine()} with `rollarc bench engine`:\n\n" in block
+    assert block.startswith("Measured ") and f" on {machine()} (machine load not measured)" in block
+    assert f" at commit `{git_commit()}` with `rollarc bench engine`:\n\n" in block
     assert block.endswith("\n\n| new | table |\n")
     assert "| old | table |" not in text
     # Everything outside the block is byte for byte what it was.
@@ -61,6 +63,8 @@ def test_full_run_replaces_only_its_block_and_writes_json(tmp_path):
         "date": block.split()[1],
         "machine": machine(),
         "command": "rollarc bench engine",
+        "commit": git_commit(),
+        "machine_load": None,  # no monitor in a test: only `rollarc bench NAME` starts one
         **result,
     }
     assert not list(tmp_path.glob("*.tmp")) and not list(tmp_path.glob(".*.tmp"))

@@ -1,0 +1,262 @@
+"""``rollarc bench table``: the README's headline table, generated from ``docs/benchmarks/*.json``.
+
+Every figure in the README's headline table comes from the JSON file that the benchmark measuring it
+wrote (:mod:`rollarc.bench.report_file`), so the README can never run ahead of its sources. Each row
+below reads one file and formats its values; none holds a number of its own. The table sits between
+``<!-- headline:start -->`` and ``<!-- headline:end -->`` in README.md; each benchmark's full run
+rewrites it, and ``rollarc bench table`` does on demand (``--check`` only compares, exit 1 when stale;
+the test suite runs the same comparison).
+
+A row says on what machine its figure was measured, and whether that machine was quiet, from the
+file's own ``machine`` and ``machine_load``. A missing file gives a row that says so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from rollarc.bench.report_file import REPO_ROOT
+
+START, END = "<!-- headline:start -->", "<!-- headline:end -->"
+DEVICE_JSON = Path("docs/device/device_check_h200.json")
+
+Row = tuple[str, str]  # (result, how to rerun it)
+
+
+def times(value: float, digits: int = 2) -> str:
+    return f"**{value:.{digits}f}×**"
+
+
+def points(value: float) -> str:
+    return f"{100 * value:+.1f}"
+
+
+def _demo(d: dict[str, Any]) -> Row:
+    gains, walls = d["gain_final"], [s["wall_s"] for s in d["per_seed"]]
+    return (
+        f"held-out success on unseen 6×6 FrozenLake maps, {len(gains)} seeds: **median {points(d['gain_final_median'])}"
+        f" points**, range {points(min(gains))} to {points(max(gains))}; slowest seed {max(walls):.0f} s with its SFT "
+        f"(goal: ≥ {points(d['goal']['gain_final_min'])} on every seed within {d['goal']['wall_s_max']:.0f} s: "
+        f"{'met' if d['goal_met'] else 'not met'})",
+        "`make demo`, `rollarc bench demo`",
+    )
+
+
+def _engine(d: dict[str, Any]) -> Row:
+    return (
+        f"{times(d['ratio_vs_hf_generate'])} the useful tokens/s of HF `generate` (static batches), "
+        f"{times(d['ratio_vs_hf_generate_batch'])} transformers' continuous batching ({d['requests']} long-tailed "
+        f"requests, {d['threads']} thread)",
+        "`rollarc bench engine`",
+    )
+
+
+def _step(d: dict[str, Any]) -> Row:
+    def ratio(key: str) -> str:
+        stats = d.get(f"{key}_seeds")
+        return times(d[key]) if not stats else f"{times(stats['median'])} (range {stats['min']:.2f}–{stats['max']:.2f})"
+
+    seeds = f"median of {d['seeds']} seeds" if d.get("seeds", 1) > 1 else "one seed"
+    return (
+        f"{d['completions_per_step']} completions of ≤ 12 tokens per step, {seeds}: sync "
+        f"{ratio('ratio_sync_vs_inprocess')} and async {ratio('ratio_async_vs_inprocess')} a plain in-process "
+        f"HF-`generate` GRPO loop (goals {d['goal']['ratio_sync_vs_inprocess']:.1f}× and "
+        f"{d['goal']['ratio_async_vs_inprocess']:.1f}×)",
+        "`rollarc bench step`",
+    )
+
+
+def _async(d: dict[str, Any]) -> Row:
+    ttt = d["time_to_target_s"]
+
+    def reached(mode: str) -> str:
+        hits = [t for t in ttt[mode] if t is not None]
+        return f"{len(hits)} of {len(ttt[mode])}"
+
+    def to_target(key: str) -> str:
+        value = d.get(key)
+        return times(value) if value is not None else "none (its median seed missed the target)"
+
+    per_step = (
+        f"RL wall time per run {times(d['speedup_k1'])} shorter than synchronous at staleness 1, "
+        f"{times(d['speedup_k2'])} at 2"
+    )
+    if "speedup_k1_seeds" not in d:
+        per_step += " (seed 0 only)"
+    return (
+        f"{per_step}; time to a held-out target of {d['target_success']:.3f} over {d['seeds']} seeds: sync reached it in "
+        f"{reached('sync')}, k = 1 in {reached('async_k1')}, k = 2 in {reached('async_k2')}; speed-up to target "
+        f"k = 1 {to_target('speedup_to_target_k1')}, k = 2 {to_target('speedup_to_target_k2')} "
+        "([why](docs/async.md#measured))",
+        "`rollarc bench async`",
+    )
+
+
+def _chaos(d: dict[str, Any]) -> Row:
+    restarts = " / ".join(f"{role} {n}" for role, n in d["restarts"].items())
+    return (
+        f"env failures, hangs and a killed worker of every role per run ({len(d['seeds'])} seeds): crashed "
+        f"{'yes' if d['crashed'] else 'no'}, {d['trajectories_lost']} of {d['trajectories_started']:,} trajectories "
+        f"lost, {d['steps_lost']} steps lost, restarts {restarts}; held-out success {points(d['success_gap'])} points "
+        f"against clean runs (noise {100 * d['noise_2se']:.1f})",
+        "`rollarc bench chaos`",
+    )
+
+
+def _reward(d: dict[str, Any]) -> Row:
+    return (
+        f"serverless, autoscaled reward service: {times(d['cost_ratio_serverless_vs_peak'])} the replica-seconds of "
+        f"a peak-sized dedicated pool at {times(d['p99_ratio_serverless_vs_peak'])} its p99 latency (goal ≤ 0.5× "
+        f"the cost within 2× the p99: {'met' if d['goal_met'] else 'not met'})",
+        "`rollarc bench reward`",
+    )
+
+
+def _weightsync(d: dict[str, Any]) -> Row:
+    return (
+        f"sparse bf16 deltas {times(d['bytes_ratio_lr1e-6'], 1)} smaller than a full copy (tiny policy, real AdamW, lr 1e-6), "
+        f"{times(d['synthetic_bytes_ratio'], 1)} for {d['synthetic_params']:.0e} parameters; bit-exact "
+        f"{'yes' if d['bit_exact'] else 'NO'}; the relay sends {times(1 / d['cross_site_bytes_ratio'], 1)} fewer "
+        "cross-site bytes than direct sends",
+        "`rollarc bench weightsync`",
+    )
+
+
+def _sim(d: dict[str, Any]) -> Row:
+    return (
+        f"prediction for {d['gpus']:,} GPUs (H800 + H20, async): {times(d['speedup'])} faster per step than a "
+        f"monolithic synchronous H800 cluster of equal price, {times(d['cost_per_step_ratio'])} lower cost per step; "
+        f"{d['events']:,} events simulated in {d['wall_s']:.1f} s",
+        "`rollarc bench sim`",
+    )
+
+
+def _spotlight(d: dict[str, Any]) -> Row:
+    def ratio(key: str) -> str:
+        value = d.get(key)
+        return times(value) if value is not None else "none (the median run missed the target)"
+
+    seeds = len(d["time_to_target_s"]["baseline"])
+    return (
+        f"Flow-GRPO on a DiT, {seeds} seeds, medians: steps to a held-out reward target {ratio('speedup_steps_explore')} "
+        f"fewer with stale-weight seed exploration, {ratio('speedup_steps_bandit')} with the bandit; RL wall time to "
+        f"it {ratio('speedup_explore')} and {ratio('speedup_bandit')} shorter",
+        "`rollarc bench spotlight`",
+    )
+
+
+def _spot(d: dict[str, Any]) -> Row:
+    return (
+        f"{d['lost_jobs']} lost and {d['duplicate_jobs']} duplicated jobs under preemption; pull vs push at the high "
+        f"preemption rate {times(d['throughput_ratio_pull_vs_push_high'])} (prediction of the fleet model); elastic SP "
+        f"regroup {d['recovery_s_elastic']:.3f} s vs {d['recovery_s_cold']:.1f} s cold restart",
+        "`rollarc bench spot`",
+    )
+
+
+def _rose(d: dict[str, Any]) -> Row:
+    speedups = [c["speedup_harvest"] for c in d["curve"]]
+    rates = [c["requests_per_s"] for c in d["curve"]]
+    return (
+        f"rollouts {times(min(speedups))}–{times(max(speedups))} faster with borrowed serving capacity at "
+        f"{min(rates):.0f}–{max(rates):.0f} req/s of the Azure conversation trace; serving SLO attainment "
+        f"{d['slo_attainment_coserving']:.3f} co-serving vs {d['slo_attainment_alone']:.3f} alone (SLO TTFT p99 "
+        f"{d['slo']['ttft_p99_ms']:.0f} ms; measured p99 {d['ttft_p99_ms_alone']:.0f} ms alone, "
+        f"{d['ttft_p99_ms_coserving']:.0f} ms co-serving)",
+        "`rollarc bench rose --trace …`",
+    )
+
+
+def _device(d: dict[str, Any]) -> Row:
+    a, f, t = d["agreement"], d["fsdp2"], d["throughput"]
+    return (
+        f"bf16 engine agrees with HF `generate` on {100 * a['token_agreement']:.1f} % of greedy tokens; FSDP2 step "
+        f"equals the plain step within {f['max_abs_param_diff']:.1e}; the engine is only {times(t['engine_over_hf'])} HF "
+        "`generate` there ([details](docs/gpu.md#device-check-results))",
+        "`scripts/device_check.sh`",
+    )
+
+
+# (what, JSON file under docs/benchmarks/ or a repo-relative path, row)
+ROWS: list[tuple[str, str, Callable[[dict[str, Any]], Row]]] = [
+    ("the demo learns", "demo", _demo),
+    ("rollout engine", "engine", _engine),
+    ("short tasks", "step", _step),
+    ("asynchrony", "async", _async),
+    ("chaos", "chaos", _chaos),
+    ("serverless reward", "reward", _reward),
+    ("weight sync", "weightsync", _weightsync),
+    ("diffusion RL (Spotlight)", "spotlight", _spotlight),
+    ("spot capacity", "spot", _spot),
+    ("ROSE co-serving", "rose", _rose),
+    ("simulation", "sim", _sim),
+    ("GPU check", str(DEVICE_JSON), _device),
+]
+
+
+def source_path(source: str, json_dir: Path) -> Path:
+    return json_dir / f"{source}.json" if "/" not in source else json_dir.parent.parent / source
+
+
+def where(d: dict[str, Any]) -> str:
+    """The machine column: the file's machine, date and quietness."""
+    if "device" in d:
+        return f"{d['device']} (GPU)"
+    load = d.get("machine_load")
+    quiet = "load not recorded" if load is None else ("quiet" if load["quiet"] else "**not quiet**")
+    return f"{d['machine']}, {d['date']}, {quiet}"
+
+
+def render(json_dir: Path) -> str:
+    """The whole table, from the JSON files in ``json_dir``."""
+    lines = ["| what | result | measured on | command |", "|---|---|---|---|"]
+    for what, source, row in ROWS:
+        path = source_path(source, json_dir)
+        if not path.is_file():
+            lines.append(f"| {what} | not measured yet | | |")
+            continue
+        data = json.loads(path.read_text())
+        result, command = row(data)
+        lines.append(f"| {what} | {result} | {where(data)} | {command} |")
+    return "\n".join(lines)
+
+
+def readme_block(text: str) -> str:
+    if START not in text or END not in text:
+        raise ValueError(f"README has no {START} ... {END} block")
+    return text.split(START, 1)[1].split(END, 1)[0].strip()
+
+
+def update_readme(readme: Path, json_dir: Path) -> bool:
+    """Rewrite the README's headline block from the JSON files; ``True`` if it changed."""
+    text = readme.read_text()
+    if START not in text:
+        return False
+    table = render(json_dir)
+    if readme_block(text) == table:
+        return False
+    head, rest = text.split(START, 1)
+    tail = rest.split(END, 1)[1]
+    tmp = readme.with_name(f".{readme.name}.tmp")
+    tmp.write_text(f"{head}{START}\n{table}\n{END}{tail}")
+    tmp.replace(readme)
+    return True
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="rollarc bench table", description=__doc__.split("\n")[0])
+    parser.add_argument("--readme", default=str(REPO_ROOT / "README.md"))
+    parser.add_argument("--json-dir", default=str(REPO_ROOT / "docs" / "benchmarks"))
+    parser.add_argument("--check", action="store_true", help="only compare; exit 1 if the README is stale")
+    args = parser.parse_args(argv)
+    readme, json_dir = Path(args.readme), Path(args.json_dir)
+    if args.check:
+        stale = readme_block(readme.read_text()) != render(json_dir)
+        print(f"{readme}: headline table {'is stale: run rollarc bench table' if stale else 'is up to date'}")
+        return 1 if stale else 0
+    print(f"{readme}: {'rewritten' if update_readme(readme, json_dir) else 'already up to date'}")
+    return 0
