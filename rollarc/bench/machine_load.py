@@ -76,17 +76,22 @@ class LoadMonitor:
     def summary(self) -> dict[str, float | bool]:
         """Shares of the machine's cores over the run so far (0..1), and whether it counts as quiet."""
         self.sample()
-        capacity = max(time.monotonic() - self._started, 1e-9) * (os.cpu_count() or 1)
-        other = self.other_cpu_s / capacity
-        return {
-            "other_cpu_share": round(other, 3),
-            "own_cpu_share": round(self.own_cpu_s / capacity, 3),
-            "wall_s": round(time.monotonic() - self._started, 1),
-            "quiet": other < QUIET_OTHER_SHARE,
-        }
+        return shares(self.own_cpu_s, self.other_cpu_s, time.monotonic() - self._started, os.cpu_count() or 1)
 
     def stop(self) -> None:
         self._stop.set()
+
+
+def shares(own_cpu_s: float, other_cpu_s: float, wall_s: float, cpus: int) -> dict[str, float | bool]:
+    """CPU seconds as shares of ``cpus`` cores over ``wall_s``; quiet when others used under the threshold."""
+    capacity = max(wall_s, 1e-9) * cpus
+    other = other_cpu_s / capacity
+    return {
+        "other_cpu_share": round(other, 3),
+        "own_cpu_share": round(own_cpu_s / capacity, 3),
+        "wall_s": round(wall_s, 1),
+        "quiet": other < QUIET_OTHER_SHARE,
+    }
 
 
 _ACTIVE: LoadMonitor | None = None

@@ -1,0 +1,111 @@
+"""The README's headline table is generated from docs/benchmarks/*.json, and every figure in it is a JSON value."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from rollarc.bench.report_file import REPO_ROOT
+from rollarc.bench.table import END, ROWS, START, main, readme_block, render, source_path, update_readme
+
+JSON_DIR = REPO_ROOT / "docs" / "benchmarks"
+README = REPO_ROOT / "README.md"
+
+
+def json_values(paths: list[Path]) -> list[float]:
+    out: list[float] = []
+
+    def walk(x: object) -> None:
+        if isinstance(x, bool):
+            return
+        if isinstance(x, int | float):
+            out.append(float(x))
+        elif isinstance(x, dict):
+            for v in x.values():
+                walk(v)
+        elif isinstance(x, list):
+            for v in x:
+                walk(v)
+
+    for p in paths:
+        walk(json.loads(p.read_text()))
+    return out
+
+
+def matches(figure: str, values: list[float]) -> bool:
+    """A figure printed with d decimals matches a value (or a 100× percentage, or an inverse ratio) rounded to d."""
+    d = len(figure.split(".")[1]) if "." in figure else 0
+    target = float(figure)
+    candidates = [v for x in values for v in (x, 100 * x, 1 / x if x else 0.0)]
+    return any(abs(round(abs(c), d) - abs(target)) < 10 ** (-d) / 2 + 1e-12 for c in candidates)
+
+
+def test_readme_headline_table_is_the_one_the_json_files_generate():
+    assert readme_block(README.read_text()) == render(JSON_DIR), "README is stale: run `rollarc bench table`"
+
+
+def test_every_decimal_figure_in_the_readme_is_a_json_value():
+    text = README.read_text()
+    sources = [p for _, s, _ in ROWS if (p := source_path(s, JSON_DIR)).is_file()]
+    values = json_values(sources)
+    figures = re.findall(r"(?<![\w.])[+-]?\d+\.\d+", text)
+    assert figures, "the README shows no decimal figure at all"
+    missing = sorted({f for f in figures if not matches(f, values)})
+    assert not missing, f"README figures with no JSON source: {missing}"
+
+
+def test_the_figure_check_can_fail():
+    assert not matches("7.79", [7.738744155916969])
+    assert matches("7.74", [7.738744155916969])
+    assert matches("+41.5", [0.41500000000000004])  # points are 100 × a success fraction
+    assert matches("26.5", [0.0377])  # an inverse ratio
+
+
+def test_every_json_file_has_its_block_in_the_benchmarks_page():
+    page = (REPO_ROOT / "docs" / "benchmarks.md").read_text()
+    for path in JSON_DIR.glob("*.json"):
+        name = json.loads(path.read_text())["bench"]
+        assert f"<!-- bench:{name}:start -->" in page and f"<!-- bench:{name}:end -->" in page, name
+
+
+def test_rows_read_only_their_json(tmp_path):
+    (tmp_path / "engine.json").write_text(
+        json.dumps(
+            {
+                "bench": "engine",
+                "date": "2026-01-01",
+                "machine": "m, 2 cores",
+                "machine_load": {"quiet": False, "other_cpu_share": 0.4},
+                "ratio_vs_hf_generate": 3.14159,
+                "ratio_vs_hf_generate_batch": 2.5,
+                "requests": 7,
+                "threads": 1,
+            }
+        )
+    )
+    table = render(tmp_path)
+    engine = next(line for line in table.splitlines() if line.startswith("| rollout engine"))
+    assert "**3.14×**" in engine and "**2.50×**" in engine and "7 long-tailed" in engine
+    assert "m, 2 cores, 2026-01-01, **not quiet**" in engine
+    assert "| the demo learns | not measured yet |" in table
+
+
+def test_update_and_check_round_trip(tmp_path, capsys):
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# x\n\n{START}\nold\n{END}\n\ntail\n")
+    assert main(["--readme", str(readme), "--json-dir", str(JSON_DIR), "--check"]) == 1
+    assert update_readme(readme, JSON_DIR) is True
+    assert update_readme(readme, JSON_DIR) is False
+    assert main(["--readme", str(readme), "--json-dir", str(JSON_DIR), "--check"]) == 0
+    text = readme.read_text()
+    assert text.startswith("# x\n\n") and text.endswith(f"{END}\n\ntail\n") and "old" not in text
+
+
+def test_a_readme_without_the_block_is_an_error(tmp_path):
+    readme = tmp_path / "README.md"
+    readme.write_text("# nothing here\n")
+    with pytest.raises(ValueError, match="headline"):
+        readme_block(readme.read_text())
