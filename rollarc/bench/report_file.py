@@ -40,8 +40,8 @@ HEADER = """# Benchmarks
 Each block below is written by the `rollarc bench NAME` command it names, which runs rollarc and its
 baseline in the same process on the machine stated in the block. Re-running a command rewrites its own
 block, and nothing else, and writes the same figures as JSON to `docs/benchmarks/NAME.json` (the object
-the command prints, plus `date`, `machine` and `command`). Only full runs write here: `--quick` runs and
-`--no-docs` runs never do.
+the command prints, plus `date`, `machine`, `command`, `commit` and `machine_load`). Only full runs write
+here: `--quick` runs and `--no-docs` runs never do.
 """
 
 
