@@ -84,7 +84,8 @@ def test_gpu_cluster_example_loads_and_maps_onto_real_gpus() -> None:
     train = actor_options(joined, joined.roles.train, gpus=True)
     rollout = actor_options(joined, joined.roles.rollout[0], gpus=True)
     env = actor_options(joined, joined.roles.env, gpus=True)
-    assert train["num_gpus"] == 4 and train["resources"] == {"accelerator_type:H100": 0.001}
+    assert train["num_gpus"] == 1 and train["resources"] == {"accelerator_type:H100": 0.001}
+    assert joined.roles.train.replicas == 4  # 4 FSDP2 ranks: every GPU the train role reserves computes
     assert rollout["num_gpus"] == 1 and joined.roles.rollout[0].replicas == 4
     assert env["resources"] == {"pool_cpu": 8.0} and "num_gpus" not in env
 
