@@ -7,7 +7,9 @@ It lives in the config layer, below ``rollarc.rose``, so that :class:`rollarc.co
 
 from __future__ import annotations
 
-from pydantic import Field
+from pathlib import Path
+
+from pydantic import Field, field_validator
 
 from rollarc.configio import FrozenModel
 from rollarc.models.presets import PRESETS
@@ -74,11 +76,23 @@ class HarvestConfig(FrozenModel):
     trace_path: str | None = Field(
         None,
         description="serving trace CSV (TIMESTAMP,ContextTokens,GeneratedTokens), e.g. the Azure conversation "
-        "trace, read from this path; null: the synthetic trace of `synthetic`",
+        "trace, read from this path; null: the synthetic trace of `synthetic`; a relative path is resolved against the directory `rollarc train` runs in "
+        "(the driver's), since the replicas that read it may run elsewhere",
     )
     synthetic: SyntheticTraceConfig = Field(
         default_factory=SyntheticTraceConfig, description="the synthetic trace used without trace_path"
     )
+
+    @field_validator("trace_path")
+    @classmethod
+    def _absolute_existing_trace(cls, value: str | None) -> str | None:
+        """Resolved where the config is read, so a Ray actor in another working directory finds the same file."""
+        if value is None:
+            return None
+        path = Path(value).expanduser().resolve()
+        if not path.is_file():
+            raise ValueError(f"harvest.trace_path {value} is not a file")
+        return str(path)
     replay: ReplayConfig = Field(
         default_factory=lambda: ReplayConfig(duration_s=60.0),
         description="time/token scaling and the window of the trace; the window is replayed in a loop",

@@ -37,9 +37,12 @@ def json_values(paths: list[Path]) -> list[float]:
 
 def matches(figure: str, values: list[float]) -> bool:
     """A figure printed with d decimals matches a value (or a 100× percentage, or an inverse ratio) rounded to d."""
-    d = len(figure.split(".")[1]) if "." in figure else 0
     target = float(figure)
     candidates = [v for x in values for v in (x, 100 * x, 1 / x if x else 0.0)]
+    if "e" in figure:  # scientific: the same mantissa digits
+        digits = len(figure.split("e")[0].split(".")[1])
+        return any(f"{abs(c):.{digits}e}" == f"{abs(target):.{digits}e}" for c in candidates)
+    d = len(figure.split(".")[1]) if "." in figure else 0
     return any(abs(round(abs(c), d) - abs(target)) < 10 ** (-d) / 2 + 1e-12 for c in candidates)
 
 
@@ -51,7 +54,7 @@ def test_every_decimal_figure_in_the_readme_is_a_json_value():
     text = README.read_text()
     sources = [p for _, s, _ in ROWS if (p := source_path(s, JSON_DIR)).is_file()]
     values = json_values(sources)
-    figures = re.findall(r"(?<![\w.])[+-]?\d+\.\d+", text)
+    figures = re.findall(r"(?<![\w.])[+-]?\d+\.\d+(?:e[+-]?\d+)?", text)
     assert figures, "the README shows no decimal figure at all"
     missing = sorted({f for f in figures if not matches(f, values)})
     assert not missing, f"README figures with no JSON source: {missing}"
@@ -62,6 +65,7 @@ def test_the_figure_check_can_fail():
     assert matches("7.74", [7.738744155916969])
     assert matches("+41.5", [0.41500000000000004])  # points are 100 × a success fraction
     assert matches("26.5", [0.0377])  # an inverse ratio
+    assert matches("7.9e-09", [7.916241884231567e-09]) and not matches("8.0e-09", [7.916241884231567e-09])
 
 
 def test_every_json_file_has_its_block_in_the_benchmarks_page():

@@ -75,3 +75,13 @@ def test_a_resumed_turn_keeps_the_callers_sampling_and_generates_only_what_is_le
     resumed = turn.sampling()
     assert resumed == SamplingParams(temperature=0.7, top_k=5, max_tokens=4, stop_token_ids=(3,), seed=11)
     assert Turn("u", "traj", [1], 3).sampling() == SamplingParams(temperature=1.0, max_tokens=3, ignore_eos=True)
+
+
+def test_a_relative_trace_path_is_resolved_where_the_config_is_read(tmp_path, monkeypatch) -> None:
+    # Regression: the path was read inside the co-serving Ray actor, whose working directory may differ.
+    write_trace(tmp_path / "t.csv", [TraceRequest(0.0, 8, 4)])
+    monkeypatch.chdir(tmp_path)
+    cfg = HarvestConfig(trace_path="t.csv")
+    assert cfg.trace_path == str((tmp_path / "t.csv").resolve())
+    with pytest.raises(ValueError, match="harvest.trace_path missing.csv is not a file"):
+        HarvestConfig(trace_path="missing.csv")
