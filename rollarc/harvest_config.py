@@ -93,6 +93,7 @@ class HarvestConfig(FrozenModel):
         if not path.is_file():
             raise ValueError(f"harvest.trace_path {value} is not a file")
         return str(path)
+
     replay: ReplayConfig = Field(
         default_factory=lambda: ReplayConfig(duration_s=60.0),
         description="time/token scaling and the window of the trace; the window is replayed in a loop",

@@ -8,8 +8,8 @@ from pathlib import Path
 from rollarc.bench.report_file import (
     HEADER,
     PAGE_ENV,
-    json_path,
     git_commit,
+    json_path,
     machine,
     page_path,
     publish,

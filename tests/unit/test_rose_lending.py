@@ -83,5 +83,5 @@ def test_a_relative_trace_path_is_resolved_where_the_config_is_read(tmp_path, mo
     monkeypatch.chdir(tmp_path)
     cfg = HarvestConfig(trace_path="t.csv")
     assert cfg.trace_path == str((tmp_path / "t.csv").resolve())
-    with pytest.raises(ValueError, match="harvest.trace_path missing.csv is not a file"):
+    with pytest.raises(ValueError, match=r"harvest\.trace_path missing\.csv is not a file"):
         HarvestConfig(trace_path="missing.csv")
