@@ -39,9 +39,14 @@ HEADER = """# Benchmarks
 
 Each block below is written by the `rollarc bench NAME` command it names, which runs rollarc and its
 baseline in the same process on the machine stated in the block. Re-running a command rewrites its own
-block, and nothing else, and writes the same figures as JSON to `docs/benchmarks/NAME.json` (the object
-the command prints, plus `date`, `machine`, `command`, `commit` and `machine_load`). Only full runs write
-here: `--quick` runs and `--no-docs` runs never do.
+block, and nothing else, and writes the same figures as JSON to `docs/benchmarks/NAME.json`: the object
+the command prints, plus `date`, `machine`, `command`, `commit` (the git commit measured, `-dirty` with
+uncommitted changes) and `machine_load` (the share of the cores other processes used while it ran,
+sampled every second; the block says "quiet" below 10 %). Training benchmarks run several seeds and
+publish per-seed values with their median and range. Only full runs write here: `--quick` runs and
+`--no-docs` runs never do. The README's headline table is generated from these JSON files
+(`rollarc bench table`), and `tests/unit/test_bench_table.py` fails when a README figure has no JSON
+value or a JSON file has no block here.
 """
 
 
