@@ -119,8 +119,8 @@ def _reward(d: dict[str, Any]) -> Row:
 def _weightsync(d: dict[str, Any]) -> Row:
     return (
         f"sparse bf16 deltas {times(d['bytes_ratio_lr1e-6'], 1)} smaller than a full copy (tiny policy, real AdamW, lr 1e-6), "
-        f"{times(d['synthetic_bytes_ratio'], 1)} for {d['synthetic_params']:.0e} parameters; bit-exact "
-        f"{'yes' if d['bit_exact'] else 'NO'}; the relay sends {times(1 / d['cross_site_bytes_ratio'], 1)} fewer "
+        f"{times(d['synthetic_bytes_ratio'], 1)} for {d['synthetic_params']:,.0f} parameters (simulated AdamW); bit-exact "
+        f"{'yes' if d['bit_exact'] else 'NO'}; the relay sends {times(d['cross_site_bytes_ratio'], 1)} fewer "
         "cross-site bytes than direct sends",
         "`rollarc bench weightsync`",
     )

@@ -99,13 +99,13 @@ def test_rows_read_only_their_json(tmp_path):
 
 def test_update_and_check_round_trip(tmp_path, capsys):
     readme = tmp_path / "README.md"
-    readme.write_text(f"# x\n\n{START}\nold\n{END}\n\ntail\n")
+    readme.write_text(f"# x\n\n{START}\nSTALE-ROW\n{END}\n\ntail\n")
     assert main(["--readme", str(readme), "--json-dir", str(JSON_DIR), "--check"]) == 1
     assert update_readme(readme, JSON_DIR) is True
     assert update_readme(readme, JSON_DIR) is False
     assert main(["--readme", str(readme), "--json-dir", str(JSON_DIR), "--check"]) == 0
     text = readme.read_text()
-    assert text.startswith("# x\n\n") and text.endswith(f"{END}\n\ntail\n") and "old" not in text
+    assert text.startswith("# x\n\n") and text.endswith(f"{END}\n\ntail\n") and "STALE-ROW" not in text
 
 
 def test_a_readme_without_the_block_is_an_error(tmp_path):
