@@ -131,6 +131,14 @@ class SpotConfig(FrozenModel):
         10.0, gt=0, description="a job's lease; a worker that misses heartbeats this long loses it (no-notice loss)"
     )
     horizon_s: float = Field(3600.0, gt=0, description="the rate-drawn schedule covers this much of the run")
+    target: Literal["slot", "busy"] = Field(
+        "slot",
+        description="which node a preemption hits: slot (the trace's or the drawn slot, busy or not) or busy (the "
+        "node whose worker is furthest into a leased job, waiting up to busy_wait_s for one; else the slot)",
+    )
+    busy_wait_s: float = Field(
+        30.0, ge=0, description="with target busy: how long a preemption waits for a worker to be mid-job"
+    )
 
 
 class T2IRolesConfig(FrozenModel):

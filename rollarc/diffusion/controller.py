@@ -166,6 +166,8 @@ class T2IController:
                 explored_images=self.explored_images,
                 **stats,
             )
+            if self.workers.fleet is not None:  # cumulative: what preemptions cost so far (docs/spot.md)
+                record.update({f"spot_{k}": v for k, v in self.workers.fleet.counters().items()})
             if self.step % tc.eval_every == 0 or self.step == tc.steps:
                 record["heldout_reward"] = self.evaluate()["reward"]
             self.metrics.log(self.step, record)

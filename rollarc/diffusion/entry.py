@@ -118,6 +118,8 @@ def run_t2i(cfg: T2IConfig) -> int:
                 (str(policy_dir), cfg.tasks, cache, threads.explorer.threads),
                 step,
                 cfg.train.noise_level,
+                target=cfg.spot.target,
+                busy_wait_s=cfg.spot.busy_wait_s,
             )
         elif cfg.explore.enabled:
             explorer = T2ISampler.options(**role_options(cfg.cluster, "explorer")).remote(  # type: ignore[attr-defined]  # @ray.remote class

@@ -38,7 +38,7 @@ from rollarc.diffusion.tasks.registry import make_task
 from rollarc.diffusion.workers import reward_table, score
 from rollarc.placement import CATALOGUE, pool_resource
 from rollarc.spotlight.job_queue import Beat, JobQueue, JobSpec, Lease
-from rollarc.spotlight.preemption import Preemption, at_rate, from_trace
+from rollarc.spotlight.preemption import Preemption, Target, at_rate, busy_slot, from_trace
 
 HEAD_RESOURCE = "spot_head"
 POLL_S = 0.05
@@ -195,8 +195,11 @@ class SpotFleet:
         worker_args: tuple[str, list[str], str, int],
         version: int,
         noise_level: float,
+        target: Target = "slot",
+        busy_wait_s: float = 30.0,
     ):
         self.cluster, self.spot_resource, self.slots = cluster, spot_resource, slots
+        self.target, self.busy_wait_s = target, busy_wait_s
         self.schedule, self.replacement_s = schedule, replacement_s
         self.worker_args, self.noise_level, self.version = worker_args, noise_level, version
         self.start_version = version  # a joiner loads these weights from disk, then later versions from the queue
@@ -246,7 +249,31 @@ class SpotFleet:
         for p in self.schedule:
             if self.stop.wait(max(0.0, self.t0 + p.at_s - time.monotonic())):
                 return
-            self.preempt_and_replace_later(p.slot, p.notice_s)
+            slot = self.target_slot(p.slot)
+            if slot is None:  # the fleet is closing
+                return
+            self.preempt_and_replace_later(slot, p.notice_s)
+
+    def target_slot(self, scheduled: int) -> int | None:
+        """The slot a preemption hits: ``scheduled``, or with ``target: busy`` the busiest worker's slot.
+
+        With ``busy``, waits up to ``busy_wait_s`` for a worker to be at least one step into a job (polling
+        the queue's leases); if none is by then, the scheduled slot. ``None`` if the fleet closed meanwhile.
+        """
+        if self.target == "slot":
+            return scheduled
+        deadline = time.monotonic() + self.busy_wait_s
+        while True:
+            held = ray.get(self.queue.held.remote())
+            with self.lock:
+                slot_of = {n.name: slot for slot, n in self.nodes.items()}
+            chosen = busy_slot(held, slot_of)
+            if chosen is not None:
+                return chosen
+            if time.monotonic() >= deadline:
+                return scheduled
+            if self.stop.wait(POLL_S):
+                return None
 
     def preempt_and_replace_later(self, slot: int, notice_s: float) -> None:
         """One injected preemption, from any thread; the replacement is due ``replacement_s`` after the loss."""
@@ -328,6 +355,13 @@ class SpotFleet:
                 ray.get(ref)
             except ray.exceptions.RayActorError:  # its node was removed: a preemption, not a bug
                 continue
+
+    def counters(self) -> dict[str, int]:
+        """What preemption has cost so far, for the step's metrics: the queue's counters and the losses."""
+        stats = ray.get(self.queue.stats.remote())
+        keys = ("committed_on_notice", "requeued_on_expiry", "lost_steps", "resumed_steps", "duplicate_jobs")
+        preemptions = sum(1 for _, what, _ in self.log.events if what in ("preempted", "lost without notice"))
+        return {**{k: int(stats[k]) for k in keys}, "preemptions": preemptions}
 
     def stats(self) -> dict[str, Any]:
         out: dict[str, Any] = ray.get(self.queue.stats.remote())

@@ -5,6 +5,12 @@ gone ``notice_s`` later (``notice_s = 0``: no notice, it just vanishes); a repla
 the same slot ``replacement_s`` after the loss. A trace is a list of such rows (``configs/spot_trace.yaml``);
 the rate-based schedule draws exponential gaps per slot with a seeded RNG, so the same config gives the
 same schedule. The runtime that executes it is ``rollarc.diffusion.spot_fleet``.
+
+Which node a preemption hits: ``slot`` (the trace's or the drawn slot, whatever it is doing) or ``busy``
+(:func:`busy_slot`: the node whose worker is furthest into a leased job). A cloud reclaims VMs without
+looking at them, but on a small fleet most nodes are idle between exploration rounds, so preemptions at
+random times mostly hit idle workers and never exercise the in-flight commit or the lease expiry;
+``busy`` makes every preemption cost work, the case the pull scheduler exists for.
 """
 
 from __future__ import annotations
@@ -12,6 +18,9 @@ from __future__ import annotations
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Literal
+
+Target = Literal["slot", "busy"]
 
 
 @dataclass(frozen=True, order=True)
@@ -60,3 +69,18 @@ def at_rate(
             out.append(Preemption(t, slot, notice_s))
             t += notice_s + replacement_s
     return sorted(out)
+
+
+def busy_slot(held: Mapping[int, tuple[str, int]], slot_of: Mapping[str, int], min_step: int = 1) -> int | None:
+    """The slot whose worker is furthest into a leased job (at least ``min_step`` steps done), ties to the lowest
+    slot; ``None`` when no live worker is that far into a job.
+
+    ``held`` is the queue's leased jobs, ``job_id -> (worker, steps done)``; ``slot_of`` maps each live
+    worker to its slot (a worker that is gone no longer counts).
+    """
+    best: tuple[int, int] | None = None  # (-steps, slot): the most steps first, then the lowest slot
+    for worker, step in held.values():
+        if worker in slot_of and step >= min_step:
+            key = (-step, slot_of[worker])
+            best = key if best is None or key < best else best
+    return None if best is None else best[1]

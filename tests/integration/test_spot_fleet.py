@@ -60,6 +60,8 @@ def test_spot_fleet_survives_notice_and_no_notice_losses(tmp_path):
         ids = fleet.launch(prompts, seeds, STEPS, version=0)
         # 1. a notice while the job is in flight: the worker commits, the replacement resumes from its step
         wait_for(fleet, lambda h: any(step >= 2 for _, step in h.values()), "a job 2 steps in")
+        fleet.target, fleet.busy_wait_s = "busy", 0.0
+        assert fleet.target_slot(scheduled=7) == 0  # `target: busy` hits the worker mid-job, not the trace's slot
         assert fleet.preempt(0, notice_s=1.0)
         stats = fleet.stats()
         assert stats["committed_on_notice"] == 1 and stats["lost_steps"] == 0
@@ -72,6 +74,8 @@ def test_spot_fleet_survives_notice_and_no_notice_losses(tmp_path):
         injector.join()
         explored = fleet.wait(ids)
         stats = fleet.stats()
+        counters = fleet.counters()
+        assert fleet.target_slot(scheduled=7) == 7  # nobody mid-job and no time to wait: the trace's slot
     finally:
         if fleet is not None:
             fleet.close()
@@ -86,3 +90,5 @@ def test_spot_fleet_survives_notice_and_no_notice_losses(tmp_path):
     # path itself is tested deterministically in tests/unit/test_spot_job_queue.py.
     assert (stats["requeued_on_expiry"], stats["lost_steps"] >= 1) in {(1, True), (0, False)}
     assert stats["preemptions"] == 2 and set(stats["spot_node_seconds"]) == {"spot0-g0", "spot0-g1", "spot0-g2"}
+    keys = ("committed_on_notice", "requeued_on_expiry", "lost_steps", "resumed_steps", "duplicate_jobs", "preemptions")
+    assert counters == {k: stats[k] for k in keys}  # the per-step metrics carry the same counts

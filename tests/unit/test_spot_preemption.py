@@ -8,7 +8,7 @@ from rollarc.configio import ConfigError
 from rollarc.diffusion.config import load_t2i_config
 from rollarc.diffusion.spot_fleet import cost_summary, preemption_schedule, spot_slots
 from rollarc.spotlight.fleet_sim import run_pull, run_push
-from rollarc.spotlight.preemption import Preemption, at_rate, from_trace
+from rollarc.spotlight.preemption import Preemption, at_rate, busy_slot, from_trace
 
 
 def test_trace_rows_are_checked_and_sorted():
@@ -76,3 +76,18 @@ def test_cost_summary_prices_roles_on_demand_and_explorers_at_spot():
             "spot_node_hours": 1.5,
         }
     )
+
+
+def test_busy_slot_is_the_worker_furthest_into_a_job():
+    slot_of = {"spot0-g0": 0, "spot1-g0": 1, "spot2-g1": 2}
+    held = {10: ("spot0-g0", 3), 11: ("spot1-g0", 7), 12: ("spot2-g1", 7)}
+    assert busy_slot(held, slot_of) == 1  # 7 steps beats 3; a tie at 7 goes to the lower slot
+    assert busy_slot({10: ("spot0-g0", 3), 12: ("spot2-g1", 5)}, slot_of) == 2
+
+
+def test_busy_slot_skips_fresh_leases_and_workers_that_are_gone():
+    slot_of = {"spot0-g1": 0}
+    assert busy_slot({1: ("spot0-g1", 0)}, slot_of) is None  # leased, nothing done yet: nothing to commit
+    assert busy_slot({1: ("spot0-g0", 9)}, slot_of) is None  # the lease of a worker already removed
+    assert busy_slot({}, slot_of) is None
+    assert busy_slot({1: ("spot0-g1", 0)}, slot_of, min_step=0) == 0
