@@ -120,7 +120,9 @@ class SpotConfig(FrozenModel):
         "of a local ray.cluster_utils.Cluster, preempted by the injector below",
     )
     trace: str | None = Field(
-        None, description="preemption trace (YAML list of {at_s, slot, notice_s}); null: draw at rate_per_hour"
+        None,
+        description="preemption trace (YAML list of {at_s, slot, notice_s}, at_s counted from the first exploration "
+        "jobs); null: draw at rate_per_hour",
     )
     rate_per_hour: float = Field(
         60.0, ge=0, description="preemptions per spot node per hour when no trace is given (0: none)"

@@ -215,10 +215,18 @@ class SpotFleet:
         self.t0 = time.monotonic()
         for slot in range(slots):
             self._add(slot)
-        up = time.monotonic()  # the schedule counts from when every first node is up: earlier joins are < 0
-        self.log.events = [(round(at - (up - self.t0), 3), what, who) for at, what, who in self.log.events]
-        self.t0 = up
         self.injector = threading.Thread(target=self._inject, name="spot-injector", daemon=True)
+
+    def _start_schedule(self) -> None:
+        """The schedule counts from the first exploration jobs, not from the fleet's start.
+
+        Starting the trainer and the sampler takes seconds to minutes, depending on the machine, and no
+        exploration runs meanwhile; a schedule counted from the fleet's start would spend itself there.
+        Events before this moment (the first joins) get negative times.
+        """
+        now = time.monotonic()
+        self.log.events = [(round(at - (now - self.t0), 3), what, who) for at, what, who in self.log.events]
+        self.t0 = now
         self.injector.start()
 
     def _event(self, what: str, who: str) -> None:
@@ -321,6 +329,8 @@ class SpotFleet:
 
     def launch(self, prompts: list[str], seeds: list[list[int]], steps: int, version: int) -> list[int]:
         self.pump()
+        if self.injector.ident is None and self.closed_at is None:  # the first exploration jobs
+            self._start_schedule()
         jobs = []
         for prompt, s in zip(prompts, seeds, strict=True):
             jobs.append(JobSpec(self.next_job, prompt, tuple(s), version, steps))
@@ -382,7 +392,8 @@ class SpotFleet:
             return
         self.closed_at = time.monotonic()
         self.stop.set()
-        self.injector.join(timeout=30)
+        if self.injector.ident is not None:
+            self.injector.join(timeout=30)
         ray.get(self.queue.close.remote())
 
 
