@@ -64,13 +64,25 @@ def machine() -> str:
 
 
 def git_commit(root: Path = REPO_ROOT) -> str | None:
-    """The checkout's short commit, with ``-dirty`` when files differ from it; ``None`` outside a checkout."""
+    """The checkout's short commit, with ``-dirty`` when code differs from it; ``None`` outside a checkout."""
     try:
         head = subprocess.run(
             ["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
         ).stdout.strip()
         dirty = subprocess.run(
-            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+            # docs/ and README.md are what benchmarks write: rewriting them changes nothing measured
+            [
+                "git",
+                "-C",
+                str(root),
+                "status",
+                "--porcelain",
+                "--untracked-files=no",
+                "--",
+                ".",
+                ":!docs",
+                ":!README.md",
+            ],
             capture_output=True,
             text=True,
             check=True,
