@@ -30,8 +30,8 @@ class LoadMonitor:
 
     interval_s: float = 1.0
     root_pid: int = field(default_factory=os.getpid)
-    own_cpu_s: float = 0.0
-    other_cpu_s: float = 0.0
+    own_cpu_seconds: float = 0.0
+    other_cpu_seconds: float = 0.0
     _seen: dict[tuple[int, float], float] = field(default_factory=dict)
     _started: float = 0.0
     _stop: threading.Event = field(default_factory=threading.Event)
@@ -49,7 +49,7 @@ class LoadMonitor:
             self.sample()
 
     def sample(self, *, count: bool = True) -> None:
-        """Add every process's CPU time since its last sample to ``own_cpu_s`` or ``other_cpu_s``."""
+        """Add every process's CPU time since its last sample to ``own_cpu_seconds`` or ``other_cpu_seconds``."""
         own = self._own_pids()
         seen: dict[tuple[int, float], float] = {}
         for proc in psutil.process_iter(["pid", "create_time", "cpu_times"]):
@@ -61,9 +61,9 @@ class LoadMonitor:
             seen[key] = cpu
             delta = cpu - self._seen.get(key, cpu if not count else 0.0)
             if key[0] in own:
-                self.own_cpu_s += delta
+                self.own_cpu_seconds += delta
             else:
-                self.other_cpu_s += delta
+                self.other_cpu_seconds += delta
         self._seen = seen
 
     def _own_pids(self) -> set[int]:
@@ -76,19 +76,21 @@ class LoadMonitor:
     def summary(self) -> dict[str, float | bool]:
         """Shares of the machine's cores over the run so far (0..1), and whether it counts as quiet."""
         self.sample()
-        return shares(self.own_cpu_s, self.other_cpu_s, time.monotonic() - self._started, os.cpu_count() or 1)
+        return shares(
+            self.own_cpu_seconds, self.other_cpu_seconds, time.monotonic() - self._started, os.cpu_count() or 1
+        )
 
     def stop(self) -> None:
         self._stop.set()
 
 
-def shares(own_cpu_s: float, other_cpu_s: float, wall_s: float, cpus: int) -> dict[str, float | bool]:
+def shares(own_cpu_seconds: float, other_cpu_seconds: float, wall_s: float, cpus: int) -> dict[str, float | bool]:
     """CPU seconds as shares of ``cpus`` cores over ``wall_s``; quiet when others used under the threshold."""
     capacity = max(wall_s, 1e-9) * cpus
-    other = other_cpu_s / capacity
+    other = other_cpu_seconds / capacity
     return {
         "other_cpu_share": round(other, 3),
-        "own_cpu_share": round(own_cpu_s / capacity, 3),
+        "own_cpu_share": round(own_cpu_seconds / capacity, 3),
         "wall_s": round(wall_s, 1),
         "quiet": other < QUIET_OTHER_SHARE,
     }

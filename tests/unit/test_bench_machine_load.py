@@ -29,8 +29,8 @@ def test_the_tree_counts_as_own_and_a_stranger_as_other():
     mon.sample()
     for proc in (tree, stranger):
         proc.communicate("")
-    assert 0.6 - own_before - 0.05 <= mon.own_cpu_s <= 0.8  # the tree's burn after the first sample
-    assert mon.other_cpu_s >= 0.5  # the stranger's burn, plus whatever else ran
+    assert 0.6 - own_before - 0.05 <= mon.own_cpu_seconds <= 0.8  # the tree's burn after the first sample
+    assert mon.other_cpu_seconds >= 0.5  # the stranger's burn, plus whatever else ran
 
 
 def test_shares_are_of_every_core_over_the_wall_time():
