@@ -192,9 +192,11 @@ def test_the_decisions_differ_when_the_simulator_is_configured_differently():
 
 
 def test_the_simulation_schedules_through_the_core():
-    """A whole simulated run: every trained group went through the core's batches."""
+    """A whole simulated run: every trained group went through the core's batches, and no group is wasted."""
     simulation = Simulation(toy_setup(steps=3, groups=2, max_staleness=1))
     result = simulation.run()
     core = simulation.scheduling.core
     assert core.counts.trained == 3 * 2 == result.trajectories // 2
     assert core.next_train_version == 3 and core.published_version == 3
+    # admission stops at the end: every admitted group was trained, none started for a step that never comes
+    assert core.counts.new_groups == 3 * 2 and core.outstanding == 0
