@@ -146,6 +146,9 @@ class GroupScheduler:
         self.restart_queue: list[tuple[int, str]] = []
         self.attempts: dict[int, int] = {}  # stale restarts so far, of groups restarted at least once
         self.counts = SchedulerCounts()
+        # the freshness check: every ready group was fresh for ``_checked_version`` except those in ``_unchecked``
+        self._checked_version = start_version
+        self._unchecked: list[ReadyGroup] = []
 
     # ---- the state ------------------------------------------------------------------------------------
     @property
@@ -179,6 +182,7 @@ class GroupScheduler:
             [*self.in_flight.items(), *((g.group, g.task) for g in self.ready.values()), *self.restart_queue]
         )
         self.in_flight, self.ready, self.order, self.restart_queue = {}, {}, [], groups
+        self._unchecked = []
         self.published_version = self.next_train_version = version
         return [group for group, _ in groups]
 
@@ -215,7 +219,8 @@ class GroupScheduler:
         top = min_version if max_version is None else max_version
         if top < min_version:
             raise ValueError(f"group {group}: newest token version {top} is older than its oldest {min_version}")
-        self.ready[group] = ReadyGroup(group, task, min_version, top)
+        self.ready[group] = ready = ReadyGroup(group, task, min_version, top)
+        self._unchecked.append(ready)
 
     def fail(self, group: int) -> None:
         """Group ``group`` finished without enough usable trajectories: it will never be trained."""
@@ -229,7 +234,14 @@ class GroupScheduler:
     def take_batch(self) -> BatchDecision:
         """Discard groups with no fresh token, then take the next batch in admission order if there is one."""
         version = self.next_train_version
-        stale = tuple(g for g in self.ready.values() if not is_fresh(version, g.max_version, self.max_staleness))
+        # a group fresh for this version stays fresh until the version moves: only new ones need a look then
+        candidates = self._unchecked if version == self._checked_version else self.ready.values()
+        stale = tuple(
+            g
+            for g in candidates
+            if self.ready.get(g.group) is g and not is_fresh(version, g.max_version, self.max_staleness)
+        )
+        self._checked_version, self._unchecked = version, []
         restarted = tuple(self._discard(group) for group in stale)
         decision = BatchDecision(None, stale, tuple(g for g in restarted if g is not None))
         if len(self.ready) < self.groups_per_step:
