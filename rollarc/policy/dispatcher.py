@@ -85,8 +85,10 @@ class Dispatcher:
         return indexes
 
     def _load_changed(self, state: ReplicaState) -> None:
-        for index in self._indexes(state.pool):
-            index.changed(state)
+        self.loads[state.pool].changed(state)  # (no list of indexes built: this runs twice per turn)
+        everything = self.loads.get(None)
+        if everything is not None:
+            everything.changed(state)
 
     def release(self, cache_key: str) -> None:
         """A trajectory ended: its prefix need not stick to a replica any more."""
