@@ -20,8 +20,12 @@ from hypothesis import strategies as st
 from rollarc.policy.dispatcher import Dispatcher
 from rollarc.policy.replay import Event, GroupDone, InProcessDriver, TrainerFree, WeightsPublished, replay
 from rollarc.policy.scheduler import Batch, GroupScheduler
+from rollarc.policy.task_mix import TaskMix
+from rollarc.sim.scenario import load_scenario
 from rollarc.sim.scheduling import SimScheduling
-from tests.unit.test_policy_replay import equivalent_setup, in_process, runtime_config, runtime_driver
+from rollarc.sim.setup import build_setup
+from rollarc.sim.simulator import Simulation
+from tests.unit.test_policy_replay import REPO, equivalent_setup, in_process, runtime_config, runtime_driver
 
 script = st.lists(st.tuples(st.sampled_from(["finish", "train", "publish"]), st.integers(0, 10_000)), max_size=300)
 
@@ -178,3 +182,19 @@ def test_the_world_is_long_tailed_enough_to_reorder_completions():
     strict, dispatcher = in_process(runtime_config(2, ["train.steps=30", "async.max_overtake=0"]))
     strict_world = long_successes(strict, dispatcher, steps=30)
     assert shares_follow_admission(strict_world, 4, 0) == [] and strict.counts.overtaken == 0
+
+
+def test_the_simulated_rollarc_128_trains_each_task_at_its_admitted_share():
+    """`rollarc simulate configs/sim/rollarc_128.yaml`: `swe`, slow and long-tailed, a quarter of admissions, got
+    1,200 of 10,240 trained trajectories under completion-order batches; now its share within max_overtake groups."""
+    setup = build_setup(load_scenario(REPO / "configs/sim/rollarc_128.yaml", ["steps=4"]))
+    simulation = Simulation(setup)
+    result = simulation.run()
+    b, g = setup.groups_per_step, setup.group_size
+    mix = TaskMix({t.name: float(t.groups_per_step) for t in setup.tasks if t.groups_per_step > 0})
+    admitted = Counter(mix.next() for _ in range(4 * b))  # the first 4·B admitted groups, in order
+    core = simulation.scheduling.core
+    assert core.counts.dropped_stale == 0 and core.counts.dropped_failed == 0
+    for task, groups in admitted.items():
+        assert abs(result.trained_by_task[task] - groups * g) <= setup.max_overtake * g, task
+    assert admitted["swe"] == b  # a quarter of 4·B
