@@ -21,6 +21,7 @@ from rollarc.engine.config import EngineConfig
 from rollarc.envs.latency import LatencyConfig
 from rollarc.envs.registry import EnvSpec
 from rollarc.harvest_config import HarvestConfig
+from rollarc.policy.scheduler import DEFAULT_MAX_OVERTAKE, DEFAULT_MAX_RESTARTS
 from rollarc.rewards.config import RewardConfig, placement_problems
 from rollarc.serve.config import RolloutConfig, backend_problems
 from rollarc.sync.config import SyncConfig
@@ -262,11 +263,22 @@ class AsyncConfig(FrozenModel):
     max_staleness: int = Field(
         0, ge=0, description="k: no trained token is more than k policy versions old (must be 0 in sync mode)"
     )
+    max_overtake: int = Field(
+        DEFAULT_MAX_OVERTAKE,
+        ge=0,
+        description="batches follow admission order: a batch is the groups_per_step earliest-admitted finished "
+        "groups, and it may pass over at most this many older groups still running (each stays first in line); "
+        "0: strict admission order (docs/async.md#batch-order)",
+    )
     on_stale: Literal["drop", "restart"] = Field(
         "drop",
-        description="a finished group that would break the "
-        "staleness bound is dropped, or restarted from "
-        "scratch; both are counted",
+        description="a finished group with no token within max_staleness of the step is dropped, or run again "
+        "from scratch with fresh sampling seeds (at most `max_restarts` times, then dropped); both are counted",
+    )
+    max_restarts: int = Field(
+        DEFAULT_MAX_RESTARTS,
+        ge=0,
+        description="with on_stale: restart, how many times one group is run again before it is dropped",
     )
     in_flight_update: Literal["finish", "abort", "continue"] = Field(
         "finish",
@@ -302,6 +314,15 @@ class AsyncConfig(FrozenModel):
     def _sync_has_no_staleness(self) -> AsyncConfig:
         if self.mode == "sync" and self.max_staleness != 0:
             raise ValueError("async.max_staleness must be 0 when async.mode is 'sync' (use mode: async)")
+        return self
+
+    @model_validator(mode="after")
+    def _restarts_need_restart(self) -> AsyncConfig:
+        if self.on_stale == "drop" and self.max_restarts != type(self).model_fields["max_restarts"].default:
+            raise ValueError(
+                f"async.max_restarts={self.max_restarts} has no effect with async.on_stale='drop'; "
+                "set on_stale: restart or remove max_restarts"
+            )
         return self
 
     @model_validator(mode="after")

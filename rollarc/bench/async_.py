@@ -15,7 +15,7 @@ Reported per mode: RL wall time (first admitted group to last weight sync; SFT, 
 held-out evaluations are outside it), trajectories/s, the bubble fraction of each role, and held-out
 success after training (200 greedy episodes on seeds disjoint from training).
 
-Time to target (``rollarc.bench.time_to_target``): sync, k = 1 and k = 2 each run ``--seeds`` times, with a
+Time to target (``rollarc.bench.time_to_target``): sync, k = 1 and k = 2 each run ``--seeds`` times (3), with a
 held-out evaluation every ``--eval-every`` steps; the target is a held-out success every synchronous seed
 reaches, and each run's time to target is the RL wall time until its success first reaches it (``null``
 when it never does). ``--quick`` runs one seed.
@@ -94,6 +94,11 @@ def run_mode(config_path: str, overrides: list[str], label: str, runs: Path) -> 
     }
 
 
+# Runs per mode: two seeds could not separate an effect of k from run-to-run noise (docs/async.md#measured);
+# three give a median that one bad seed cannot decide.
+DEFAULT_SEEDS = 3
+
+
 def time_to_target(
     start_success: float, curves: dict[str, list[list[tuple[float, float]]]], fraction: float
 ) -> dict[str, Any]:
@@ -126,7 +131,7 @@ def main(argv: list[str]) -> int:
         "--seeds",
         type=int,
         default=None,
-        help="runs (config seeds) of sync, k=1 and k=2 for time to target (default 2)",
+        help=f"runs (config seeds) of sync, k=1 and k=2 for time to target (default {DEFAULT_SEEDS})",
     )
     parser.add_argument(
         "--eval-every", type=int, default=None, help="held-out evaluation every N steps (default 2; quick: 1)"
@@ -151,7 +156,7 @@ def main(argv: list[str]) -> int:
     overrides = [*(QUICK if args.quick else []), *args.overrides]
     if args.steps is not None:
         overrides.append(f"train.steps={args.steps}")
-    seeds = args.seeds if args.seeds is not None else (1 if args.quick else 2)
+    seeds = args.seeds if args.seeds is not None else (1 if args.quick else DEFAULT_SEEDS)
     if seeds < 1:
         parser.error(f"--seeds {seeds}: at least one run per mode is needed")
     if not 0.0 < args.target_fraction <= 1.0:

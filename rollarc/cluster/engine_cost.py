@@ -7,7 +7,8 @@ interchangeable. Roofline versions delegate every number to :mod:`rollarc.cluste
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Protocol
 
 from rollarc.cluster import roofline
@@ -62,6 +63,11 @@ class RooflineEngine:
     model: ModelSpec
     tp: int
     eff: Efficiency
+    # decode terms that depend on the batch size only (floor, weight bytes read, slope): the simulator asks for
+    # the cost of every decode span, and the batch takes few values
+    _per_batch: dict[int, tuple[float, float, float]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     def __post_init__(self) -> None:
         if self.kv_capacity_tokens <= 0:
@@ -74,9 +80,17 @@ class RooflineEngine:
     def devices(self) -> int:
         return self.tp
 
-    @property
+    @cached_property
     def kv_capacity_tokens(self) -> float:
         return roofline.kv_capacity_tokens(self.gpu, self.model, self.tp, self.eff.gpu_memory_utilization)
+
+    @cached_property
+    def _bandwidth(self) -> float:
+        return self.tp * self.gpu.hbm_bytes_per_s * self.eff.decode_bw_eff
+
+    @cached_property
+    def _kv_bytes_per_token(self) -> float:
+        return self.model.kv_bytes_per_token
 
     @property
     def max_batch(self) -> int:
@@ -86,13 +100,18 @@ class RooflineEngine:
         return roofline.prefill_time(self.gpu, self.model.n_active, new_tokens, self.tp, self.eff.prefill_mfu)
 
     def decode_cost(self, batch: int, context_tokens: float) -> IterationCost:
-        bandwidth = self.tp * self.gpu.hbm_bytes_per_s * self.eff.decode_bw_eff
+        terms = self._per_batch.get(batch)
+        if terms is None:
+            terms = self._per_batch[batch] = (
+                roofline.decode_compute_time(self.gpu, self.model, batch, self.tp, self.eff.decode_mfu),
+                roofline.weight_bytes_read(self.model, batch),
+                self._kv_bytes_per_token * batch / self._bandwidth,
+            )
+        floor, weights, slope = terms
         return IterationCost(
-            floor=roofline.decode_compute_time(self.gpu, self.model, batch, self.tp, self.eff.decode_mfu),
-            base=roofline.decode_memory_time(
-                self.gpu, self.model, batch, context_tokens, self.tp, self.eff.decode_bw_eff
-            ),
-            slope=self.model.kv_bytes_per_token * batch / bandwidth,
+            floor=floor,
+            base=roofline.read_time(weights, self._kv_bytes_per_token, context_tokens, self._bandwidth),
+            slope=slope,
             overhead=self.eff.iteration_overhead_s,
         )
 

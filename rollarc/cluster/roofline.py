@@ -42,9 +42,14 @@ def decode_memory_time(
     gpu: GpuSpec, model: ModelSpec, batch: float, context_tokens: float, tp: int, bw_eff: float
 ) -> float:
     """``(weight_bytes_read + kv_bytes_per_token · context) / (tp · HBM · eff)``: bandwidth-bound."""
-    return (weight_bytes_read(model, batch) + model.kv_bytes_per_token * context_tokens) / (
-        tp * gpu.hbm_bytes_per_s * bw_eff
+    return read_time(
+        weight_bytes_read(model, batch), model.kv_bytes_per_token, context_tokens, tp * gpu.hbm_bytes_per_s * bw_eff
     )
+
+
+def read_time(weight_bytes: float, kv_bytes_per_token: float, context_tokens: float, bandwidth: float) -> float:
+    """:func:`decode_memory_time` from its parts, for a caller that keeps the batch-only ones (the simulator)."""
+    return (weight_bytes + kv_bytes_per_token * context_tokens) / bandwidth
 
 
 def decode_step_time(

@@ -8,7 +8,7 @@ is what lets the simulator make the runtime's routing decisions.
 
 from __future__ import annotations
 
-from rollarc.policy.routing import ReplicaState, Route, RoutingPolicy
+from rollarc.policy.routing import LeastLoaded, ReplicaState, Route, RoutingPolicy
 
 
 class Dispatcher:
@@ -16,14 +16,18 @@ class Dispatcher:
         self.task_pools = dict(task_pools)
         self.policy = RoutingPolicy(steal_fraction=steal_fraction, max_sticky=max_sticky)
         self.replicas: dict[str, ReplicaState] = {}
-        self.pool_members: dict[str, list[ReplicaState]] = {}  # an index of ``replicas`` by pool
+        # the replicas by load, per pool, and all of them under None once a turn without a pool asks for them:
+        # indexes of ``replicas`` for the policy
+        self.loads: dict[str | None, LeastLoaded] = {}
 
     # ---- membership ----------------------------------------------------------------------------------
     def add_replica(self, name: str, pool: str, capacity: int) -> None:
         self.remove(name)
         state = ReplicaState(name=name, pool=pool, capacity=capacity)
         self.replicas[name] = state
-        self.pool_members.setdefault(pool, []).append(state)
+        for index in self._indexes(pool):
+            index.members.append(state)
+            index.rebuild()
 
     def stop_accepting(self, name: str) -> ReplicaState | None:
         """No new turn goes to ``name`` (its running turns go on); returns its state, or None if unknown."""
@@ -36,7 +40,9 @@ class Dispatcher:
     def remove(self, name: str) -> None:
         state = self.replicas.pop(name, None)
         if state is not None:
-            self.pool_members[state.pool].remove(state)
+            for index in self._indexes(state.pool):
+                index.members.remove(state)
+                index.rebuild()
 
     def mark_dead(self, name: str) -> bool:
         """Whether ``name`` was alive until now (a replica is counted dead once)."""
@@ -53,10 +59,15 @@ class Dispatcher:
 
     def start_turn(self, cache_key: str | None, task: str | None) -> Route:
         """Choose the replica for one turn and count it as outstanding there until :meth:`finish_turn`."""
-        route = self.policy.choose(self.replicas, cache_key, self.preferred_pool(task), self.pool_members)
+        preferred = self.preferred_pool(task)
+        if preferred is None and None not in self.loads:
+            self.loads[None] = LeastLoaded(list(self.replicas.values()))
+            self.loads[None].rebuild()
+        route = self.policy.choose(self.replicas, cache_key, preferred, self.loads)
         state = self.replicas[route.replica]
         state.outstanding += 1
         state.foreign += int(route.stolen)
+        self._load_changed(state)
         return route
 
     def finish_turn(self, route: Route) -> None:
@@ -64,6 +75,20 @@ class Dispatcher:
         if state is not None:
             state.outstanding -= 1
             state.foreign -= int(route.stolen)
+            self._load_changed(state)
+
+    def _indexes(self, pool: str) -> list[LeastLoaded]:
+        """The load indexes a replica of ``pool`` belongs to (its pool's, and the one of all replicas if kept)."""
+        indexes = [self.loads.setdefault(pool, LeastLoaded())]
+        if None in self.loads:
+            indexes.append(self.loads[None])
+        return indexes
+
+    def _load_changed(self, state: ReplicaState) -> None:
+        self.loads[state.pool].changed(state)  # (no list of indexes built: this runs twice per turn)
+        everything = self.loads.get(None)
+        if everything is not None:
+            everything.changed(state)
 
     def release(self, cache_key: str) -> None:
         """A trajectory ended: its prefix need not stick to a replica any more."""

@@ -20,10 +20,11 @@ from rollarc.policy.scheduler import Admission, Batch, GroupScheduler
 
 @dataclass(frozen=True)
 class GroupDone:
-    """Every trajectory of ``group`` finished; the oldest version among their tokens is ``min_version``."""
+    """Every trajectory of ``group`` finished; their tokens' versions span ``min_version .. max_version``."""
 
     group: int
     min_version: int
+    max_version: int
 
 
 @dataclass(frozen=True)
@@ -60,7 +61,7 @@ class SchedulingDriver(Protocol):
         """Launch every group the core admits now."""
         ...
 
-    def group_done(self, group: int, min_version: int) -> None: ...
+    def group_done(self, group: int, min_version: int, max_version: int) -> None: ...
 
     def trainer_free(self) -> Batch | None: ...
 
@@ -88,8 +89,8 @@ def replay(driver: SchedulingDriver, events: list[Event]) -> Decisions:
     decisions.admissions += driver.admissions()
     for event in events:
         match event:
-            case GroupDone(group, min_version):
-                driver.group_done(group, min_version)
+            case GroupDone(group, min_version, max_version):
+                driver.group_done(group, min_version, max_version)
             case TrainerFree():
                 batch = driver.trainer_free()
                 if batch is not None:
@@ -117,8 +118,8 @@ class InProcessDriver:
     def admissions(self) -> list[Admission]:
         return self.scheduler.admit_all()
 
-    def group_done(self, group: int, min_version: int) -> None:
-        self.scheduler.complete(group, min_version)
+    def group_done(self, group: int, min_version: int, max_version: int) -> None:
+        self.scheduler.complete(group, min_version, max_version)
 
     def trainer_free(self) -> Batch | None:
         return self.scheduler.take_batch().batch

@@ -2,32 +2,42 @@
 
 Events in (the driver reports them, whatever runs the groups: Ray actors, SimPy processes, a test):
 
-- :meth:`GroupScheduler.admit`: may a group be launched now, and which (a restart of a stale group
-  first, else a new group of the task the task mix chooses)? ``None`` when the bound says wait.
-- :meth:`GroupScheduler.complete`: a group finished, with its trajectories' oldest policy version.
+- :meth:`GroupScheduler.admit`: may a group be launched now, and which (a restart first, else a new group
+  of the task the task mix chooses)? ``None`` when the bound says wait or no remaining step could train it.
+- :meth:`GroupScheduler.complete`: a group finished, with the oldest and newest policy versions of its tokens.
 - :meth:`GroupScheduler.fail`: a group finished with too few usable trajectories (never trained).
-- :meth:`GroupScheduler.take_batch`: the trainer is free; stale groups are dropped or queued for a
-  restart (and counted), then the ``B`` oldest fresh groups form the next step's batch, or none.
+- :meth:`GroupScheduler.take_batch`: the trainer is free; groups with no fresh token are dropped or queued for
+  a restart (and counted), then the ``B`` earliest-admitted finished groups form the next step's batch, if
+  overtaking stays within its bound, or none.
 - :meth:`GroupScheduler.publish`: the rollout replicas now serve weights of this version.
 
 Admission (docs/async.md): a new group is started only if, landing behind the groups already
 outstanding, it would be trained by a step that starts at most ``k`` versions after the version the
-rollouts now have::
+rollouts now have, and by a step that exists (``total_steps``)::
 
     next_train_version + outstanding // B - published_version <= k
+    next_train_version + outstanding // B < total_steps
 
 With ``k = 0`` this admits exactly ``B`` groups per published version and none while a step trains or
 its weights sync: synchronous on-policy training, with no second code path. Admitted, untrained groups
-never exceed ``(k + 1) · B``.
+never exceed ``(k + 1) · B``, nor ``B`` per remaining step.
 
-Batches: among the finished groups, those too stale for the step about to start (see
-:mod:`rollarc.policy.freshness`) are never trained; of the fresh ones the oldest (smallest
-``min_version``, then admission order) go first, so a slow group is not overtaken until it turns
-stale. A group is trained whole or not at all.
+Batches follow admission order (the group index; a restarted group keeps its index, so its priority). A
+batch is the ``B`` earliest-admitted finished groups, valid only if at most ``max_overtake`` unfinished
+groups admitted before its last group are passed over: a group that finishes early overtakes at most
+``max_overtake`` older running ones, and an overtaken group is first in line once it finishes. So which
+groups are trained does not depend on which finish first beyond ``max_overtake`` groups per batch, and
+each task's (or any label's) share of the trained groups follows its admitted share: the groups trained
+by step ``n`` are the first ``n · B`` admitted, except at most ``max_overtake`` overtaken ones still
+running (replaced by as many later ones) and the failed or dropped ones. A group is trained whole or not
+at all; one whose every token is too stale for the step about to start (see
+:mod:`rollarc.policy.freshness`) is never trained: it is dropped, or run again with fresh sampling seeds
+at most ``max_restarts`` times (``on_stale: restart``).
 """
 
 from __future__ import annotations
 
+from bisect import insort
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Literal
@@ -37,35 +47,54 @@ from rollarc.policy.task_mix import TaskMix
 
 OnStale = Literal["drop", "restart"]
 
+# How many unfinished older groups a batch may pass over (docs/async.md#batch-order): one straggler per
+# step is skipped without stalling the trainer, and each batch stays within one group of admission order.
+DEFAULT_MAX_OVERTAKE = 1
+# How many times ``on_stale: restart`` runs one group again (fresh sampling seeds each time) before dropping it.
+DEFAULT_MAX_RESTARTS = 1
+
 
 @dataclass(frozen=True)
 class Admission:
-    """Launch group ``group`` of ``task``; ``restart``: it ran before and was too stale to train."""
+    """Launch group ``group`` of ``task``.
+
+    ``restart``: it ran before (too stale to train, or its run was lost with a trainer or a resume).
+    ``attempt``: how many times it was restarted for staleness; a driver samples each attempt with fresh seeds.
+    """
 
     group: int
     task: str
     restart: bool = False
+    attempt: int = 0
 
 
 @dataclass(frozen=True)
 class ReadyGroup:
+    """A finished group: the oldest and newest policy versions among its tokens."""
+
     group: int
     task: str
     min_version: int
+    max_version: int
 
 
 @dataclass(frozen=True)
 class Batch:
-    """The groups the step starting from ``train_version`` trains (it publishes ``train_version + 1``)."""
+    """The groups the step starting from ``train_version`` trains (it publishes ``train_version + 1``).
+
+    ``overtaken``: older groups still running that this batch passed over (at most ``max_overtake``).
+    """
 
     train_version: int
     groups: tuple[ReadyGroup, ...]
+    overtaken: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
 class BatchDecision:
     batch: Batch | None
-    stale: tuple[ReadyGroup, ...]  # dropped, or queued for a restart (``on_stale``)
+    stale: tuple[ReadyGroup, ...]  # no fresh token: dropped, or queued for a restart (``restarted``)
+    restarted: tuple[int, ...] = ()  # those of ``stale`` queued to run again
 
 
 @dataclass
@@ -76,6 +105,7 @@ class SchedulerCounts:
     dropped_stale: int = 0
     restarted_stale: int = 0
     dropped_failed: int = 0
+    overtaken: int = 0  # summed over batches: an unfinished group passed over by two batches counts twice
     dropped_by_task: Counter[str] = field(default_factory=Counter)
 
 
@@ -86,7 +116,10 @@ class GroupScheduler:
         max_staleness: int,
         task_weights: dict[str, float],
         *,
+        max_overtake: int = DEFAULT_MAX_OVERTAKE,
         on_stale: OnStale = "drop",
+        max_restarts: int = DEFAULT_MAX_RESTARTS,
+        total_steps: int | None = None,
         start_version: int = 0,
         next_group: int = 0,
     ):
@@ -94,32 +127,45 @@ class GroupScheduler:
             raise ValueError(f"groups_per_step must be positive, got {groups_per_step}")
         if max_staleness < 0:
             raise ValueError(f"max_staleness must be >= 0, got {max_staleness}")
+        if max_overtake < 0 or max_restarts < 0:
+            raise ValueError(f"max_overtake and max_restarts must be >= 0, got {max_overtake}, {max_restarts}")
         self.groups_per_step = groups_per_step
         self.max_staleness = max_staleness
+        self.max_overtake = max_overtake
         self.on_stale: OnStale = on_stale
+        self.max_restarts = max_restarts
+        self.total_steps = total_steps
         self.mix = TaskMix(task_weights)
         self.mix.skip(next_group)  # resuming: the mix continues where the run left it
         self.next_group = next_group
         self.published_version = start_version
         self.next_train_version = start_version
         self.in_flight: dict[int, str] = {}  # admitted, not finished: group -> task
-        self.ready: list[ReadyGroup] = []  # finished, not yet trained or discarded
+        self.ready: dict[int, ReadyGroup] = {}  # finished, not yet trained or discarded
+        self.order: list[int] = []  # in_flight and ready, in admission order (group index)
         self.restart_queue: list[tuple[int, str]] = []
+        self.attempts: dict[int, int] = {}  # stale restarts so far, of groups restarted at least once
         self.counts = SchedulerCounts()
+        # the freshness check: every ready group was fresh for ``_checked_version`` except those in ``_unchecked``
+        self._checked_version = start_version
+        self._unchecked: list[ReadyGroup] = []
 
     # ---- the state ------------------------------------------------------------------------------------
     @property
     def outstanding(self) -> int:
         """Admitted groups that are neither trained nor discarded (running or waiting in the buffer)."""
-        return len(self.in_flight) + len(self.ready)
+        return len(self.order)
 
     @property
     def max_in_flight(self) -> int:
         return max_in_flight_groups(self.groups_per_step, self.max_staleness)
 
     def can_admit(self) -> bool:
-        ahead = self.outstanding // self.groups_per_step
-        return self.next_train_version + ahead - self.published_version <= self.max_staleness
+        """The staleness bound allows one more group, and some remaining step could train it."""
+        step = self.next_train_version + len(self.order) // self.groups_per_step
+        if self.total_steps is not None and step >= self.total_steps:
+            return False
+        return step - self.published_version <= self.max_staleness
 
     # ---- events ---------------------------------------------------------------------------------------
     def requeue(self, group: int, task: str) -> None:
@@ -132,24 +178,29 @@ class GroupScheduler:
         Every group admitted and not trained (running, buffered, or queued for a restart) may hold tokens of
         versions that no longer exist: all are queued to run again first, oldest first. Returns their indices.
         """
-        groups = sorted([*self.in_flight.items(), *((g.group, g.task) for g in self.ready), *self.restart_queue])
-        self.in_flight, self.ready, self.restart_queue = {}, [], groups
+        groups = sorted(
+            [*self.in_flight.items(), *((g.group, g.task) for g in self.ready.values()), *self.restart_queue]
+        )
+        self.in_flight, self.ready, self.order, self.restart_queue = {}, {}, [], groups
+        self._unchecked = []
         self.published_version = self.next_train_version = version
         return [group for group, _ in groups]
 
     def admit(self) -> Admission | None:
-        """The next group to launch, or None while the staleness bound says wait."""
+        """The next group to launch, or None while the bound says wait (or no remaining step could train it)."""
         if not self.can_admit():
             return None
         if self.restart_queue:
             group, task = self.restart_queue.pop(0)
             self.counts.restarts_admitted += 1
-            admission = Admission(group, task, restart=True)
+            admission = Admission(group, task, restart=True, attempt=self.attempts.get(group, 0))
+            insort(self.order, group)
         else:
             group, task = self.next_group, self.mix.next()
             self.next_group += 1
             self.counts.new_groups += 1
             admission = Admission(group, task)
+            self.order.append(group)  # the newest index: the end of admission order
         self.in_flight[group] = task
         return admission
 
@@ -160,36 +211,64 @@ class GroupScheduler:
             admitted.append(admission)
         return admitted
 
-    def complete(self, group: int, min_version: int) -> None:
-        """Group ``group`` finished; ``min_version`` is the oldest version among its trajectories' tokens."""
-        self.ready.append(ReadyGroup(group, self._finish(group), min_version))
+    def complete(self, group: int, min_version: int, max_version: int | None = None) -> None:
+        """Group ``group`` finished; its tokens' versions span ``min_version .. max_version`` (None: all one)."""
+        task = self.in_flight.pop(group, None)
+        if task is None:
+            raise ValueError(f"group {group} finished but it is not in flight (never admitted, or reported twice)")
+        top = min_version if max_version is None else max_version
+        if top < min_version:
+            raise ValueError(f"group {group}: newest token version {top} is older than its oldest {min_version}")
+        self.ready[group] = ready = ReadyGroup(group, task, min_version, top)
+        self._unchecked.append(ready)
 
     def fail(self, group: int) -> None:
         """Group ``group`` finished without enough usable trajectories: it will never be trained."""
-        task = self._finish(group)
+        task = self.in_flight.pop(group, None)
+        if task is None:
+            raise ValueError(f"group {group} finished but it is not in flight (never admitted, or reported twice)")
+        self._forget(group)
         self.counts.dropped_failed += 1
         self.counts.dropped_by_task[task] += 1
 
     def take_batch(self) -> BatchDecision:
-        """Discard stale groups, then take the ``B`` oldest fresh ones for the next step if there are enough."""
+        """Discard groups with no fresh token, then take the next batch in admission order if there is one."""
         version = self.next_train_version
-        fresh = [g for g in self.ready if is_fresh(version, g.min_version, self.max_staleness)]
-        stale = tuple(g for g in self.ready if not is_fresh(version, g.min_version, self.max_staleness))
-        for group in stale:
-            self.counts.dropped_by_task[group.task] += 1
-            if self.on_stale == "restart":
-                self.counts.restarted_stale += 1
-                self.restart_queue.append((group.group, group.task))
+        # a group fresh for this version stays fresh until the version moves: only new ones need a look then
+        candidates = self._unchecked if version == self._checked_version else self.ready.values()
+        stale = tuple(
+            g
+            for g in candidates
+            if self.ready.get(g.group) is g and not is_fresh(version, g.max_version, self.max_staleness)
+        )
+        self._checked_version, self._unchecked = version, []
+        restarted = tuple(self._discard(group) for group in stale)
+        decision = BatchDecision(None, stale, tuple(g for g in restarted if g is not None))
+        if len(self.ready) < self.groups_per_step:
+            return decision
+        taken: list[ReadyGroup] = []
+        passed: list[int] = []
+        for group in self.order:
+            ready = self.ready.get(group)
+            if ready is not None:
+                taken.append(ready)
+                if len(taken) == self.groups_per_step:
+                    break
             else:
-                self.counts.dropped_stale += 1
-        if len(fresh) < self.groups_per_step:
-            self.ready = fresh
-            return BatchDecision(None, stale)
-        fresh.sort(key=lambda g: (g.min_version, g.group))
-        taken, self.ready = fresh[: self.groups_per_step], fresh[self.groups_per_step :]
+                passed.append(group)
+                if len(passed) > self.max_overtake:
+                    return decision  # the oldest running groups hold the batch back: the bound
+        if len(taken) < self.groups_per_step:
+            return decision
+        for done in taken:
+            del self.ready[done.group]
+            self.attempts.pop(done.group, None)
+        cut = self.order.index(taken[-1].group) + 1
+        self.order = passed + self.order[cut:]
         self.next_train_version += 1
         self.counts.trained += len(taken)
-        return BatchDecision(Batch(version, tuple(taken)), stale)
+        self.counts.overtaken += len(passed)
+        return BatchDecision(Batch(version, tuple(taken), tuple(passed)), stale, decision.restarted)
 
     def publish(self, version: int) -> None:
         """The rollout replicas serve version ``version`` from now on."""
@@ -197,8 +276,20 @@ class GroupScheduler:
             raise ValueError(f"published version went back from {self.published_version} to {version}")
         self.published_version = version
 
-    def _finish(self, group: int) -> str:
-        task = self.in_flight.pop(group, None)
-        if task is None:
-            raise ValueError(f"group {group} finished but it is not in flight (never admitted, or reported twice)")
-        return task
+    def _discard(self, group: ReadyGroup) -> int | None:
+        """A finished group with no fresh token: queued to run again (returns its index) or dropped."""
+        del self.ready[group.group]
+        self._forget(group.group)
+        attempt = self.attempts.get(group.group, 0)
+        if self.on_stale == "restart" and attempt < self.max_restarts:
+            self.attempts[group.group] = attempt + 1
+            self.counts.restarted_stale += 1
+            self.restart_queue.append((group.group, group.task))
+            return group.group
+        self.attempts.pop(group.group, None)
+        self.counts.dropped_stale += 1
+        self.counts.dropped_by_task[group.task] += 1
+        return None
+
+    def _forget(self, group: int) -> None:
+        self.order.remove(group)

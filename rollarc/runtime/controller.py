@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -140,6 +140,7 @@ class Controller:
         self.profiler = TaskProfiler()
         self.trained_groups: set[str] = set()
         self.dropped_by_task: Counter[str] = Counter()
+        self.stale_since_step: list[GroupResult] = []  # dropped or restarted as stale since the last batch
         self.version = start_version
         self.trajectories = TrajectoryAccount()
         self.last_checkpoint_version: int | None = None
@@ -312,7 +313,7 @@ class Controller:
     # ---- admission and batches -------------------------------------------------------------------
     def _admit(self) -> None:
         specs = [
-            self.specs[admission.group] if admission.restart else self._new_spec(admission)
+            self._restart_spec(admission) if admission.restart else self._new_spec(admission)
             for admission in self.scheduling.admissions()
         ]
         if self.cfg.async_.mode == "sync" and len(specs) > 1:
@@ -335,6 +336,20 @@ class Controller:
             sampling_seed=sampling_seed,
             step=self.scheduling.core.published_version,
             keep=self.cfg.async_.redundancy_keep,
+        )
+
+    def _restart_spec(self, admission: Admission) -> GroupSpec:
+        """A group run again: the same spec after a lost trainer or a resume, fresh sampling seeds after a
+        stale restart (the same seeds would draw the same slow episode and latencies again)."""
+        spec = self.specs[admission.group]
+        if admission.attempt == spec.attempt:
+            return spec
+        purpose = f"sampling-restart-{admission.attempt}"
+        return replace(
+            spec,
+            attempt=admission.attempt,
+            sampling_seed=_seed_of(self.cfg.seed, purpose, spec.index),
+            step=self.scheduling.core.published_version,
         )
 
     def _submit_together(self, specs: list[GroupSpec]) -> None:
@@ -399,7 +414,9 @@ class Controller:
             self.counters.failed_trajectories += 1
             self.counters.failures.add(traj)
         self.failures.add(ok=len(result.trajectories) + result.dropped, failed=len(result.failed))
-        if not self.scheduling.group_finished(spec.index, len(result.trajectories), result.min_version):
+        if not self.scheduling.group_finished(
+            spec.index, len(result.trajectories), result.min_version, result.max_version
+        ):
             self.specs.pop(spec.index, None)
             self.dropped_by_task[spec.task] += 1
             self.counters.dropped_failed += 1
@@ -412,13 +429,14 @@ class Controller:
         """The scheduler's next batch as (the version its step starts from, the groups' results), or None."""
         decision = self.scheduling.form_batch()
         for stale in decision.stale:
-            self.finished.pop(stale.group)
-            if self.cfg.async_.on_stale == "restart":
+            dropped = self.finished.pop(stale.group)
+            if stale.group in decision.restarted:
                 self.counters.restarted_stale += 1
             else:
                 self.specs.pop(stale.group, None)
                 self.counters.dropped_stale += 1
-            self.dropped_by_task[stale.task] += 1
+                self.dropped_by_task[stale.task] += 1
+            self.stale_since_step.append(dropped)
         taken = decision.batch.groups if decision.batch is not None else ()
         self.buffer_sizes.append(len(self.finished))
         if decision.batch is None:
@@ -455,6 +473,7 @@ class Controller:
             "cached_tokens": int(sum(t.cached_tokens for t in trajs)),
             "staleness_hist": {str(k): int(v) for k, v in sorted(Counter(staleness).items())},
             "staleness_max": int(max(staleness)),
+            **self._dropped_info(),
             "per_task": {
                 name: {
                     "success": float(np.mean([t.success for t in ts])),
@@ -463,6 +482,17 @@ class Controller:
                 }
                 for name, ts in per_task.items()
             },
+        }
+
+    def _dropped_info(self) -> dict[str, Any]:
+        """What the groups dropped (or restarted) as stale since the last batch were: is the drop biased?"""
+        trajs = [t for g in self.stale_since_step for t in g.trajectories]
+        groups = len(self.stale_since_step)
+        self.stale_since_step = []
+        return {
+            "stale_groups_step": groups,
+            "stale_success": float(np.mean([t.success for t in trajs])) if trajs else None,
+            "stale_turns": float(np.mean([t.num_turns for t in trajs])) if trajs else None,
         }
 
     # ---- training and sync results ---------------------------------------------------------------

@@ -41,6 +41,7 @@ class GroupSpec:
     sampling_seed: int | None
     step: int  # version the controller had published when it admitted the group
     keep: KeepRule = "by_index"  # async.redundancy_keep: which G of the G + r rollouts are kept
+    attempt: int = 0  # stale restarts so far (on_stale: restart); each attempt has its own sampling seed
 
 
 @dataclass
@@ -62,6 +63,12 @@ class GroupResult:
     def min_version(self) -> int:
         versions = [t.min_version for t in self.trajectories if t.versions]
         return min(versions) if versions else -1
+
+    @property
+    def max_version(self) -> int:
+        """The newest version among the kept trajectories' tokens: the group is dropped only if it is too stale."""
+        versions = [t.max_version for t in self.trajectories if t.versions]
+        return max(versions) if versions else -1
 
 
 @ray.remote

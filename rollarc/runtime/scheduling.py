@@ -35,7 +35,10 @@ class RuntimeScheduling:
             cfg.train.groups_per_step,
             cfg.async_.max_staleness,
             {t.name: t.weight for t in cfg.tasks},
+            max_overtake=cfg.async_.max_overtake,
             on_stale=cfg.async_.on_stale,
+            max_restarts=cfg.async_.max_restarts,
+            total_steps=cfg.train.steps,
             start_version=start_version,
             next_group=group_index,
         )
@@ -46,12 +49,12 @@ class RuntimeScheduling:
     def admissions(self) -> list[Admission]:
         return self.core.admit_all()
 
-    def group_finished(self, group: int, usable_trajectories: int, min_version: int) -> bool:
-        """Report a finished group; False if it is dropped for too few usable trajectories."""
+    def group_finished(self, group: int, usable_trajectories: int, min_version: int, max_version: int) -> bool:
+        """Report a finished group (its tokens' version span); False if it is dropped for too few usable trajectories."""
         if usable_trajectories < MIN_USABLE_TRAJECTORIES:
             self.core.fail(group)
             return False
-        self.core.complete(group, min_version)
+        self.core.complete(group, min_version, max_version)
         return True
 
     def form_batch(self) -> BatchDecision:
@@ -65,8 +68,8 @@ class RuntimeScheduling:
         return self.core.rewind(restored_version)
 
     # ---- the replay driver (rollarc.policy.replay.SchedulingDriver) -----------------------------------
-    def group_done(self, group: int, min_version: int) -> None:
-        self.group_finished(group, MIN_USABLE_TRAJECTORIES, min_version)
+    def group_done(self, group: int, min_version: int, max_version: int) -> None:
+        self.group_finished(group, MIN_USABLE_TRAJECTORIES, min_version, max_version)
 
     def trainer_free(self) -> Batch | None:
         return self.form_batch().batch

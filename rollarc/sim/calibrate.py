@@ -252,6 +252,7 @@ def setup_for(costs: FittedCosts, run: RunRecord, max_staleness: int, seed: int 
         sync_s=costs.sync_s,
         swap_s=0.0,
         max_staleness=max_staleness,
+        max_overtake=run.max_overtake,
         groups_per_step=run.groups_per_step,
         group_size=run.group_size,
         steps=len(run.step_times),

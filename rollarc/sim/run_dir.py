@@ -24,6 +24,7 @@ from typing import Any
 import yaml
 
 from rollarc.configio import ConfigError
+from rollarc.policy.scheduler import DEFAULT_MAX_OVERTAKE
 from rollarc.report.run_dir import (
     CONFIG,
     METRICS,
@@ -49,6 +50,7 @@ class RunRecord:
     max_staleness: int
     spans: list[Span]
     step_times: list[float]
+    max_overtake: int = DEFAULT_MAX_OVERTAKE
 
     @property
     def mode(self) -> str:
@@ -94,6 +96,7 @@ def load_run(run_dir: str | Path) -> RunRecord:
         max_staleness=k,
         spans=spans,
         step_times=step_times,
+        max_overtake=int(_get(config, "async.max_overtake", config_path, default=DEFAULT_MAX_OVERTAKE)),
     )
 
 

@@ -24,7 +24,14 @@ def engine_names(setup: SimSetup) -> dict[str, list[str]]:
 class SimScheduling:
     def __init__(self, setup: SimSetup):
         weights = {t.name: float(t.groups_per_step) for t in setup.tasks if t.groups_per_step > 0}
-        self.core = GroupScheduler(setup.groups_per_step, setup.max_staleness, weights, on_stale="drop")
+        self.core = GroupScheduler(
+            setup.groups_per_step,
+            setup.max_staleness,
+            weights,
+            max_overtake=setup.max_overtake,
+            on_stale="drop",
+            total_steps=setup.steps,
+        )
         affinity = setup.routing == "affinity"
         self.dispatcher = Dispatcher({t.name: t.rollout_pool if affinity else None for t in setup.tasks})
         names = engine_names(setup)
@@ -37,8 +44,8 @@ class SimScheduling:
     def admissions(self) -> list[Admission]:
         return self.core.admit_all()
 
-    def group_done(self, group: int, min_version: int) -> None:
-        self.core.complete(group, min_version)
+    def group_done(self, group: int, min_version: int, max_version: int) -> None:
+        self.core.complete(group, min_version, max_version)
 
     def take_batch(self) -> BatchDecision:
         return self.core.take_batch()

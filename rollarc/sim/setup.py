@@ -22,6 +22,7 @@ from rollarc.cluster.engine_cost import (
 )
 from rollarc.cluster.fragment import ClusterSpec
 from rollarc.configio import ConfigError
+from rollarc.policy.scheduler import DEFAULT_MAX_OVERTAKE
 from rollarc.sim.scenario import LoadedScenario
 
 
@@ -86,6 +87,7 @@ class SimSetup:
     colocated: bool = False
     switch_s: float = 0.0
     routing: str = "affinity"  # "affinity" | "random" (see Scenario.routing)
+    max_overtake: int = DEFAULT_MAX_OVERTAKE  # as the runtime's async.max_overtake (batches in admission order)
 
     @property
     def mode(self) -> str:

@@ -12,9 +12,10 @@ pure core of :mod:`rollarc.policy` that the Ray controller and router drive too.
   ``affinity``) or of every pool (routing ``random``, the task-oblivious baseline), with bounded
   stealing when the task's pool is full.
 - Groups are launched when the core admits them (the staleness ledger's rule, tasks in weighted
-  round-robin by their ``groups_per_step``). When the trainer is free it takes the core's batch: the
-  ``B`` oldest fresh finished groups of any task; finished groups too stale for that step are
-  dropped and counted. ``k = 0`` is exactly synchronous.
+  round-robin by their ``groups_per_step``, none that no remaining step could train). When the trainer
+  is free it takes the core's batch: the ``B`` earliest-admitted finished groups, passing over at most
+  ``max_overtake`` older running ones; finished groups with no fresh token are dropped and counted.
+  ``k = 0`` is exactly synchronous.
 - As in the runtime, the trainer takes its next batch only once the previous step's weights are on
   the engines (train → weight sync → next step); with ``k ≥ 1`` rollout goes on meanwhile, and the
   engines only pause for the swap.
@@ -47,6 +48,7 @@ class _Group:
     task: str
     remaining: int
     min_version: int | None = None
+    max_version: int = -1
     tokens: float = 0.0
 
 
@@ -140,6 +142,8 @@ class Simulation:
             self.scheduling.turn_ends(traj)
             if group.min_version is None or version < group.min_version:
                 group.min_version = version
+            if version > group.max_version:
+                group.max_version = version
             if self.timeline is not None:
                 self._span(
                     engine.name,
@@ -181,7 +185,7 @@ class Simulation:
 
     def _group_done(self, gid: int, group: _Group) -> None:
         assert group.min_version is not None  # every trajectory generates at least one turn
-        self.scheduling.group_done(gid, group.min_version)
+        self.scheduling.group_done(gid, group.min_version, group.max_version)
         if self._ready_signal is not None and not self._ready_signal.triggered:
             self._ready_signal.succeed()
 

@@ -83,3 +83,18 @@ def build_batch(groups: list[list[Trajectory]], advantage_kind: AdvantageKind, e
         versions[i, : k - 1] = torch.tensor(seg.versions[1:])
         adv[i] = advantages[traj_id]
     return TrainBatch(input_ids, attention, loss_mask, behav, versions, adv, [t for t, _ in rows])
+
+
+def mask_stale_tokens(batch: TrainBatch, train_version: int, max_staleness: int | None) -> int:
+    """Take every token more than ``max_staleness`` versions older than ``train_version`` out of the loss.
+
+    The scheduler trains a group as long as one of its tokens is fresh (its newest), so a long group whose
+    first turns ran under old weights keeps its fresh turns instead of being dropped whole; this keeps the
+    bound on every token that does enter the loss (docs/async.md#staleness). Returns how many were masked.
+    """
+    if max_staleness is None:
+        return 0
+    stale = (batch.loss_mask != 0) & (batch.versions != NO_VERSION)
+    stale &= (train_version - batch.versions) > max_staleness  # policy.freshness.is_fresh, per token
+    batch.loss_mask[stale] = 0.0
+    return int(stale.sum().item())

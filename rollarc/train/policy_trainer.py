@@ -34,7 +34,7 @@ from rollarc.algo.logprobs import entropy_from_logits, token_logprobs
 from rollarc.algo.lr_schedule import LrDecay, lr_multiplier
 from rollarc.algo.off_policy import needs_proximal_logprobs
 from rollarc.algo.policy_loss import policy_loss
-from rollarc.train.batch import TrainBatch, build_batch
+from rollarc.train.batch import TrainBatch, build_batch, mask_stale_tokens
 
 
 class NonFiniteError(FloatingPointError):
@@ -65,6 +65,7 @@ class PolicyTrainer:
         lr_min_ratio: float = 1.0,
         device: torch.device | str | None = None,
         autocast_dtype: torch.dtype | None = None,
+        max_staleness: int | None = None,
     ):
         if device is not None:
             torch.nn.Module.to(model, device)  # in place; transformers' typed wrapper of .to rejects a device
@@ -79,6 +80,7 @@ class PolicyTrainer:
         self.micro_batch_tokens = micro_batch_tokens
         self.pad_id = pad_id
         self.version = version
+        self.max_staleness = max_staleness  # async.max_staleness: older tokens are masked out (None: never)
         self.dedup = dedup
         self.optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay, betas=betas)
         # Linear warmup over the first training steps: Adam's first updates are about lr * sign(grad) for every
@@ -153,6 +155,8 @@ class PolicyTrainer:
                 f"non-finite reward in trajectories {bad[:3]} at version {self.version}; refusing to train on it"
             )
         batch = build_batch(groups, self.loss_cfg.advantage, self.loss_cfg.eps, self.pad_id)
+        generated = batch.num_target_tokens
+        masked = mask_stale_tokens(batch, self.version, self.max_staleness)
         logp_prox = self.logprobs(batch) if needs_proximal_logprobs(self.loss_cfg.correction) else None
         ref_logp = self.logprobs(batch, self.ref_model) if self.ref_model is not None else None
         self.model.train()
@@ -182,6 +186,9 @@ class PolicyTrainer:
                 "signal_groups_frac": sum(len({t.reward for t in g}) > 1 for g in groups) / max(1, len(groups)),
                 "token_staleness_max": float((self.version - 1) - stale.min().item()) if stale.numel() else 0.0,
                 "token_staleness_min": float((self.version - 1) - stale.max().item()) if stale.numel() else 0.0,
+                # tokens older than max_staleness, taken out of the loss (their group had fresher ones)
+                "masked_stale_tokens": masked,
+                "masked_token_frac": masked / max(1, generated),
             }
         )
         return result

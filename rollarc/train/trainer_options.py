@@ -32,4 +32,5 @@ def trainer_options(cfg: Config, pad_id: int) -> dict[str, Any]:
         "lr_min_ratio": t.lr_min_ratio,
         "device": resolve_device(cfg.model.device),
         "autocast_dtype": resolve_dtype(cfg.model.dtype),
+        "max_staleness": cfg.async_.max_staleness,
     }

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 
-from rollarc.bench.async_ import modes, time_to_target
+from rollarc.bench.async_ import DEFAULT_SEEDS, modes, time_to_target
 from rollarc.bench.time_to_target import first_crossing, median_time, select_target, speedup, spread, success_curve
+from rollarc.config import load_train_config
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_curve_starts_at_zero_and_leaves_out_evaluation_time():
@@ -83,3 +87,13 @@ def test_modes_run_sync_then_each_k_and_monolithic_only_when_asked() -> None:
     assert [label for label, _ in modes([1, 2])] == ["sync", "async_k1", "async_k2", "monolithic"]
     assert [label for label, _ in modes([1, 2], monolithic=False)] == ["sync", "async_k1", "async_k2"]
     assert dict(modes([2]))["async_k2"] == ["async.mode=async", "async.max_staleness=2"]
+
+
+def test_the_benchmark_recipe_runs_three_seeds_with_the_quickstarts_stabilisers():
+    """Two seeds at a constant lr could not separate an effect of k from noise (docs/async.md#measured)."""
+    assert DEFAULT_SEEDS == 3
+    longtail = load_train_config(REPO / "configs/longtail.yaml", [])
+    quickstart = load_train_config(REPO / "configs/quickstart.yaml", [])
+    for key in ("lr", "warmup_steps", "lr_decay", "lr_min_ratio"):
+        assert getattr(longtail.train, key) == getattr(quickstart.train, key), key
+    assert longtail.algo.kl_coef == quickstart.algo.kl_coef > 0

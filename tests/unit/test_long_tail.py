@@ -7,7 +7,7 @@
 - the hung-env monitor: when half the env thread pool is stuck, a fresh pool is swapped in;
 - ``async.in_flight_update: abort``: running turns are aborted when new weights arrive, and later turns
   run on the new weights;
-- ``async.on_stale: restart``: a group too stale to train is run again (same spec), not dropped.
+- ``async.on_stale: restart``: a group too stale to train is run again (fresh sampling seeds, capped), not dropped.
 
 The Ray actors are driven through their undecorated classes (``Actor.__ray_actor_class__``), with fakes for
 the handles they call.
@@ -257,7 +257,7 @@ def trajectory(traj_id: str, version: int) -> Trajectory:
     return Trajectory(traj_id=traj_id, task="t", seed=0, segments=[seg], reward=1.0)
 
 
-def test_on_stale_restart_runs_a_too_stale_group_again_with_the_same_spec(tmp_path):
+def test_on_stale_restart_runs_a_too_stale_group_again_with_fresh_seeds_at_most_max_restarts_times(tmp_path):
     from rollarc.config import Config
     from rollarc.configio import validate
     from rollarc.runtime.controller import Controller
@@ -270,25 +270,36 @@ def test_on_stale_restart_runs_a_too_stale_group_again_with_the_same_spec(tmp_pa
         {
             "tasks": [{"name": "t", "env": {"id": "sokoban"}}],
             "train": {"groups_per_step": 1, "group_size": 2},
-            "async": {"mode": "async", "max_staleness": 1, "on_stale": "restart"},
+            "async": {"mode": "async", "max_staleness": 1, "on_stale": "restart", "max_restarts": 1},
             "run": {"tensorboard": False, "progress": False},
         },
     )
     controller = Controller(cfg, tmp_path, workers)
     controller._admit()  # k = 1, B = 1: two groups in flight
     scheduling = controller.scheduling
-    assert scheduling.group_finished(1, 2, 0)  # g1 finished first: the step from version 0 trains it
+    assert scheduling.group_finished(1, 2, 0, 0)  # g1 finished first: the step from version 0 trains it
     assert [g.group for g in scheduling.form_batch().batch.groups] == [1]
     scheduling.weights_published(1)
     controller._admit()  # g2
-    assert scheduling.group_finished(2, 2, 1)  # g2: the step from version 1
+    assert scheduling.group_finished(2, 2, 1, 1)  # g2: the step from version 1
     assert [g.group for g in scheduling.form_batch().batch.groups] == [2]
     scheduling.weights_published(2)
     assert [s.group_id for s in submitted] == ["g0", "g1", "g2"]
     slow = GroupResult(spec=submitted[0], trajectories=[trajectory("g0-0", 0), trajectory("g0-1", 0)])
     controller.finished[0] = slow  # staleness 2 - 0 > k at the next step
-    assert scheduling.group_finished(0, 2, 0)
+    assert scheduling.group_finished(0, 2, 0, 0)  # no token within k: not trained
     assert controller._form_batch() is None
     assert controller.counters.restarted_stale == 1 and controller.counters.dropped_stale == 0
     controller._admit()
-    assert submitted[3] == submitted[0]  # the same group (id, seeds) runs again, first in line
+    again, first = submitted[3], submitted[0]
+    # the same group (index, task, env seed) runs again, first in line, but samples anew: the same seeds would
+    # draw the same slow episode and the same env latencies
+    assert (again.group_id, again.index, again.task, again.seed) == (first.group_id, 0, "t", first.seed)
+    assert again.attempt == 1 and again.sampling_seed != first.sampling_seed and again.step == 2
+    controller.finished[0] = GroupResult(spec=again, trajectories=slow.trajectories)
+    scheduling.weights_published(4)  # (as if) two more steps passed: stale again, and the cap is reached
+    scheduling.core.next_train_version = 4
+    assert scheduling.group_finished(0, 2, 2, 2)
+    assert controller._form_batch() is None
+    assert controller.counters.restarted_stale == 1 and controller.counters.dropped_stale == 1
+    assert controller.dropped_by_task == {"t": 1} and 0 not in controller.specs

@@ -38,7 +38,7 @@ REPO = Path(__file__).resolve().parents[2]
 GROUP_SIZE = 2
 
 
-def runtime_config(k: int) -> Config:
+def runtime_config(k: int, overrides: tuple[str, ...] | list[str] = ("train.steps=1000",)) -> Config:
     """configs/multitask.yaml: tasks frozen_lake (weight 2, pool compute), countdown and guess (1, bandwidth)."""
     return load_train_config(
         REPO / "configs/multitask.yaml",
@@ -48,8 +48,21 @@ def runtime_config(k: int) -> Config:
             f"async.max_staleness={k}",
             f"async.mode={'sync' if k == 0 else 'async'}",
             "engine.max_num_seqs=2",
+            *overrides,
         ],
     )
+
+
+def in_process(cfg: Config) -> tuple[GroupScheduler, Dispatcher]:
+    """The plain core, configured as the runtime configures it from ``cfg``."""
+    core = GroupScheduler(
+        cfg.train.groups_per_step,
+        cfg.async_.max_staleness,
+        {t.name: t.weight for t in cfg.tasks},
+        max_overtake=cfg.async_.max_overtake,
+        total_steps=cfg.train.steps,
+    )
+    return core, Dispatcher({t.name: t.rollout_pool for t in cfg.tasks})
 
 
 def equivalent_setup(cfg: Config) -> SimSetup:
@@ -69,7 +82,15 @@ def equivalent_setup(cfg: Config) -> SimSetup:
         "compute": PoolBilling("compute", "x", 1, 1.0),
         "bandwidth": PoolBilling("bandwidth", "x", 2, 1.0),
     }
-    return replace(base, tasks=tasks, rollout=rollout, groups_per_step=cfg.train.groups_per_step, pools=pools)
+    return replace(
+        base,
+        tasks=tasks,
+        rollout=rollout,
+        groups_per_step=cfg.train.groups_per_step,
+        pools=pools,
+        steps=cfg.train.steps,
+        max_overtake=cfg.async_.max_overtake,
+    )
 
 
 def runtime_driver(cfg: Config, setup: SimSetup) -> RuntimeScheduling:
@@ -83,11 +104,10 @@ def runtime_driver(cfg: Config, setup: SimSetup) -> RuntimeScheduling:
 def record_events(cfg: Config, setup: SimSetup, seed: int, length: int = 400) -> list[Event]:
     """A random but consistent history, recorded while driving the plain in-process core."""
     rng = random.Random(seed)
-    dispatcher = Dispatcher({t.name: t.rollout_pool for t in cfg.tasks})
+    core, dispatcher = in_process(cfg)
     for pool, names in engine_names(setup).items():
         for name in names:
             dispatcher.add_replica(name, pool, cfg.engine.max_num_seqs)
-    core = GroupScheduler(cfg.train.groups_per_step, cfg.async_.max_staleness, {t.name: t.weight for t in cfg.tasks})
     driver = InProcessDriver(core, dispatcher)
     events: list[Event] = []
     admitted_at: dict[int, int] = {}
@@ -98,8 +118,8 @@ def record_events(cfg: Config, setup: SimSetup, seed: int, length: int = 400) ->
         nonlocal training
         events.append(event)
         match event:
-            case GroupDone(group, min_version):
-                driver.group_done(group, min_version)
+            case GroupDone(group, min_version, max_version):
+                driver.group_done(group, min_version, max_version)
             case TrainerFree():
                 batch = driver.trainer_free()
                 training = batch.train_version if batch is not None else None
@@ -132,7 +152,8 @@ def record_events(cfg: Config, setup: SimSetup, seed: int, length: int = 400) ->
                 if f"g{group}-{i}" in mid_turn:
                     apply(TurnEnds(f"g{group}-{i}"))
                 apply(TrajectoryEnds(f"g{group}-{i}"))
-            apply(GroupDone(group, rng.randint(admitted_at[group], core.published_version)))
+            oldest = rng.randint(admitted_at[group], core.published_version)
+            apply(GroupDone(group, oldest, rng.randint(oldest, core.published_version)))
         elif action == "train" and training is None:
             apply(TrainerFree())
         elif action == "publish" and training is not None:
@@ -171,9 +192,11 @@ def test_the_decisions_differ_when_the_simulator_is_configured_differently():
 
 
 def test_the_simulation_schedules_through_the_core():
-    """A whole simulated run: every trained group went through the core's batches."""
+    """A whole simulated run: every trained group went through the core's batches, and no group is wasted."""
     simulation = Simulation(toy_setup(steps=3, groups=2, max_staleness=1))
     result = simulation.run()
     core = simulation.scheduling.core
     assert core.counts.trained == 3 * 2 == result.trajectories // 2
     assert core.next_train_version == 3 and core.published_version == 3
+    # admission stops at the end: every admitted group was trained, none started for a step that never comes
+    assert core.counts.new_groups == 3 * 2 and core.outstanding == 0

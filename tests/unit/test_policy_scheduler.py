@@ -21,7 +21,7 @@ def one_task(b: int, k: int, **kw) -> GroupScheduler:
 
 
 def test_the_freshness_rule():
-    assert staleness(train_version=5, min_version=3) == 2
+    assert staleness(train_version=5, version=3) == 2
     assert is_fresh(5, 3, max_staleness=2) and not is_fresh(5, 2, max_staleness=2)
     assert is_fresh(0, 0, max_staleness=0) and not is_fresh(1, 0, max_staleness=0)
     assert max_in_flight_groups(4, 2) == 12 and steps_spanned(0) == 1 and steps_spanned(3) == 4
@@ -69,51 +69,88 @@ def test_k0_barrier_trains_the_synchronous_batches_in_any_finish_order():
         core.publish(step + 1)
 
 
-def test_batch_is_the_b_oldest_fresh_groups_and_stale_ones_are_dropped_and_counted():
+def test_batch_is_the_b_earliest_admitted_and_groups_without_a_fresh_token_are_dropped_and_counted():
     core = GroupScheduler(2, 1, {"a": 1.0, "b": 1.0})
     core.next_train_version = core.published_version = 3  # as after three steps
     admitted = core.admit_all()
     assert [(a.group, a.task) for a in admitted] == [(0, "a"), (1, "b"), (2, "a"), (3, "b")]
-    for group, version in enumerate([3, 1, 2, 0]):
-        core.complete(group, version)
+    core.complete(0, 0, 3)  # began long ago, ended fresh: trained (its old tokens are masked by the trainer)
+    core.complete(1, 1, 1)  # nothing within k = 1 of step 3: dropped
+    core.complete(2, 2)
+    core.complete(3, 0, 1)
     decision = core.take_batch()
-    # Step 3 may train versions >= 2: groups 1 (v1) and 3 (v0) are stale; the batch is v2 then v3.
-    assert decision.stale == (ReadyGroup(1, "b", 1), ReadyGroup(3, "b", 0))
-    assert decision.batch is not None and [g.group for g in decision.batch.groups] == [2, 0]
+    assert decision.stale == (ReadyGroup(1, "b", 1, 1), ReadyGroup(3, "b", 0, 1)) and decision.restarted == ()
+    assert decision.batch is not None and [g.group for g in decision.batch.groups] == [0, 2]
     assert core.counts.dropped_stale == 2 and core.counts.dropped_by_task == Counter({"b": 2})
     assert core.counts.trained == 2 and core.outstanding == 0 and core.restart_queue == []
 
 
-def test_oldest_first_ties_go_by_admission_order_and_a_group_is_never_split():
-    core = one_task(2, 2)
-    admitted = core.admit_all()
-    assert len(admitted) == 6
-    for group in (5, 4, 1, 3, 0):
+def test_a_finished_group_overtakes_at_most_max_overtake_running_older_ones_which_keep_their_place():
+    """Replaces the old completion-order rule (the B first to finish formed the batch: [1, 3] here)."""
+    core = one_task(2, 2, max_overtake=1)
+    assert len(core.admit_all()) == 6
+    for group in (5, 4, 1, 3):
         core.complete(group, 0)
+    assert core.take_batch().batch is None  # taking 1 and 3 would pass over two running groups, 0 and 2
+    core.complete(2, 0)
     first = core.take_batch().batch
-    second = core.take_batch().batch
-    assert first is not None and [g.group for g in first.groups] == [0, 1]
-    assert second is not None and [g.group for g in second.groups] == [3, 4]
-    assert core.take_batch().batch is None  # group 5 alone waits: no partial batch, no split group
-    assert [g.group for g in core.ready] == [5]
+    assert first is not None and [g.group for g in first.groups] == [1, 2] and first.overtaken == (0,)
+    second = core.take_batch().batch  # 0 still runs: one straggler is passed over again, no more
+    assert second is not None and [g.group for g in second.groups] == [3, 4] and second.overtaken == (0,)
+    assert core.take_batch().batch is None  # 5 alone: no partial batch, no split group
+    core.publish(1)
+    core.admit_all()  # groups 6 and 7
+    core.complete(7, 1)
+    core.complete(0, 0, 1)
+    third = core.take_batch().batch  # the overtaken group comes first once finished; 5 before 7
+    assert third is not None and [g.group for g in third.groups] == [0, 5] and third.overtaken == ()
+    assert core.counts.overtaken == 2 and list(core.ready) == [7]
 
 
-def test_stale_group_restart_is_admitted_again_first_with_its_identity():
-    core = one_task(1, 0, on_stale="restart")
+def test_max_overtake_zero_is_strict_admission_order():
+    core = one_task(2, 1, max_overtake=0)
+    core.admit_all()
+    for group in (1, 2, 3):
+        core.complete(group, 0)
+    assert core.take_batch().batch is None  # group 0 runs: nothing may pass it
+    core.complete(0, 0)
+    batch = core.take_batch().batch
+    assert batch is not None and [g.group for g in batch.groups] == [0, 1]
+
+
+def test_no_group_is_admitted_that_no_remaining_step_can_train():
+    core = one_task(2, 2, total_steps=3)
+    assert len(core.admit_all()) == 6  # 3 steps × B, within (k + 1) · B
+    for group in range(6):
+        core.complete(group, 0)
+    assert core.take_batch().batch is not None
+    core.publish(1)
+    assert core.admit_all() == []  # 4 outstanding = 2 remaining steps × B
+    short = one_task(2, 2, total_steps=1)
+    assert [a.group for a in short.admit_all()] == [0, 1]
+    short.fail(0)  # a failed group frees its place: a replacement can still be trained by step 0
+    assert [a.group for a in short.admit_all()] == [2]
+    short.complete(1, 0)
+    short.complete(2, 0)
+    assert short.take_batch().batch is not None
+    short.publish(1)
+    assert short.admit_all() == [] and short.outstanding == 0
+
+
+def test_stale_restart_runs_again_first_with_a_new_attempt_at_most_max_restarts_times():
+    core = one_task(1, 0, on_stale="restart", max_restarts=1)
     assert core.admit_all() == [Admission(0, "t")]
     core.complete(0, 0)
-    core.publish(0)
-    core.next_train_version = 1  # a step trained meanwhile (e.g. resumed run): version 0 is now stale
-    core.published_version = 1
+    core.next_train_version = core.published_version = 1  # a step trained meanwhile: version 0 is now stale
     decision = core.take_batch()
-    assert decision.batch is None and [g.group for g in decision.stale] == [0]
+    assert decision.batch is None and [g.group for g in decision.stale] == [0] and decision.restarted == (0,)
     assert core.counts.restarted_stale == 1 and core.counts.dropped_stale == 0
-    assert core.admit_all() == [Admission(0, "t", restart=True)]
+    # first in line, same index and task, attempt 1: the driver samples it with fresh seeds
+    assert core.admit_all() == [Admission(0, "t", restart=True, attempt=1)]
     core.complete(0, 1)
-    batch = core.take_batch().batch
-    assert batch is not None and [g.group for g in batch.groups] == [0]
-    assert core.admit_all() == []  # k = 0: the step runs
-    core.publish(2)
+    core.next_train_version = core.published_version = 2
+    decision = core.take_batch()  # stale again: the cap is reached, so it is dropped
+    assert decision.restarted == () and core.counts.dropped_stale == 1 and core.restart_queue == []
     assert core.admit_all() == [Admission(1, "t")]  # the next new group; the mix was not advanced by the restart
 
 
@@ -159,7 +196,8 @@ events = st.lists(
 @settings(max_examples=150, deadline=None)
 @given(b=st.integers(1, 4), k=st.integers(0, 3), on_stale=st.sampled_from(["drop", "restart"]), script=events)
 def test_no_trained_group_ever_breaks_the_bound(b, k, on_stale, script):
-    """Random completion orders, failures and version bumps: memory stays bounded, every trained group is within k."""
+    """Random completion orders, failures and version bumps: memory stays bounded, every trained group has a
+    token within k."""
     core = GroupScheduler(b, k, {"x": 2.0, "y": 1.0}, on_stale=on_stale)
     admitted_at: dict[int, int] = {}
     training: int | None = None
@@ -176,15 +214,16 @@ def test_no_trained_group_ever_breaks_the_bound(b, k, on_stale, script):
                 continue
             # The oldest token is at least the version published when the group was (re)admitted.
             span = core.published_version - admitted_at[group]
-            core.complete(group, admitted_at[group] + (pick // 7) % (span + 1))
+            oldest = admitted_at[group] + (pick // 7) % (span + 1)
+            core.complete(group, oldest, oldest + (pick // 11) % (core.published_version - oldest + 1))
         elif action == "train" and training is None:
             decision = core.take_batch()
             for group in decision.stale:
-                assert staleness(core.next_train_version - (decision.batch is not None), group.min_version) > k
+                assert staleness(core.next_train_version - (decision.batch is not None), group.max_version) > k
             if decision.batch is not None:
                 assert len(decision.batch.groups) == b
-                for group in decision.batch.groups:
-                    assert 0 <= decision.batch.train_version - group.min_version <= k
+                for group in decision.batch.groups:  # its newest token is fresh (older ones are masked)
+                    assert 0 <= decision.batch.train_version - group.max_version <= k
                     assert group.group not in trained
                     trained.add(group.group)
                 training = decision.batch.train_version

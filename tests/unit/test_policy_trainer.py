@@ -9,6 +9,7 @@ from rollarc.agent.chat import ChatRenderer, Message
 from rollarc.agent.trajectory import Segment, Trajectory
 from rollarc.algo.config import LossConfig
 from rollarc.models import new_policy
+from rollarc.train.batch import build_batch, mask_stale_tokens
 from rollarc.train.policy_trainer import NonFiniteError, PolicyTrainer
 
 
@@ -165,3 +166,44 @@ def test_a_resumed_trainer_gets_the_original_kl_reference_back(tmp_path):
     no_kl.load_reference(tmp_path / "missing.safetensors")  # no reference to restore: nothing to do
     with pytest.raises(FileNotFoundError, match="holds no KL reference"):
         resumed.load_reference(tmp_path / "missing.safetensors")
+
+
+def spanning_traj(traj_id: str, versions: list[list[int]], reward: float) -> Trajectory:
+    """One segment: a prompt, then one reply per entry of ``versions`` (each token its own version), env tokens between."""
+    seg = Segment()
+    seg.extend_context([5, 6, 7])
+    for turn in versions:
+        seg.extend_generated([10 + v for v in turn], [-1.0] * len(turn), turn)
+        seg.extend_context([8, 9])
+    return Trajectory(traj_id=traj_id, task="t", seed=0, segments=[seg], reward=reward)
+
+
+def test_a_group_spanning_k_plus_2_versions_trains_with_only_its_old_tokens_masked():
+    k, version = 1, 5
+    # three turns under versions 2 (3 old: > k), 3 (> k) and 4..5 (within k; the last turn mixes versions)
+    group = [
+        spanning_traj("a", [[2, 2], [3], [4, 5, 5]], 1.0),
+        spanning_traj("b", [[3, 3, 3], [4], [5]], 0.0),
+    ]
+    batch = build_batch([group], "grpo", 1e-6, pad_id=0)
+    before = batch.loss_mask.clone()
+    masked = mask_stale_tokens(batch, version, k)
+    old = (before != 0) & (version - batch.versions > k)
+    assert masked == int(old.sum()) == 2 + 1 + 3  # a: 2 + 1 tokens, b: 3
+    assert torch.equal(batch.loss_mask, torch.where(old, 0.0, before))  # only the old tokens left the loss
+    kept = batch.versions[batch.loss_mask.bool()]
+    assert sorted(kept.tolist()) == [4, 4, 5, 5, 5]
+    assert int((version - kept).max()) <= k  # no unmasked trained token is older than k
+    assert mask_stale_tokens(batch, version, None) == 0  # no bound (the reference step): nothing masked
+
+
+def test_the_trainer_masks_stale_tokens_and_counts_them():
+    torch.manual_seed(0)
+    model, tok = new_policy("nano", max_position_embeddings=64)
+    renderer = ChatRenderer(tok)
+    trainer = PolicyTrainer(model, LossConfig(), lr=1e-3, pad_id=tok.pad_token_id, version=5, max_staleness=1)
+    group = [make_traj(renderer, "a", "R", 1.0, version=3), make_traj(renderer, "b", "D", 0.0, version=5)]
+    stats = trainer.train_step([group])
+    target = len(renderer.encode_reply("R"))  # "a"'s reply, all of version 3: 2 > k
+    assert stats["masked_stale_tokens"] == target and stats["masked_token_frac"] == target / (2 * target)
+    assert stats["token_staleness_max"] == 0.0 and stats["target_tokens"] == target

@@ -5,9 +5,11 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from rollarc.policy.dispatcher import Dispatcher
-from rollarc.policy.routing import NoReplicaError, ReplicaState, RoutingPolicy
+from rollarc.policy.routing import NoReplicaError, ReplicaState, Route, RoutingPolicy
 from rollarc.policy.task_mix import TaskMix
 
 
@@ -117,3 +119,39 @@ def test_dispatcher_dead_replica_loses_its_sticky_trajectories():
     assert dispatch.mark_dead("a") and not dispatch.mark_dead("a")
     moved = dispatch.start_turn("t", None)
     assert moved.replica == "b" and not moved.sticky
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    script=st.lists(
+        st.tuples(st.sampled_from(["start", "finish", "dead", "drain", "add", "remove"]), st.integers(0, 999)),
+        max_size=200,
+    )
+)
+def test_the_dispatchers_load_index_chooses_exactly_what_a_scan_of_the_replicas_chooses(script):
+    """The heap of replicas by load (kept for the simulator's speed) changes no routing decision."""
+    pools = {"math": "a", "swe": "b", "free": None}
+    dispatcher = Dispatcher(pools)
+    for i in range(6):
+        dispatcher.add_replica(f"r{i}", "ab"[i % 2], 3)
+    running: list[Route] = []
+    added = 6
+    for action, pick in script:
+        names = sorted(dispatcher.replicas)
+        if action == "start":
+            task = sorted(pools)[pick % 3]
+            if any(r.usable for r in dispatcher.replicas.values()):
+                scan = RoutingPolicy().choose(dispatcher.replicas, None, pools[task])
+                route = dispatcher.start_turn(None, task)
+                assert route == scan
+                running.append(route)
+        elif action == "finish" and running:
+            dispatcher.finish_turn(running.pop(pick % len(running)))
+        elif action in ("dead", "drain", "remove") and names:
+            name = names[pick % len(names)]
+            {"dead": dispatcher.mark_dead, "drain": dispatcher.stop_accepting, "remove": dispatcher.remove}[action](
+                name
+            )
+        elif action == "add":
+            dispatcher.add_replica(f"r{added}", "ab"[pick % 2], 1 + pick % 4)
+            added += 1
