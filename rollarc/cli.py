@@ -228,7 +228,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 def _start_load_monitor(name: str) -> None:
     """A benchmark's JSON says whether the machine was quiet while it ran (``rollarc.bench.machine_load``)."""
     if name != "table":
-        from rollarc.bench import machine_load
+        from rollarc.bench import machine_load  # deferred: psutil, which only a benchmark needs
 
         machine_load.start()
 

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from rollarc.bench import machine_load
+from rollarc.bench.table import update_readme
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PAGE_ENV = "ROLLARC_BENCH_DOCS"
@@ -141,11 +142,8 @@ def publish(
         write_json(name, result, command, json_path(name, page), date=date, meta=meta),
     ]
     readme = page.parent.parent / "README.md"
-    if page.parent.name == "docs" and readme.is_file():
-        from rollarc.bench.table import update_readme
-
-        if update_readme(readme, page.parent / "benchmarks"):
-            written.append(readme)
+    if page.parent.name == "docs" and readme.is_file() and update_readme(readme, page.parent / "benchmarks"):
+        written.append(readme)
     print("wrote " + " and ".join(str(p) for p in written), flush=True)
     return written
 

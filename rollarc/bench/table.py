@@ -19,8 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from rollarc.bench.report_file import REPO_ROOT
-
+REPO_ROOT = Path(__file__).resolve().parents[2]
 START, END = "<!-- headline:start -->", "<!-- headline:end -->"
 
 Row = tuple[str, str]  # (result, how to rerun it)
