@@ -399,6 +399,21 @@ def rollout_entry_replicas(elastic: list[ElasticChange], cluster: ClusterConfig,
     return counts
 
 
+def harvest_memory_problems(harvest: HarvestConfig | None, tasks: list[TaskConfig]) -> list[str]:
+    """A turn reserves prompt + ``max_tokens_per_turn`` of a co-serving replica's KV budget, up to its task's
+    ``agent.context_limit``: a budget below the longest turn would hold that turn there until it timed out."""
+    if harvest is None:
+        return []
+    index, task = max(enumerate(tasks), key=lambda it: it[1].agent.context_limit)
+    if harvest.memory_tokens >= task.agent.context_limit:
+        return []
+    return [
+        f"harvest.memory_tokens={harvest.memory_tokens} is below the longest turn: tasks[{index}] ({task.name}) "
+        f"allows prompt + max_tokens_per_turn up to agent.context_limit={task.agent.context_limit} tokens, "
+        "which would never fit a co-serving replica; raise memory_tokens or lower context_limit"
+    ]
+
+
 def elastic_problems(elastic: list[ElasticChange], cluster: ClusterConfig, steps: int) -> list[str]:
     """What would make the schedule fail mid-run, found at load time: unknown pools, too few or too many replicas."""
     problems = []
@@ -523,6 +538,7 @@ class Config(FrozenModel):
             problems.append("elastic: rollout replicas can change only with rollout.backend: builtin")
         if self.harvest is not None and self.rollout.backend != "builtin":
             problems.append("harvest: borrowed co-serving replicas run only with rollout.backend: builtin")
+        problems += harvest_memory_problems(self.harvest, self.tasks)
         if problems:
             raise ValueError("; ".join(problems))
         return self

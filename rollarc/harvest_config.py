@@ -71,7 +71,10 @@ class HarvestConfig(FrozenModel):
         0.2, ge=0, lt=1, description="the guard admits a rollout step only within (1 - margin) x each SLO target"
     )
     memory_tokens: int = Field(
-        4096, ge=1, description="KV tokens the serving and rollout engines of one co-serving replica share"
+        4096,
+        ge=1,
+        description="KV tokens the serving and rollout engines of one co-serving replica share; at least every "
+        "task's `agent.context_limit` (the longest turn: prompt + max_tokens_per_turn), checked at start-up",
     )
     trace_path: str | None = Field(
         None,

@@ -59,9 +59,12 @@ SpanFn = Callable[..., None]
 MAX_TURN_RETRIES = 3
 
 
-def turn_seed(base_seed: int, traj_id: str, turn: int, attempt: int) -> int:
-    """A sampling seed that depends only on the trajectory and turn, never on batch composition."""
-    digest = hashlib.blake2b(f"{base_seed}:{traj_id}:{turn}:{attempt}".encode(), digest_size=8).digest()
+def turn_seed(base_seed: int, traj_id: str, turn: int) -> int:
+    """A sampling seed that depends only on the trajectory and turn, never on batch composition nor on where or how
+    often the turn ran: a turn retried after an abort (a withdrawn borrowed replica, a lost one, a weight update)
+    draws the same numbers again, so in synchronous mode it generates what its first attempt would have."""
+    # ":0" stands where the attempt number once was (each retry drew anew): first attempts keep their seeds.
+    digest = hashlib.blake2b(f"{base_seed}:{traj_id}:{turn}:0".encode(), digest_size=8).digest()
     return int.from_bytes(digest, "little") & 0x7FFF_FFFF_FFFF_FFFF
 
 
@@ -173,14 +176,14 @@ async def _generate_turn(
     turn: int,
     sampling_seed: int | None,
 ) -> Completion:
-    """Generate one turn; an aborted turn (weight update or lost replica) is retried from scratch."""
-    for attempt in range(MAX_TURN_RETRIES + 1):
+    """Generate one turn; an aborted turn (weight update or lost replica) is retried from scratch, same seed."""
+    for _attempt in range(MAX_TURN_RETRIES + 1):
         params = SamplingParams(
             temperature=sampling.temperature,
             top_p=sampling.top_p,
             top_k=sampling.top_k,
             max_tokens=agent.max_tokens_per_turn,
-            seed=None if sampling_seed is None else turn_seed(sampling_seed, traj.traj_id, turn, attempt),
+            seed=None if sampling_seed is None else turn_seed(sampling_seed, traj.traj_id, turn),
         )
         completion = await generate(prompt, params, traj.traj_id)
         if completion.finish_reason == "abort":

@@ -126,8 +126,14 @@ class LLMEngine:
         params: SamplingParams | None = None,
         request_id: str | None = None,
         cache_key: Hashable | None = None,
+        skip_draws: int = 0,
     ) -> str:
-        """Queue a request; returns its id. Invalid input raises ``ValueError`` naming the problem."""
+        """Queue a request; returns its id. Invalid input raises ``ValueError`` naming the problem.
+
+        ``skip_draws``: the tokens a resumed request already generated (a preempted or migrated turn re-submitted
+        with its partial output in the prompt). Its seeded generator skips that many draws, one per token, so the
+        rest of the turn draws what it would have drawn uninterrupted, wherever it resumes.
+        """
         params = params or SamplingParams()
         prompt = [int(t) for t in prompt_ids]
         if request_id is None:
@@ -146,7 +152,11 @@ class LLMEngine:
             raise ValueError(
                 f"request {request_id!r}: stop strings {params.stop!r} need an engine built with a tokenizer"
             )
+        if skip_draws < 0:
+            raise ValueError(f"request {request_id!r}: skip_draws must be >= 0, got {skip_draws}")
         generator = torch.Generator().manual_seed(params.seed) if params.seed is not None else None
+        for _ in range(skip_draws if generator is not None else 0):
+            torch.rand((), generator=generator)  # as draw_uniforms draws, one number per generated token
         request = Request(request_id, prompt, params, cache_key, time.perf_counter(), generator=generator)
         self._requests[request_id] = request
         if len(prompt) >= self.max_model_len:

@@ -329,6 +329,7 @@ class CoServingExecutor:
                 turn.sampling(),
                 request_id=request_id,
                 cache_key=turn.traj_id,
+                skip_draws=len(turn.output_ids),  # a resumed turn continues its seed's draws where it stopped
             )
             self._running[request_id] = turn
         before = self.rollout.counters["prefill_tokens"]

@@ -35,11 +35,12 @@ pytestmark = pytest.mark.slow
 # Serving traffic of 2 requests/s, 20/s for 1 s in every 2.5 s (bursts); a TPOT target no step meets while serving
 # decodes, so the guard reports no headroom while serving runs, and the replica is lent at once in serving's idle
 # gaps and withdrawn at once when a request comes (no hysteresis: many lends and withdrawals in a short run); a KV budget that
-# one serving request (up to 64 + 16 tokens reserved) overflows next to running borrowed turns, so arrivals preempt.
+# holds the longest turn (the tasks' context_limit, 200) but that one serving request (up to 64 + 16 tokens reserved)
+# overflows next to running borrowed turns, so arrivals preempt.
 HARVEST: dict[str, Any] = {
     "serving": {"preset": "nano", "seed": 99, "max_model_len": 256, "max_num_seqs": 32},
     "slo": {"ttft_p99_ms": 2000.0, "tpot_p99_ms": 0.5},
-    "memory_tokens": 150,
+    "memory_tokens": 200,
     "synthetic": {"rate_per_s": 2.0, "burst_every_s": 2.5, "burst_len_s": 1.0, "burst_factor": 10.0},
     "replay": {"token_scale": 0.25, "duration_s": 10.0, "max_prompt_tokens": 64, "max_output_tokens": 16},
     "lend_after_s": 0.0,
@@ -172,3 +173,30 @@ def test_borrowed_site_syncs_bitwise_preempts_migrates_and_replaces_a_dead_membe
         assert all(torch.equal(got[k], trainer[k]) for k in trainer)
     finally:
         ray.shutdown()
+
+
+@pytest.mark.timeout(1200)  # two training runs
+def test_a_sync_run_with_harvest_trains_the_batches_of_the_same_run_without_it(nano_policy_dir, tmp_path):
+    """Which replica generates a turn does not change what it generates: the same seeds give token-identical batches.
+
+    Serving requests withdraw the lent replica again and again (``HARVEST``), so turns are migrated: a retried turn
+    draws the same numbers as its first attempt. Behaviour log-probs may differ in the last bits with the batch a
+    turn shared a forward pass with, as between two runs without harvest (test_runtime); the losses agree to that.
+    """
+    sections: dict[str, Any] = {
+        "train": {"steps": 3, "groups_per_step": 4, "group_size": 4, "checkpoint_every": 0, "eval_episodes": 0},
+        "env_kwargs": {"turns": 3},
+        "sync": {"method": "delta"},
+    }
+    assert run_training(config(nano_policy_dir, tmp_path / "harvest", harvest=HARVEST, **sections)) == 0
+    assert run_training(config(nano_policy_dir, tmp_path / "dedicated", **sections)) == 0
+    harvest, dedicated = metrics(only_run(tmp_path / "harvest")), metrics(only_run(tmp_path / "dedicated"))
+    summary = json.loads((only_run(tmp_path / "harvest") / "summary.json").read_text())
+    turns = summary["routing"]["replica_turns"]
+    print("replica turns:", turns, "migrated:", summary["harvest"]["migrated_turns"])
+    assert sum(n for name, n in turns.items() if name.startswith("borrowed-")) > 0  # the borrowed replica did work
+    keys = ["batch_digest", "reward", "generated_tokens", "prompt_tokens", "turns", "trajectories"]
+    assert [[r[k] for k in keys] for r in harvest] == [[r[k] for k in keys] for r in dedicated]
+    assert len({r["batch_digest"] for r in harvest}) == 3  # three different batches, not one repeated
+    for a, b in zip(harvest, dedicated, strict=True):
+        assert a["loss"] == pytest.approx(b["loss"], abs=1e-5)

@@ -173,8 +173,18 @@ def test_sampling_seeds_depend_on_trajectory_and_turn_only():
     engine = ScriptedEngine()
     run(task(turns=2), engine, sampling_seed=5)
     seeds = [p.seed for p in engine.params]
-    assert seeds == [turn_seed(5, "t1", 0, 0), turn_seed(5, "t1", 1, 0)] and seeds[0] != seeds[1]
-    assert turn_seed(5, "t1", 0, 0) == turn_seed(5, "t1", 0, 0) != turn_seed(6, "t1", 0, 0)
+    assert seeds == [turn_seed(5, "t1", 0), turn_seed(5, "t1", 1)] and seeds[0] != seeds[1]
+    assert turn_seed(5, "t1", 0) == turn_seed(5, "t1", 0) != turn_seed(6, "t1", 0)
+    assert turn_seed(5, "t1", 0) == 2123546084757780632  # first attempts keep the seeds of earlier versions
+
+
+def test_a_retried_turn_draws_the_numbers_of_its_first_attempt():
+    # Regression: the attempt number was part of the seed, so a turn migrated off a withdrawn borrowed replica (or
+    # aborted for any reason) generated other tokens than the same turn on a replica that was never withdrawn.
+    engine = ScriptedEngine(abort_first=True)
+    traj = run(task(turns=1), engine, sampling_seed=5)
+    assert traj.status == "ok" and len(engine.params) == 2
+    assert engine.params[0] == engine.params[1] and engine.params[0].seed == turn_seed(5, "t1", 0)
 
 
 def test_greedy_spec_overrides_temperature():

@@ -115,6 +115,23 @@ def test_heldout_seeds_must_be_disjoint(tmp_path):
         load_train_config(write(tmp_path, MINIMAL), ["train.eval_seed_base=5"])
 
 
+def test_harvest_memory_tokens_must_hold_the_longest_turn(tmp_path):
+    data = {
+        "tasks": [
+            {"name": "fl", "env": {"id": "frozen_lake"}, "agent": {"context_limit": 256}},
+            {"name": "long", "env": {"id": "frozen_lake"}, "agent": {"context_limit": 600}},
+        ],
+        "harvest": {"memory_tokens": 599},
+    }
+    with pytest.raises(ConfigError) as err:
+        load_train_config(write(tmp_path, data))
+    message = str(err.value)
+    assert "harvest.memory_tokens=599 is below the longest turn: tasks[1] (long)" in message
+    assert "agent.context_limit=600" in message
+    assert load_train_config(write(tmp_path, data), ["harvest.memory_tokens=600"]).harvest.memory_tokens == 600
+    assert load_train_config(write(tmp_path, {**data, "harvest": None})).harvest is None  # no harvest: no check
+
+
 def test_dump_and_reload_round_trip(tmp_path):
     cfg = load_train_config(write(tmp_path, MINIMAL), ["async.mode=async", "async.max_staleness=1"])
     again = load_train_config(write(tmp_path, dump_yaml(cfg), "dumped.yaml"))

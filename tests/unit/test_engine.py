@@ -72,6 +72,25 @@ def test_seeded_sampling_does_not_depend_on_the_batch() -> None:
     assert again.token_ids != alone.token_ids  # the seed matters
 
 
+def test_a_resumed_request_skips_the_draws_of_its_partial_output() -> None:
+    model = tiny_hf_model()
+    prompt = random_prompts([7])[0]
+    whole = LLMEngine(model).generate([prompt], SamplingParams(temperature=1.0, max_tokens=12, seed=42))[0]
+    engine = LLMEngine(model)
+    rest = SamplingParams(temperature=1.0, max_tokens=7, seed=42)
+    engine.add_request(prompt + whole.token_ids[:5], rest, request_id="resumed", skip_draws=5)
+    finished = []
+    while engine.has_unfinished():
+        finished += engine.step()
+    (resumed,) = finished
+    assert resumed.token_ids == whole.token_ids[5:]
+    assert resumed.logprobs == pytest.approx(whole.logprobs[5:], abs=1e-4)  # a prefill, not decode steps
+    restarted = LLMEngine(model).generate([prompt + whole.token_ids[:5]], rest)[0]
+    assert restarted.token_ids != whole.token_ids[5:]  # without the skip, the draws start over
+    with pytest.raises(ValueError, match="skip_draws must be >= 0"):
+        engine.add_request(prompt, rest, skip_draws=-1)
+
+
 def test_abort_returns_tokens_so_far_and_frees_the_slot() -> None:
     model = tiny_hf_model()
     prompts = random_prompts([5, 9, 14])

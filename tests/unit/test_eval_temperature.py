@@ -30,4 +30,4 @@ def test_zero_is_greedy_and_above_zero_samples_with_the_same_seeds_in_every_eval
     greedy_params, sampled_params = engine.params
     assert (greedy_params.temperature, greedy_params.top_k) == (0.0, 0)
     assert (sampled_params.temperature, sampled_params.top_k) == (0.7, 5)  # the rollout's top_k, eval's temperature
-    assert sampled_params.seed == turn_seed(100, "eval-0", 0, 0)
+    assert sampled_params.seed == turn_seed(100, "eval-0", 0)

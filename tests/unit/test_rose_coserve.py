@@ -6,6 +6,8 @@ The clock is fake and the latency models are fixed by hand, so the guard's decis
 
 from __future__ import annotations
 
+import pytest
+
 from rollarc.engine import EngineConfig, LLMEngine
 from rollarc.engine.types import SamplingParams
 from rollarc.rose.coserve import CoServingExecutor, ServingRequest
@@ -197,3 +199,51 @@ def test_a_turn_uses_the_callers_sampling_and_a_cancelled_turn_leaves() -> None:
     ex.poll()  # it runs now
     assert ex.cancel("t2.0") is third and ex.rollout_turns == 0  # cancelled while running: aborted in R
     assert len(third.output_ids) == len(third.token_versions) <= 6
+
+
+def test_a_seeded_turn_generates_the_same_tokens_on_a_borrowed_executor_as_on_a_dedicated_engine() -> None:
+    """Which replica generates a turn, and whether it is preempted or migrated on the way, does not change its tokens.
+
+    Both sides hold the same weights; each request draws from its own seeded generator. Uninterrupted, the borrowed
+    executor (serving beside it) gives bitwise the dedicated engine's tokens and log-probs. A turn resumed after a
+    preemption or a migration continues its seed's draws where it stopped (regression: it restarted them, and its
+    later tokens differed); its log-probs after the resume come from a prefill of the partial output instead of
+    decode steps, so they agree to float rounding (about 1e-6 here), not bitwise.
+    """
+    prompts = random_prompts([5, 9, 13, 6])
+    params = [SamplingParams(temperature=1.0, max_tokens=10, ignore_eos=True, seed=7 + i) for i in range(4)]
+    reference = _engine(2).generate(prompts, params)
+
+    borrowed = _executor()
+    _serve(borrowed, 2, max_tokens=5)
+    turns = [Turn(f"t{i}.0", f"t{i}", p, 10, params=sp) for i, (p, sp) in enumerate(zip(prompts, params, strict=True))]
+    for t in turns:
+        borrowed.submit_turn(t)
+    assert len(_drain(borrowed)) == 4 and borrowed.counters["serving_steps"] > 0
+    for t, ref in zip(turns, reference, strict=True):
+        assert t.output_ids == ref.token_ids and t.logprobs == ref.logprobs  # bitwise
+
+    (ref,) = _engine(2).generate(prompts[:1], params[:1])  # alone: a batch of one, as the turns below run
+    preempted = _executor(memory_tokens=40)
+    turn = Turn("p.0", "p", prompts[0], 10, params=params[0])  # reserves 5 + 10 = 15 tokens
+    preempted.submit_turn(turn)
+    for _ in range(3):
+        preempted.poll()
+    _serve(preempted, 2, max_tokens=10)  # serving reserves 2 x 14 = 28: 28 + 15 > 40
+    preempted.poll()
+    assert preempted.counters["preemptions"] == 1 and len(turn.output_ids) == 3
+    assert _drain(preempted) == [turn]
+
+    borrowed, dedicated = _executor(name="bor"), _executor(serving=False, name="ded")
+    migrated = Turn("m.0", "m", prompts[0], 10, params=params[0])
+    borrowed.submit_turn(migrated)
+    for _ in range(3):
+        borrowed.poll()
+    assert borrowed.withdraw() == [migrated] and len(migrated.output_ids) == 3
+    dedicated.submit_turn(migrated)
+    assert _drain(dedicated) == [migrated] and migrated.workers == ["bor", "ded"]
+
+    for resumed in (turn, migrated):
+        assert resumed.output_ids == ref.token_ids
+        assert resumed.logprobs[:3] == ref.logprobs[:3]
+        assert resumed.logprobs == pytest.approx(ref.logprobs, abs=1e-4)
