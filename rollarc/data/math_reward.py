@@ -9,17 +9,27 @@ equals the ground truth mathematically (``math_verify.parse`` + ``math_verify.ve
 
 math-verify bounds parsing with ``signal.alarm``, which works only in the main thread; rollarc scores
 answers in the env worker's thread pool, where the env step's own timeout (``step_timeout_s``) bounds
-the call instead, so there the library's timeout is switched off.
+the call instead, so there the library's timeout is switched off (and its one-off notice saying so,
+repeated by every env worker thread, is filtered out of its loggers; every other message still shows).
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 from typing import Any
 
 from math_verify import parse, verify
 
 TIMEOUT_S = 5
+
+
+def _not_the_timeout_notice(record: logging.LogRecord) -> bool:
+    return not record.getMessage().startswith("Timeout is disabled")
+
+
+for _name in ("math_verify.parser", "math_verify.grader"):
+    logging.getLogger(_name).addFilter(_not_the_timeout_notice)
 
 
 def math_score(solution_str: str, ground_truth: Any) -> float:

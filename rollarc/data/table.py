@@ -85,7 +85,7 @@ def prompt_problem(prompt: Any) -> str | None:
             ):
                 return f"prompt message {message!r} is not a {{role, content}} pair of strings"
         return None
-    return f"the prompt is a {type(prompt).__name__}, not text or a list of chat messages"
+    return f"the prompt ({type(prompt).__name__}) is neither text nor a list of chat messages"
 
 
 def load_table(cfg: DatasetConfig, needs_ground_truth: bool) -> Table:
