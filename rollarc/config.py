@@ -22,6 +22,7 @@ from rollarc.engine.config import EngineConfig
 from rollarc.envs.latency import LatencyConfig
 from rollarc.envs.registry import EnvSpec
 from rollarc.harvest_config import HarvestConfig
+from rollarc.report.trackers import TrackerName
 from rollarc.rewards.config import RewardConfig, placement_problems
 from rollarc.serve.config import RolloutConfig, backend_problems
 from rollarc.sync.config import SyncConfig
@@ -448,6 +449,13 @@ class RunConfig(FrozenModel):
     dir: str = Field("runs", description="parent of the run directories (a run writes DIR/NAME-YYYYmmdd-HHMMSS/)")
     progress: bool = Field(True, description="show the live progress bar on stderr")
     tensorboard: bool = Field(True, description="also write the metrics as TensorBoard scalars (RUN_DIR/tensorboard/)")
+    trackers: list[TrackerName] = Field(
+        [],
+        description="also send the metrics, run name and config to these experiment trackers (optional extras "
+        "rollarc[wandb], rollarc[mlflow]); where they write comes from their environment variables "
+        "(WANDB_MODE, MLFLOW_TRACKING_URI, ...)",
+    )
+    project: str = Field("rollarc", min_length=1, description="W&B project / MLflow experiment the run is logged under")
 
 
 class Config(FrozenModel):

@@ -29,6 +29,7 @@ from rollarc.config import Config, TaskConfig
 from rollarc.configio import ConfigError
 from rollarc.envs.registry import EnvLoadError, make_env
 from rollarc.models.checkpoint import load_tokenizer
+from rollarc.report.trackers import check_trackers
 
 MODEL_FILES = "config.json, model.safetensors and the tokenizer files"
 MAX_LISTED = 3
@@ -180,7 +181,8 @@ def check_warm_start(cfg: Config, experts: dict[str, bool], warn: Callable[[str]
 
 
 def preflight_train(cfg: Config, resuming: bool, warn: Callable[[str], None]) -> None:
-    """``rollarc train``: the envs, then the policy RL starts from (or the means to make it)."""
+    """``rollarc train``: the trackers' packages, the envs, then the policy RL starts from (or the means to make it)."""
+    check_trackers(list(cfg.run.trackers))
     experts = check_envs(list(cfg.tasks), cfg.sft.seed_base, warn)
     if resuming:
         return  # the policy comes from the run's checkpoint
