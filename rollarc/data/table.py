@@ -11,12 +11,16 @@ of a split is malformed, that is a :class:`DatasetError` naming the count and th
 
 The held-out split is the data's own ``heldout_split`` when it has one, else a seeded cut of the
 training split (``Dataset.train_test_split``). Training rows are visited in a seeded shuffled order.
-Loaded datasets are memoised per process: every env instance of a worker shares one copy.
+Loaded datasets are memoised per process: every env instance of a worker shares one copy, and the first
+load is single-flight (a lock): an env worker builds many envs at once in its thread pool, and each
+reading the files itself made the first held-out evaluation's constructions pass ``step_timeout_s``
+on a loaded machine.
 """
 
 from __future__ import annotations
 
 import functools
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -88,9 +92,13 @@ def prompt_problem(prompt: Any) -> str | None:
     return f"the prompt ({type(prompt).__name__}) is neither text nor a list of chat messages"
 
 
+_LOADING = threading.Lock()
+
+
 def load_table(cfg: DatasetConfig, needs_ground_truth: bool) -> Table:
-    """The checked splits of ``cfg`` (memoised per process; see the module docstring)."""
-    return _load(cfg.model_dump_json(), needs_ground_truth)
+    """The checked splits of ``cfg`` (memoised per process, loaded once; see the module docstring)."""
+    with _LOADING:
+        return _load(cfg.model_dump_json(), needs_ground_truth)
 
 
 @functools.lru_cache(maxsize=8)

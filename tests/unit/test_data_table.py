@@ -149,3 +149,16 @@ def test_a_task_is_an_env_or_a_dataset_not_both():
         TaskConfig(name="x")
     with pytest.raises(ValueError, match=r"exactly one of dataset\.path"):
         TaskConfig(name="x", dataset={"reward": EXACT})
+
+
+def test_envs_built_at_once_in_threads_read_the_files_once(tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from rollarc.data import table
+
+    path = write_jsonl(tmp_path / "once.jsonl", rows(30))
+    before = table._load.cache_info().misses
+    with ThreadPoolExecutor(8) as pool:
+        envs = list(pool.map(lambda _: env_of(path=path, split_seed=11), range(16)))
+    assert table._load.cache_info().misses - before == 1
+    assert len({id(env.table) for env in envs}) == 1  # one shared copy
