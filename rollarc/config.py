@@ -17,11 +17,13 @@ from rollarc.cluster_config import PoolConfig as PoolConfig  # re-exported: call
 from rollarc.cluster_config import RoleConfig as RoleConfig
 from rollarc.cluster_config import RolesConfig as RolesConfig
 from rollarc.configio import FrozenModel, load_config
+from rollarc.data.config import DatasetConfig
 from rollarc.engine.config import EngineConfig
 from rollarc.envs.latency import LatencyConfig
 from rollarc.envs.registry import EnvSpec
 from rollarc.harvest_config import HarvestConfig
 from rollarc.policy.scheduler import DEFAULT_MAX_OVERTAKE, DEFAULT_MAX_RESTARTS
+from rollarc.report.trackers import TrackerName
 from rollarc.rewards.config import RewardConfig, placement_problems
 from rollarc.serve.config import RolloutConfig, backend_problems
 from rollarc.sync.config import SyncConfig
@@ -99,15 +101,23 @@ class AgentConfig(FrozenModel):
     instructions: bool = Field(True, description="send the env's instructions as a system message")
 
 
+DATASET_ENV = "rollarc.data.env:DatasetEnv"
+
+
 class TaskConfig(FrozenModel):
-    """One environment of the task mix. Groups never mix tasks."""
+    """One task of the mix: an environment, or a dataset of prompts with reward functions. Groups never mix tasks."""
 
     name: str = Field(
         ...,
         pattern=r"^[A-Za-z0-9_.-]+$",
         description="the task's name in metrics, summaries and routing; unique among `tasks`",
     )
-    env: EnvSpec = Field(..., description="the environment to build and its kwargs")
+    env: EnvSpec | None = Field(None, description="the environment to build and its kwargs (or `dataset`)")
+    dataset: DatasetConfig | None = Field(
+        None,
+        description="a single-turn task over dataset rows, scored by reward functions (instead of `env`; "
+        "docs/bring-your-own.md)",
+    )
     weight: float = Field(
         1.0,
         gt=0.0,
@@ -135,6 +145,20 @@ class TaskConfig(FrozenModel):
         "steps take microseconds, where the thread hop costs more than the step; step_timeout_s then cannot "
         "interrupt a step (docs/performance.md)",
     )
+
+    @model_validator(mode="after")
+    def _env_or_dataset(self) -> TaskConfig:
+        if (self.env is None) == (self.dataset is None):
+            raise ValueError(f"task {self.name!r}: give exactly one of env or dataset")
+        return self
+
+    @property
+    def env_spec(self) -> EnvSpec:
+        """The env to build: ``env``, or the single-turn :class:`rollarc.data.env.DatasetEnv` over ``dataset``."""
+        if self.env is not None:
+            return self.env
+        assert self.dataset is not None  # the validator requires env or dataset
+        return EnvSpec(entry_point=DATASET_ENV, kwargs=self.dataset.model_dump())
 
 
 class SFTConfig(FrozenModel):
@@ -461,6 +485,13 @@ class RunConfig(FrozenModel):
     dir: str = Field("runs", description="parent of the run directories (a run writes DIR/NAME-YYYYmmdd-HHMMSS/)")
     progress: bool = Field(True, description="show the live progress bar on stderr")
     tensorboard: bool = Field(True, description="also write the metrics as TensorBoard scalars (RUN_DIR/tensorboard/)")
+    trackers: list[TrackerName] = Field(
+        [],
+        description="also send the metrics, run name and config to these experiment trackers (optional extras "
+        "rollarc[wandb], rollarc[mlflow]); where they write comes from their environment variables "
+        "(WANDB_MODE, MLFLOW_TRACKING_URI, ...)",
+    )
+    project: str = Field("rollarc", min_length=1, description="W&B project / MLflow experiment the run is logged under")
 
 
 class Config(FrozenModel):

@@ -7,6 +7,11 @@ new tail is appended, so a full-history conversation is one sequence whose assis
 the sampled ones. When it is not a prefix (a sliding history window, or a template that renders
 assistant turns differently from what was generated), a new segment starts. Both cases train
 correctly; the first also lets the engine reuse the cached KV of the earlier turns.
+
+A tokenizer without a chat template (a base model) gets the plain format TRL uses for plain-text
+prompts: the messages' contents as they are, joined by a blank line, with no role markers and no
+generation prompt. For a single-turn dataset task that is the prompt text itself (after the system
+prompt, if one is set).
 """
 
 from __future__ import annotations
@@ -15,6 +20,8 @@ from collections import OrderedDict
 from dataclasses import dataclass
 
 from transformers import PreTrainedTokenizerBase
+
+PLAIN_SEPARATOR = "\n\n"  # between messages when the tokenizer has no chat template
 
 
 @dataclass(frozen=True)
@@ -35,9 +42,10 @@ class ChatRenderer:
     """
 
     def __init__(self, tokenizer: PreTrainedTokenizerBase, cache_size: int = 1024):
-        if tokenizer.chat_template is None:
-            raise ValueError("the tokenizer has no chat template; rollarc needs one to render agent turns")
+        if tokenizer.eos_token_id is None:
+            raise ValueError("the tokenizer has no eos token; rollarc needs one to end a reply")
         self.tokenizer = tokenizer
+        self.templated = tokenizer.chat_template is not None
         self.eos_token_id: int = tokenizer.eos_token_id
         self.cache_size = cache_size
         self._cache: OrderedDict[tuple[Message, ...], tuple[int, ...]] = OrderedDict()
@@ -57,9 +65,12 @@ class ChatRenderer:
         return list(ids)
 
     def _render(self, messages: list[Message]) -> list[int]:
-        rendered = self.tokenizer.apply_chat_template(
-            [m.as_dict() for m in messages], add_generation_prompt=True, tokenize=False
-        )
+        if self.templated:
+            rendered = self.tokenizer.apply_chat_template(
+                [m.as_dict() for m in messages], add_generation_prompt=True, tokenize=False
+            )
+        else:
+            rendered = PLAIN_SEPARATOR.join(m.content for m in messages)
         return self.tokenizer(rendered, add_special_tokens=False)["input_ids"]
 
     def reply_text(self, token_ids: list[int]) -> str:

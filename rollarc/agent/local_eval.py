@@ -42,6 +42,7 @@ def heldout_specs(
             greedy=not sampled,
             temperature=temperature if sampled else None,
             sampling_seed=seed_base + i if sampled else None,
+            heldout=True,
         )
         for i in range(episodes)
     ]

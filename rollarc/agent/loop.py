@@ -89,8 +89,13 @@ async def run_trajectory(
     instructions: str = "",
     on_span: SpanFn | None = None,
     sampling_seed: int | None = None,
+    reset_options: dict[str, Any] | None = None,
 ) -> Trajectory:
     """Run one episode into ``traj`` (which carries its id, task and env seed) and return it.
+
+    ``reset_options`` (when set) go to ``env.reset(options=...)``. When the reset's ``info`` holds
+    ``messages`` (a list of {role, content}: a dataset row's chat prompt), the conversation starts with
+    them instead of ``instructions`` plus one user turn.
 
     ``agent`` provides max_turns, max_tokens_per_turn, history, history_k and context_limit;
     ``sampling`` provides temperature, top_p and top_k. ``sampling_seed`` (when set) makes every turn's
@@ -103,14 +108,21 @@ async def run_trajectory(
 
     t0 = clock()
     try:
-        obs, _info = await env_call(env.reset, seed=traj.seed)
+        if reset_options is None:
+            obs, info = await env_call(env.reset, seed=traj.seed)
+        else:
+            obs, info = await env_call(env.reset, seed=traj.seed, options=reset_options)
     except EnvFailure as err:
         return _finish(traj.fail(f"env reset: {err}", kind=f"env_reset_{err.kind}"), start, clock)
     traj.timings["env_s"] += clock() - t0
     span("env_step", t0, clock(), traj=traj.traj_id, task=traj.task)
 
-    messages: list[Message] = [Message("system", instructions)] if instructions else []
-    messages.append(Message("user", obs))
+    opening = info.get("messages") if isinstance(info, dict) else None
+    if opening:
+        messages = [Message(m["role"], m["content"]) for m in opening]
+    else:
+        messages = [Message("system", instructions)] if instructions else []
+        messages.append(Message("user", obs))
     segment: Segment | None = None
 
     for turn in range(agent.max_turns):

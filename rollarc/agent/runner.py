@@ -31,6 +31,7 @@ from rollarc.agent.failures import FailureTally
 from rollarc.agent.loop import EnvFailure, GenerateFn, run_trajectory
 from rollarc.agent.seeds import trajectory_latency_seed
 from rollarc.agent.trajectory import Trajectory
+from rollarc.data.config import HELDOUT_OPTION
 from rollarc.envs.latency import LatencyModel
 from rollarc.envs.registry import instructions as env_instructions
 from rollarc.envs.registry import make_env
@@ -50,6 +51,7 @@ class EpisodeSpec:
     sampling_seed: int | None = None
     greedy: bool = False
     temperature: float | None = None  # held-out evaluation that samples at this temperature (None: training)
+    heldout: bool = False  # a held-out evaluation episode: a dataset task plays a row of its held-out split
 
 
 @dataclass
@@ -169,6 +171,7 @@ class EpisodeRunner:
             instructions=self._instructions.get(spec.task, "") if task.agent.instructions else "",
             on_span=self._span,
             sampling_seed=spec.sampling_seed,
+            reset_options={HELDOUT_OPTION: True} if spec.heldout and task.dataset is not None else None,
         )
         if not broken:
             self._free_envs[spec.task].append(env)
@@ -201,7 +204,7 @@ class EpisodeRunner:
         free = self._free_envs[task_name]
         if free:
             return free.pop()
-        spec = self.tasks[task_name].env
+        spec = self.tasks[task_name].env_spec
         env = await self._call_in_thread(make_env, self.tasks[task_name].step_timeout_s, spec)
         self._instructions.setdefault(task_name, env_instructions(env))
         return env

@@ -94,6 +94,8 @@ def make_env(spec: EnvSpec | Mapping[str, Any]) -> gymnasium.Env:
     _check_kwargs(creator, spec.kwargs, name)
     try:
         env = creator(**spec.kwargs)
+    except EnvLoadError:
+        raise  # already one line naming what is wrong (e.g. a dataset task's missing column)
     except (TypeError, ValueError) as err:
         raise EnvLoadError(f"{name} rejected its kwargs {spec.kwargs}: {err}") from err
     if not isinstance(env, gymnasium.Env):

@@ -33,6 +33,8 @@ SAFE_TO_CHANGE: tuple[str, ...] = (
     "run.dir",  # the run directory is given by resume=, not made under run.dir
     "run.progress",
     "run.tensorboard",
+    "run.trackers",
+    "run.project",
     "cluster.address",  # where Ray runs, not what it computes
     "cluster.num_cpus",
     "cluster.include_dashboard",

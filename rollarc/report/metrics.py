@@ -1,4 +1,4 @@
-"""Per-step metrics to ``metrics.jsonl`` and TensorBoard, and spans to ``timeline.jsonl``."""
+"""Per-step metrics to ``metrics.jsonl``, TensorBoard and the named trackers, and spans to ``timeline.jsonl``."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from typing import Any
 import psutil
 
 from rollarc.report.run_dir import METRICS, TIMELINE, JsonlAppender, MetricsRecord, Span, from_dict, truncate_metrics
+from rollarc.report.trackers import Tracker, flatten
 
 _process: psutil.Process | None = None
 
@@ -27,10 +28,18 @@ def process_rss_mb() -> float:
 
 
 class MetricsWriter:
-    """Appends one :class:`MetricsRecord` per step; numeric values also go to TensorBoard under the same names."""
+    """Appends one :class:`MetricsRecord` per step; numeric values also go to TensorBoard and to every tracker
+    (W&B, MLflow; :mod:`rollarc.report.trackers`) under the same names."""
 
-    def __init__(self, run_dir: Path, tensorboard: bool = True, truncate_after_step: int | None = None):
+    def __init__(
+        self,
+        run_dir: Path,
+        tensorboard: bool = True,
+        truncate_after_step: int | None = None,
+        trackers: list[Tracker] | None = None,
+    ):
         self.path = run_dir / METRICS
+        self.trackers = list(trackers or [])
         if truncate_after_step is not None:
             truncate_metrics(run_dir, truncate_after_step)
         self._out = JsonlAppender(self.path)
@@ -44,15 +53,23 @@ class MetricsWriter:
         self._out.append(
             [from_dict(MetricsRecord, {"step": step, **values}, f"{self.path}, step {step}", lenient=True)]
         )
+        numeric = {
+            key: float(value)
+            for key, value in flatten(values).items()
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+        }
         if self._tb is not None:
-            for key, value in _flatten(values).items():
-                if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
-                    self._tb.add_scalar(key, value, step)
+            for key, value in numeric.items():
+                self._tb.add_scalar(key, value, step)
+        for tracker in self.trackers:
+            tracker.log(step, numeric)
 
     def close(self) -> None:
         self._out.close()
         if self._tb is not None:
             self._tb.close()
+        for tracker in self.trackers:
+            tracker.close()
 
 
 class TimelineWriter:
@@ -76,14 +93,3 @@ class TimelineWriter:
 
     def close(self) -> None:
         self._out.close()
-
-
-def _flatten(values: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    flat: dict[str, Any] = {}
-    for key, value in values.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, dict):
-            flat.update(_flatten(value, name + "/"))
-        else:
-            flat[name] = value
-    return flat

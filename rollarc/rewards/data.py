@@ -48,12 +48,12 @@ class Example:
 
 def _measuring_env(task: TaskConfig, horizon: int) -> tuple[gymnasium.Env, int | None]:
     """The task's env, with a long ``max_steps`` when it is a TextEnv; also its own ``max_steps``."""
-    env = make_env(task.env)
+    env = make_env(task.env_spec)
     if not isinstance(env.unwrapped, TextEnv):
         return env, None
     own_limit = env.unwrapped.config.max_steps
     env.close()
-    spec = task.env.model_copy(update={"kwargs": {**task.env.kwargs, "max_steps": own_limit + horizon}})
+    spec = task.env_spec.model_copy(update={"kwargs": {**task.env_spec.kwargs, "max_steps": own_limit + horizon}})
     return make_env(spec), own_limit
 
 

@@ -20,6 +20,7 @@ from rollarc.models.checkpoint import load_policy, remove_partial_directories
 from rollarc.models.device import resolve_device, resolve_dtype
 from rollarc.report.metrics import MetricsWriter
 from rollarc.report.run_dir import SUMMARY, Summary, from_dict, write_json
+from rollarc.report.trackers import open_trackers
 from rollarc.runtime import stop_signals
 from rollarc.runtime.controller import Controller, RunError
 from rollarc.runtime.ray_cluster import plugin_pythonpath, start_ray, stop_ray
@@ -91,8 +92,14 @@ def run_training(cfg: Config, address: str | None = None) -> int:
         workers = Workers(cfg, policy_dir, start_version=version)
         if resume is not None:
             ray.get(workers.trainer.load_checkpoint.remote(str(resume.checkpoint)))
+        trackers = open_trackers(
+            list(cfg.run.trackers), run_dir, run_dir.name, cfg.run.project, cfg.model_dump(mode="json", by_alias=True)
+        )
         metrics = MetricsWriter(
-            run_dir, tensorboard=cfg.run.tensorboard, truncate_after_step=version if resume_state else None
+            run_dir,
+            tensorboard=cfg.run.tensorboard,
+            truncate_after_step=version if resume_state else None,
+            trackers=trackers,
         )
         controller = Controller(
             cfg,

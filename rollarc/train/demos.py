@@ -25,7 +25,7 @@ class NoExpert(RuntimeError):
 
 def demonstration(task: TaskConfig, seed: int, renderer: ChatRenderer, sampling: SamplingConfig) -> Trajectory:
     """One expert episode of ``task`` on env ``seed`` as a trajectory (behaviour log-probs are 0)."""
-    env = make_env(task.env)
+    env = make_env(task.env_spec)
 
     async def expert(prompt_ids: list[int], params: SamplingParams, cache_key: str) -> Completion:
         action = expert_action(env)

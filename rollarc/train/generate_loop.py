@@ -160,7 +160,7 @@ class _Loop:
     def _env(self, task: str) -> Any:
         free = self.envs[task]
         if not free:
-            free.append(make_env(self.tasks[task].env))
+            free.append(make_env(self.tasks[task].env_spec))
         return free[0]
 
     @torch.no_grad()

@@ -29,6 +29,7 @@ from rollarc.config import Config, TaskConfig
 from rollarc.configio import ConfigError
 from rollarc.envs.registry import EnvLoadError, make_env
 from rollarc.models.checkpoint import load_tokenizer
+from rollarc.report.trackers import check_trackers
 
 MODEL_FILES = "config.json, model.safetensors and the tokenizer files"
 MAX_LISTED = 3
@@ -39,31 +40,40 @@ class PreflightError(ConfigError):
 
 
 # ---- environments ------------------------------------------------------------------------------------
-def probe_env(task: TaskConfig, seed: int) -> bool:
-    """Construct and reset the task's env; return whether it offers an expert action at the first turn."""
-    env = make_env(task.env)
+def probe_env(task: TaskConfig, seed: int) -> tuple[bool, list[str]]:
+    """Construct and reset the task's env; whether it offers an expert action at the first turn, and notes.
+
+    The notes are what a dataset task skipped: per split, the malformed rows' count and the first one.
+    """
+    env = make_env(task.env_spec)
     try:
         env.reset(seed=seed)
         expert = getattr(env.unwrapped, "expert_action", None)
-        return callable(expert) and expert() is not None
+        table = getattr(env.unwrapped, "table", None)
+        notes = [
+            f"skipped {bad.count} malformed row(s) of {bad.total} in split {split!r}, e.g. {bad.example}"
+            for split, bad in (getattr(table, "malformed", None) or {}).items()
+        ]
+        return callable(expert) and expert() is not None, notes
     finally:
         env.close()
 
 
-def check_envs(tasks: list[TaskConfig], seed: int) -> dict[str, bool]:
+def check_envs(tasks: list[TaskConfig], seed: int, warn: Callable[[str], None] | None = None) -> dict[str, bool]:
     """Every task's env builds and resets in this process; returns, per task, whether it has an expert.
 
     Each probe runs in a daemon thread bounded by twice the task's ``step_timeout_s`` (construction and
-    reset), so a plugin that hangs fails here instead of blocking start-up or exit.
+    reset), so a plugin that hangs fails here instead of blocking start-up or exit. ``warn`` receives a
+    dataset task's skipped malformed rows.
     """
     pool = DaemonThreadPool(1, thread_name_prefix="preflight-env")
     experts: dict[str, bool] = {}
     try:
         for i, task in enumerate(tasks):
-            key = f"tasks[{i}].env ({task.name})"
+            key = f"tasks[{i}].{'env' if task.dataset is None else 'dataset'} ({task.name})"
             future = pool.submit(probe_env, task, seed)
             try:
-                experts[task.name] = future.result(timeout=2 * task.step_timeout_s)
+                experts[task.name], notes = future.result(timeout=2 * task.step_timeout_s)
             except FutureTimeout:
                 raise PreflightError(
                     f"{key}: constructing and resetting the env took longer than {2 * task.step_timeout_s:g} s "
@@ -75,6 +85,9 @@ def check_envs(tasks: list[TaskConfig], seed: int) -> dict[str, bool]:
                 raise PreflightError(
                     f"{key}: building or resetting the env raised {type(err).__name__}: {_first_line(err)}"
                 ) from None
+            for note in notes:
+                if warn is not None:
+                    warn(f"warning: {key}: {note}")
     finally:
         pool.shutdown()
     return experts
@@ -160,15 +173,17 @@ def check_warm_start(cfg: Config, experts: dict[str, bool], warn: Callable[[str]
         return
     if lacking:
         raise PreflightError(
-            f"{', '.join(lacking)}: the env has no expert_action(), so the SFT warm start has no demonstrations; "
+            f"{', '.join(lacking)}: the env has no expert_action() (a dataset task: no dataset.reference_column), so the "
+            "SFT warm start has no demonstrations; "
             "set model.path to a trained HF-format checkpoint, or sft.steps=0 to start RL from random weights "
             "(it may not learn)"
         )
 
 
 def preflight_train(cfg: Config, resuming: bool, warn: Callable[[str], None]) -> None:
-    """``rollarc train``: the envs, then the policy RL starts from (or the means to make it)."""
-    experts = check_envs(list(cfg.tasks), cfg.sft.seed_base)
+    """``rollarc train``: the trackers' packages, the envs, then the policy RL starts from (or the means to make it)."""
+    check_trackers(list(cfg.run.trackers))
+    experts = check_envs(list(cfg.tasks), cfg.sft.seed_base, warn)
     if resuming:
         return  # the policy comes from the run's checkpoint
     if cfg.model.path is not None:
@@ -185,7 +200,7 @@ def preflight_train(cfg: Config, resuming: bool, warn: Callable[[str], None]) ->
 
 def preflight_sft(cfg: Config, warn: Callable[[str], None]) -> None:
     """``rollarc sft``: the envs, their experts, and the starting point when ``model.path`` is given."""
-    experts = check_envs(list(cfg.tasks), cfg.sft.seed_base)
+    experts = check_envs(list(cfg.tasks), cfg.sft.seed_base, warn)
     if cfg.model.path is not None:
         check_model_dir(cfg.model.path, "model.path")
     check_warm_start(cfg, experts, warn)

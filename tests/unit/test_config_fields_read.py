@@ -25,6 +25,7 @@ CONFIG_MODULES = {
     "configio.py",
     "config_docs.py",
     "algo/config.py",
+    "data/config.py",
     "engine/config.py",
     "rewards/config.py",
     "serve/config.py",

@@ -38,7 +38,7 @@ LAYERS: list[tuple[str, set[str]]] = [
         },
     ),
     ("policy", {"policy"}),
-    ("core", {"algo", "sync", "engine", "envs", "models", "report", "serve", "spotlight"}),
+    ("core", {"algo", "sync", "engine", "envs", "data", "models", "report", "serve", "spotlight"}),
     ("agent", {"agent"}),
     ("rewards", {"rewards"}),
     ("config", {"config", "harvest_config"}),

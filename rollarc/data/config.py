@@ -1,0 +1,102 @@
+"""The ``tasks[i].dataset`` section: a task made of dataset rows (prompts) and reward functions by path.
+
+A dataset task is single-turn: each episode is one row; the policy answers its prompt once and the
+reward functions score the answer. The columns follow verl's layout by default (``prompt``,
+``data_source``, ``reward_model.ground_truth``, ``extra_info``); a dotted column name reads a field
+of a struct column. Every other column is passed, as it is, to TRL-style reward functions.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from rollarc.configio import FrozenModel
+
+RewardStyle = Literal["auto", "trl", "verl"]
+HELDOUT_OPTION = "heldout"  # env.reset(options={HELDOUT_OPTION: True}) plays a held-out row
+
+
+class RewardFunctionConfig(FrozenModel):
+    """One reward function, named by import path (``plugin_paths`` puts its directory on the path)."""
+
+    function: str = Field(
+        ...,
+        pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$",
+        description="'package.module:function', e.g. 'rollarc.data.math_reward:accuracy'",
+    )
+    weight: float = Field(1.0, description="the episode reward is the sum of weight x score over the functions")
+    style: RewardStyle = Field(
+        "auto",
+        description="`trl`: f(prompts, completions, **columns) -> list[float], called with lists of one; "
+        "`verl`: compute_score(data_source, solution_str, ground_truth, extra_info) -> float (or a dict with "
+        "'score'); `auto`: told apart by the parameter names (completions vs solution_str)",
+    )
+
+
+class DatasetConfig(FrozenModel):
+    """Where the rows come from, which columns mean what, and how an answer is rewarded."""
+
+    path: str | None = Field(
+        None,
+        description="a .jsonl/.json or .parquet file (one split, `train`), or a directory written by "
+        "datasets' save_to_disk (its splits); relative paths are relative to where rollarc runs",
+    )
+    files: dict[str, str] = Field(
+        {},
+        description="split name -> .jsonl/.json/.parquet file, e.g. {train: a.jsonl, test: b.jsonl} "
+        "(instead of `path`)",
+    )
+    train_split: str = Field("train", description="the split training and SFT demonstrations draw rows from")
+    heldout_split: str = Field(
+        "test",
+        description="the split held-out evaluation draws rows from; when the data has no such split, it is "
+        "cut from train_split by a seeded split (heldout_fraction, split_seed)",
+    )
+    heldout_fraction: float = Field(
+        0.1, gt=0.0, lt=1.0, description="share of train_split held out when heldout_split is not in the data"
+    )
+    split_seed: int = Field(0, description="seed of the held-out cut and of the order training visits rows in")
+    prompt_column: str = Field(
+        "prompt", description="the prompt: a string, or chat messages (a list of {role, content})"
+    )
+    system_prompt: str = Field(
+        "", description="a system message put before plain-text prompts (chat-message prompts bring their own)"
+    )
+    ground_truth_column: str | None = Field(
+        "reward_model.ground_truth",
+        description="the reference answer passed to verl-style functions as ground_truth (null: none)",
+    )
+    data_source_column: str | None = Field(
+        "data_source", description="passed to verl-style functions as data_source (null: pass None)"
+    )
+    extra_info_column: str | None = Field(
+        "extra_info", description="passed to verl-style functions as extra_info (null, or absent column: None)"
+    )
+    reference_column: str | None = Field(
+        None,
+        description="a reference completion per row, the SFT warm start's demonstration (null: no expert, so "
+        "set model.path or sft.steps: 0)",
+    )
+    reward: list[RewardFunctionConfig] = Field(
+        ..., min_length=1, description="the reward functions; the first one also decides success"
+    )
+    success_threshold: float = Field(
+        1.0, description="an episode is a success when the first reward function scores at least this"
+    )
+    max_malformed_fraction: float = Field(
+        0.01,
+        ge=0.0,
+        le=1.0,
+        description="malformed rows (a prompt that is not text or messages, a missing ground truth or "
+        "reference) are skipped and counted; more than this share of a split stops the run at start-up",
+    )
+
+    @model_validator(mode="after")
+    def _one_source(self) -> DatasetConfig:
+        if (self.path is None) == (not self.files):
+            raise ValueError("give exactly one of dataset.path (a file or a saved dataset directory) or dataset.files")
+        if self.train_split == self.heldout_split:
+            raise ValueError(f"dataset.heldout_split must differ from train_split ({self.train_split!r})")
+        return self

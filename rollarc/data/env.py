@@ -1,0 +1,93 @@
+"""`DatasetEnv`: a dataset of prompts as a single-turn gymnasium text env, so the whole runtime applies unchanged.
+
+Why an env: routing, asynchrony, redundancy, failure accounting, held-out evaluation and the SFT warm
+start all run on gymnasium text envs; a dataset task that is one makes each of them work for datasets
+with no second code path.
+
+* ``reset(seed=s)`` plays row ``s mod n`` of the training split (visited in a seeded shuffled order);
+  ``reset(seed=s, options={"heldout": True})`` plays a row of the held-out split (the runtime passes
+  that for held-out evaluation of dataset tasks). The observation is the prompt; a chat-message
+  prompt also comes whole in ``info["messages"]``, which the agent loop renders instead of one user turn.
+* ``step(answer)`` scores the answer with every reward function and ends the episode: the reward is
+  the weighted sum of the scores, ``success`` is the first function's score reaching
+  ``success_threshold``, and ``info["scores"]`` holds each function's score.
+* ``expert_action()`` is the row's reference completion (``reference_column``), the SFT demonstration.
+
+A reward function that raises or returns a non-number raises :class:`RewardFunctionError` from
+``step``; the env worker fails that trajectory alone and counts it
+(``env_step_error:RewardFunctionError``). Observations are the dataset's text, which may hold
+characters outside the ``Text`` space's charset (gymnasium does not check them).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium
+from gymnasium.spaces import Text
+
+from rollarc.configio import validate
+from rollarc.data.config import HELDOUT_OPTION, DatasetConfig
+from rollarc.data.reward_fn import Answer, load_reward_function
+from rollarc.data.table import column, load_table
+from rollarc.envs.base import CHARSET
+
+MAX_TEXT = 1 << 20
+
+
+class DatasetEnv(gymnasium.Env[str, str]):
+    """One row per episode, one answer per row; see the module docstring."""
+
+    metadata: dict[str, Any] = {"render_modes": []}
+
+    def __init__(self, **kwargs: Any) -> None:
+        self.config = validate(DatasetConfig, kwargs, source="dataset")
+        self.functions = [load_reward_function(spec) for spec in self.config.reward]
+        self.table = load_table(self.config, needs_ground_truth=any(f.style == "verl" for f in self.functions))
+        self.instructions = "" if self.table.conversational else self.config.system_prompt
+        self.observation_space = Text(max_length=MAX_TEXT, min_length=0, charset=CHARSET)
+        self.action_space = Text(max_length=MAX_TEXT, min_length=0, charset=CHARSET)
+        self._row: dict[str, Any] | None = None
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        super().reset(seed=seed)
+        cfg = self.config
+        split = cfg.heldout_split if (options or {}).get(HELDOUT_OPTION, False) else cfg.train_split
+        rows = self.table.splits[split]
+        index = (seed if seed is not None else int(self.np_random.integers(len(rows)))) % len(rows)
+        self._row = rows[index]
+        prompt = column(self._row, cfg.prompt_column)
+        info: dict[str, Any] = {"turn": 0, "split": split, "row": index}
+        if isinstance(prompt, list):
+            info["messages"] = [{"role": m["role"], "content": m["content"]} for m in prompt]
+            users = [m["content"] for m in prompt if m["role"] == "user"]
+            return (users[-1] if users else prompt[-1]["content"]), info
+        return prompt, info
+
+    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        if self._row is None:
+            raise RuntimeError("DatasetEnv.step() called before reset() or after the episode ended")
+        if not isinstance(action, str):
+            raise TypeError(f"DatasetEnv.step() takes the answer text (str), got {type(action).__name__}")
+        row, self._row = self._row, None
+        cfg = self.config
+        answer = Answer(
+            prompt=column(row, cfg.prompt_column),
+            completion=action,
+            columns=row,
+            data_source=column(row, cfg.data_source_column) if cfg.data_source_column else None,
+            ground_truth=column(row, cfg.ground_truth_column) if cfg.ground_truth_column else None,
+            extra_info=column(row, cfg.extra_info_column) if cfg.extra_info_column else None,
+        )
+        scores = [f.score(answer) for f in self.functions]
+        reward = sum(f.weight * s for f, s in zip(self.functions, scores, strict=True) if s is not None)
+        success = scores[0] is not None and scores[0] >= cfg.success_threshold
+        info = {"turn": 1, "invalid_action": False, "success": success, "scores": scores}
+        return "", float(reward), True, False, info
+
+    def expert_action(self) -> str | None:
+        """The current row's reference completion (None without ``reference_column`` or after the answer)."""
+        if self._row is None or self.config.reference_column is None:
+            return None
+        reference = column(self._row, self.config.reference_column)
+        return None if reference is None else str(reference)
