@@ -146,8 +146,16 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--json", action="store_true", help="(the JSON line is always printed last)")
     add_docs_flag(parser)
     parser.add_argument("--runs", default=None, help="where the runs go (default: a temporary directory)")
+    parser.add_argument(
+        "--publish-as",
+        default="demo",
+        help="the name its block and JSON are published under (another config's demo must not overwrite the "
+        "quickstart's: e.g. --config configs/rlvr.yaml --publish-as rlvr)",
+    )
     parser.add_argument("overrides", nargs="*", help="key=value overrides applied to every seed")
     args = parser.parse_args(argv)
+    if args.config != "configs/quickstart.yaml" and args.publish_as == "demo" and not (args.quick or args.no_docs):
+        parser.error("--config other than the quickstart needs --publish-as NAME (the quickstart's figures are 'demo')")
     if args.seeds is None:
         args.seeds = 1 if args.quick else 3
     if args.seeds < 1:
@@ -164,6 +172,8 @@ def main(argv: list[str]) -> int:
         print(f"   {_pct(s['heldout_before_rl'])} -> {_pct(s['heldout_after_rl'])} in {s['wall_s']:.0f} s", flush=True)
     result = aggregate(per_seed)
     command = "rollarc bench demo" + (f" --seeds {args.seeds}" if args.seeds != 3 else "")
-    publish("demo", render(result), result, command, quick=args.quick, no_docs=args.no_docs)
+    if args.publish_as != "demo":
+        command += f" --config {args.config} --publish-as {args.publish_as}"
+    publish(args.publish_as, render(result), result, command, quick=args.quick, no_docs=args.no_docs)
     emit_json(result)
     return 0 if result["gain_final_min"] is not None else 1

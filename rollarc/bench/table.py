@@ -44,6 +44,16 @@ def _demo(d: dict[str, Any]) -> Row:
     )
 
 
+def _rlvr(d: dict[str, Any]) -> Row:
+    gains, walls = d["gain_final"], [s["wall_s"] for s in d["per_seed"]]
+    return (
+        f"held-out accuracy on unseen additions (a generated, verifiable dataset; math-verify reward), "
+        f"{len(gains)} seeds: **median {points(d['gain_final_median'])} points**, range {points(min(gains))} to "
+        f"{points(max(gains))}; slowest seed {max(walls):.0f} s with its SFT",
+        "`rollarc train configs/rlvr.yaml`, `rollarc bench demo --config configs/rlvr.yaml --publish-as rlvr`",
+    )
+
+
 def _engine(d: dict[str, Any]) -> Row:
     return (
         f"{times(d['ratio_vs_hf_generate'])} the useful tokens/s of HF `generate` (static batches), "
@@ -183,6 +193,7 @@ def _device(d: dict[str, Any]) -> Row:
 # from a lent H200, copied there as it came back
 ROWS: list[tuple[str, str, Callable[[dict[str, Any]], Row]]] = [
     ("the demo learns", "demo", _demo),
+    ("your dataset and reward", "rlvr", _rlvr),
     ("rollout engine", "engine", _engine),
     ("short tasks", "step", _step),
     ("asynchrony", "async", _async),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rollarc.bench.demo import aggregate, render, seed_result
+from rollarc.bench.demo import aggregate, main, render, seed_result
 
 
 def summary(before: float, after: float) -> dict:
@@ -54,3 +54,9 @@ def test_a_failed_seed_has_no_gain_and_fails_the_goal():
     assert result["gain_final"] == [pytest.approx(0.3), None, None]
     assert result["gain_final_min"] is None and result["goal_met"] is False
     assert "failed" in render(result)
+
+
+def test_another_config_must_publish_under_its_own_name(capsys):
+    with pytest.raises(SystemExit):
+        main(["--config", "configs/rlvr.yaml"])  # would overwrite the quickstart's docs/benchmarks/demo.json
+    assert "--publish-as" in capsys.readouterr().err
