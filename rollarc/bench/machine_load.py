@@ -1,9 +1,11 @@
 """Was the machine quiet while a benchmark ran? Measured, not declared.
 
 A benchmark's figures are only comparable with another run's when nothing else used the cores. So every
-``rollarc bench NAME`` process samples the CPU time of every process on the machine (``psutil``) every
-``interval_s`` seconds in a daemon thread, and splits it into its own process tree (the benchmark, its
-Ray cluster, its spawned workers) and everything else. ``summary()`` gives both as shares of the
+``rollarc bench NAME`` process starts a sampler process (``python -m rollarc.bench.machine_load``) that
+reads the CPU time of every process on the machine (``psutil``) every ``interval_s`` seconds and splits
+it into the benchmark's process tree (the benchmark, its Ray cluster, its spawned workers, the sampler
+itself) and everything else. A separate process, not a thread: a thread in the driver would take the
+GIL from the loop it measures (a synchronous ``bench step`` ran about 10 % slower with one). ``summary()`` gives both as shares of the
 machine's cores over the run; ``quiet`` is ``other_cpu_share < QUIET_OTHER_SHARE``. The published JSON
 carries it (``machine_load``), and so does the block in ``docs/benchmarks.md``.
 
@@ -14,10 +16,14 @@ time and are not seen.
 
 from __future__ import annotations
 
+import json
 import os
-import threading
+import subprocess
+import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import psutil
 
@@ -26,27 +32,12 @@ QUIET_OTHER_SHARE = 0.10
 
 @dataclass
 class LoadMonitor:
-    """CPU seconds of this process tree and of every other process, summed over samples."""
+    """CPU seconds of the tree below ``root_pid`` and of every other process, summed over samples."""
 
-    interval_s: float = 1.0
     root_pid: int = field(default_factory=os.getpid)
     own_cpu_seconds: float = 0.0
     other_cpu_seconds: float = 0.0
     _seen: dict[tuple[int, float], float] = field(default_factory=dict)
-    _started: float = 0.0
-    _stop: threading.Event = field(default_factory=threading.Event)
-    _thread: threading.Thread | None = None
-
-    def start(self) -> LoadMonitor:
-        self._started = time.monotonic()
-        self.sample(count=False)
-        self._thread = threading.Thread(target=self._loop, name="rollarc-load-monitor", daemon=True)
-        self._thread.start()
-        return self
-
-    def _loop(self) -> None:
-        while not self._stop.wait(self.interval_s):
-            self.sample()
 
     def sample(self, *, count: bool = True) -> None:
         """Add every process's CPU time since its last sample to ``own_cpu_seconds`` or ``other_cpu_seconds``."""
@@ -73,16 +64,6 @@ class LoadMonitor:
         except psutil.NoSuchProcess:
             return {self.root_pid}
 
-    def summary(self) -> dict[str, float | bool]:
-        """Shares of the machine's cores over the run so far (0..1), and whether it counts as quiet."""
-        self.sample()
-        return shares(
-            self.own_cpu_seconds, self.other_cpu_seconds, time.monotonic() - self._started, os.cpu_count() or 1
-        )
-
-    def stop(self) -> None:
-        self._stop.set()
-
 
 def shares(own_cpu_seconds: float, other_cpu_seconds: float, wall_s: float, cpus: int) -> dict[str, float | bool]:
     """CPU seconds as shares of ``cpus`` cores over ``wall_s``; quiet when others used under the threshold."""
@@ -96,17 +77,58 @@ def shares(own_cpu_seconds: float, other_cpu_seconds: float, wall_s: float, cpus
     }
 
 
-_ACTIVE: LoadMonitor | None = None
+class SamplerProcess:
+    """The sampler in its own process: it writes its totals to ``state`` after every sample."""
+
+    def __init__(self, interval_s: float = 1.0) -> None:
+        fd, name = tempfile.mkstemp(prefix="rollarc-load-", suffix=".json")
+        os.close(fd)
+        self.state = Path(name)
+        self.started = time.monotonic()
+        cmd = [sys.executable, "-m", "rollarc.bench.machine_load", str(os.getpid()), str(self.state), str(interval_s)]
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL)
+
+    def summary(self) -> dict[str, float | bool] | None:
+        """The shares so far; ``None`` if the sampler has written nothing yet."""
+        try:
+            totals = json.loads(self.state.read_text() or "null")
+        except (OSError, json.JSONDecodeError):
+            return None
+        if totals is None:
+            return None
+        wall = time.monotonic() - self.started
+        return shares(totals["own_cpu_seconds"], totals["other_cpu_seconds"], wall, os.cpu_count() or 1)
 
 
-def start() -> LoadMonitor:
-    """Start this process's monitor (the ``rollarc bench`` entry point does, before the benchmark runs)."""
+def run_sampler(root_pid: int, state: Path, interval_s: float) -> None:
+    """The sampler process's loop: sample, write the totals atomically, until the benchmark's process is gone."""
+    monitor = LoadMonitor(root_pid=root_pid)
+    monitor.sample(count=False)
+    tmp = state.with_name(state.name + ".tmp")
+    while psutil.pid_exists(root_pid) and os.getppid() == root_pid:
+        time.sleep(interval_s)
+        monitor.sample()
+        totals = {"own_cpu_seconds": monitor.own_cpu_seconds, "other_cpu_seconds": monitor.other_cpu_seconds}
+        tmp.write_text(json.dumps(totals))
+        tmp.replace(state)
+    state.unlink(missing_ok=True)
+
+
+_ACTIVE: SamplerProcess | None = None
+
+
+def start() -> SamplerProcess:
+    """Start this process's sampler (the ``rollarc bench`` entry point does, before the benchmark runs)."""
     global _ACTIVE
     if _ACTIVE is None:
-        _ACTIVE = LoadMonitor().start()
+        _ACTIVE = SamplerProcess()
     return _ACTIVE
 
 
 def summary() -> dict[str, float | bool] | None:
-    """The running monitor's summary, or ``None`` when no monitor was started (a test calling ``publish``)."""
+    """The running sampler's summary, or ``None`` when none was started (a test calling ``publish``)."""
     return None if _ACTIVE is None else _ACTIVE.summary()
+
+
+if __name__ == "__main__":
+    run_sampler(int(sys.argv[1]), Path(sys.argv[2]), float(sys.argv[3]))

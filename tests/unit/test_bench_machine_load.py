@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 
 import psutil
 
-from rollarc.bench.machine_load import QUIET_OTHER_SHARE, LoadMonitor, shares
+from rollarc.bench.machine_load import QUIET_OTHER_SHARE, LoadMonitor, SamplerProcess, shares
 from rollarc.bench.seed_stats import seed_stats
 
 BURN = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.6: pass\nprint('burnt', flush=True)\n"
@@ -21,7 +22,7 @@ def burner() -> subprocess.Popen[str]:
 
 def test_the_tree_counts_as_own_and_a_stranger_as_other():
     tree, stranger = burner(), burner()  # the stranger is not below tree.pid
-    mon = LoadMonitor(interval_s=3600.0, root_pid=tree.pid)  # no thread: sampled by hand
+    mon = LoadMonitor(root_pid=tree.pid)  # sampled by hand
     mon.sample(count=False)
     own_before = sum(t.user + t.system for t in [psutil.Process(tree.pid).cpu_times()])
     for proc in (tree, stranger):
@@ -45,3 +46,19 @@ def test_seed_stats_median_and_range_skip_missing_seeds():
     assert s == {"per_seed": [1.0, None, 3.0, 2.0], "median": 2.0, "min": 1.0, "max": 3.0, "complete": False}
     assert seed_stats([None])["median"] is None
     assert seed_stats([0.5, 1.5])["median"] == 1.0 and seed_stats([0.5, 1.5])["complete"] is True
+
+
+def test_the_sampler_process_counts_this_process_as_own_and_stops_with_it():
+    sampler = SamplerProcess(interval_s=0.1)
+    try:
+        t = time.process_time()
+        while time.process_time() - t < 0.5:  # burn CPU in the benchmark's own process
+            pass
+        deadline = time.monotonic() + 60
+        while (s := sampler.summary()) is None or s["own_cpu_share"] == 0.0:
+            assert time.monotonic() < deadline, "the sampler wrote nothing"
+            time.sleep(0.1)
+        assert s["own_cpu_share"] > 0.0 and 0.0 <= s["other_cpu_share"] <= 1.0
+    finally:
+        sampler.proc.kill()
+        sampler.proc.wait()
