@@ -169,7 +169,7 @@ def write_block(
         _, tail = rest.split(end, 1)
         text = head + block + tail
     else:
-        text = text.rstrip("\n") + f"\n\n## `rollarc bench {name}`\n\n" + block + "\n"
+        text = text.rstrip("\n") + f"\n\n## `{command}`\n\n" + block + "\n"
     _atomic_write(page, text)
     return page
 
