@@ -307,8 +307,9 @@ class AsyncConfig(FrozenModel):
     in_flight_update: Literal["finish", "abort", "continue"] = Field(
         "finish",
         description="when new weights reach a replica with running turns: `finish` them on the old "
-        "weights first, `abort` and retry them on the new ones, or `continue` them on the new "
-        "weights from the next decode step (a turn may then mix versions)",
+        "weights first, `abort` them and resume each from its partial output on the new ones (the kept tokens "
+        "keep their versions and log-probs), or `continue` them on the new weights from the next decode step; "
+        "with `abort` and `continue` a turn may mix versions (docs/async.md#in-flight-weight-updates)",
     )
     redundancy: int = Field(
         0,

@@ -16,15 +16,14 @@ History policy and context limit (documented in docs/architecture.md):
 
 from __future__ import annotations
 
-import hashlib
 import math
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from rollarc.agent.chat import ChatRenderer, Message
 from rollarc.agent.trajectory import Segment, Trajectory
-from rollarc.engine.types import Completion, SamplingParams
+from rollarc.agent.turn import GenerateFn, GenerationFailure, generate_turn, turn_seed
 
 if TYPE_CHECKING:
     from rollarc.config import AgentConfig, SamplingConfig  # type only: the training config is above agent/
@@ -41,31 +40,8 @@ class EnvFailure(RuntimeError):
         self.kind = kind
 
 
-class GenerationFailure(RuntimeError):
-    """Generation could not produce a turn (engine error, or retries exhausted); ``kind`` says which."""
-
-    def __init__(self, message: str, kind: str = "generation_error") -> None:
-        super().__init__(message)
-        self.kind = kind
-
-
-class GenerateFn(Protocol):
-    def __call__(self, prompt_ids: list[int], params: SamplingParams, cache_key: str) -> Awaitable[Completion]: ...
-
-
 EnvCall = Callable[..., Awaitable[Any]]
 SpanFn = Callable[..., None]
-
-MAX_TURN_RETRIES = 3
-
-
-def turn_seed(base_seed: int, traj_id: str, turn: int) -> int:
-    """A sampling seed that depends only on the trajectory and turn, never on batch composition nor on where or how
-    often the turn ran: a turn retried after an abort (a withdrawn borrowed replica, a lost one, a weight update)
-    draws the same numbers again, so in synchronous mode it generates what its first attempt would have."""
-    # ":0" stands where the attempt number once was (each retry drew anew): first attempts keep their seeds.
-    digest = hashlib.blake2b(f"{base_seed}:{traj_id}:{turn}:0".encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "little") & 0x7FFF_FFFF_FFFF_FFFF
 
 
 def window(messages: list[Message], history: str, history_k: int) -> list[Message]:
@@ -138,11 +114,15 @@ async def run_trajectory(
             traj.segments.append(segment)
 
         t0 = clock()
+        seed = None if sampling_seed is None else turn_seed(sampling_seed, traj.traj_id, turn)
         try:
-            completion = await _generate_turn(generate, prompt, agent, sampling, traj, turn, sampling_seed)
+            generated = await generate_turn(generate, prompt, agent.max_tokens_per_turn, sampling, traj.traj_id, seed)
         except GenerationFailure as err:
-            return _finish(traj.fail(str(err), kind=err.kind), start, clock)
+            return _finish(traj.fail(f"turn {turn}: {err}", kind=err.kind), start, clock)
         traj.timings["generate_s"] += clock() - t0
+        completion = generated.completion
+        traj.resumed_turns += int(generated.resumes > 0)
+        traj.resumed_tokens += generated.kept_tokens
         segment.extend_generated(list(completion.token_ids), list(completion.logprobs), list(completion.token_versions))
         traj.prompt_tokens += len(prompt)
         traj.generated_tokens += len(completion.token_ids)
@@ -177,33 +157,6 @@ async def run_trajectory(
         # Kept as data, not hidden: the controller refuses to train on it and stops the step.
         traj.failure_reason = "non-finite reward"
     return _finish(traj, start, clock)
-
-
-async def _generate_turn(
-    generate: GenerateFn,
-    prompt: list[int],
-    agent: AgentConfig,
-    sampling: SamplingConfig,
-    traj: Trajectory,
-    turn: int,
-    sampling_seed: int | None,
-) -> Completion:
-    """Generate one turn; an aborted turn (weight update or lost replica) is retried from scratch, same seed."""
-    for _attempt in range(MAX_TURN_RETRIES + 1):
-        params = SamplingParams(
-            temperature=sampling.temperature,
-            top_p=sampling.top_p,
-            top_k=sampling.top_k,
-            max_tokens=agent.max_tokens_per_turn,
-            seed=None if sampling_seed is None else turn_seed(sampling_seed, traj.traj_id, turn),
-        )
-        completion = await generate(prompt, params, traj.traj_id)
-        if completion.finish_reason == "abort":
-            continue
-        if completion.finish_reason == "error":
-            raise GenerationFailure(f"generation error at turn {turn}: {completion.error}")
-        return completion
-    raise GenerationFailure(f"turn {turn} aborted {MAX_TURN_RETRIES + 1} times", kind="generation_aborted")
 
 
 def _finish(traj: Trajectory, start: float, clock: Callable[[], float]) -> Trajectory:

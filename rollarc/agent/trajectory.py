@@ -66,6 +66,8 @@ class Trajectory:
     prompt_tokens: int = 0
     generated_tokens: int = 0
     cached_tokens: int = 0
+    resumed_turns: int = 0  # turns interrupted (weight update, withdrawn replica) and resumed from partial output
+    resumed_tokens: int = 0  # tokens those turns kept from their interrupted attempts
     # per turn, for online task profiles (what the cost model and simulator consume)
     turn_prompt_tokens: list[int] = field(default_factory=list)
     turn_new_tokens: list[int] = field(default_factory=list)

@@ -132,7 +132,8 @@ class LLMEngine:
 
         ``skip_draws``: the tokens a resumed request already generated (a preempted or migrated turn re-submitted
         with its partial output in the prompt). Its seeded generator skips that many draws, one per token, so the
-        rest of the turn draws what it would have drawn uninterrupted, wherever it resumes.
+        rest of the turn draws what it would have drawn uninterrupted, wherever it resumes. It adds to
+        ``params.skip_draws`` (the draws of the turn's earlier requests, which the agent loop resumed).
         """
         params = params or SamplingParams()
         prompt = [int(t) for t in prompt_ids]
@@ -155,7 +156,7 @@ class LLMEngine:
         if skip_draws < 0:
             raise ValueError(f"request {request_id!r}: skip_draws must be >= 0, got {skip_draws}")
         generator = torch.Generator().manual_seed(params.seed) if params.seed is not None else None
-        for _ in range(skip_draws if generator is not None else 0):
+        for _ in range(skip_draws + params.skip_draws if generator is not None else 0):
             torch.rand((), generator=generator)  # as draw_uniforms draws, one number per generated token
         request = Request(request_id, prompt, params, cache_key, time.perf_counter(), generator=generator)
         self._requests[request_id] = request

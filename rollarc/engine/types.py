@@ -26,6 +26,9 @@ class SamplingParams:
       a tokenizer); the token that completes the string is kept in the output.
     - ``seed``: a request with a seed draws from its own generator, so its samples do not depend on
       what else is in the batch.
+    - ``skip_draws``: the tokens this turn generated before it was interrupted (they are now the end of the
+      prompt); a seeded generator skips that many draws, so a resumed turn draws what it would have drawn
+      uninterrupted. It rides in the params so that every backend and the router carry it unchanged.
     """
 
     temperature: float = 1.0
@@ -36,6 +39,7 @@ class SamplingParams:
     stop: tuple[str, ...] = ()
     seed: int | None = None
     ignore_eos: bool = False
+    skip_draws: int = 0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "stop_token_ids", tuple(int(t) for t in self.stop_token_ids))
@@ -51,6 +55,8 @@ class SamplingParams:
             raise ValueError(f"SamplingParams.top_k must be >= 0 (0 = off), got {self.top_k!r}")
         if self.max_tokens < 1:
             raise ValueError(f"SamplingParams.max_tokens must be >= 1, got {self.max_tokens!r}")
+        if self.skip_draws < 0:
+            raise ValueError(f"SamplingParams.skip_draws must be >= 0, got {self.skip_draws!r}")
         if any(not s for s in stop):
             raise ValueError(f"SamplingParams.stop must not contain empty strings, got {stop!r}")
 

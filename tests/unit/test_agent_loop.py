@@ -127,6 +127,35 @@ def test_aborted_turn_is_retried_and_keeps_earlier_turns():
     assert engine.prompts[0] == engine.prompts[1]
 
 
+class CutOnce:
+    """Replies "U" (2 tokens); the first attempt is cut by a weight update after one token, then resumes."""
+
+    def __init__(self):
+        self.calls: list[tuple[list[int], SamplingParams]] = []
+
+    async def __call__(self, prompt_ids: list[int], params: SamplingParams, cache_key: str) -> Completion:
+        self.calls.append((list(prompt_ids), params))
+        ids = RENDERER.encode_reply("U")[params.skip_draws :]
+        if len(self.calls) == 1:
+            return Completion(cache_key, len(prompt_ids), ids[:1], [-0.5], [7], 7, "abort")
+        return Completion(cache_key, len(prompt_ids), ids, [-0.25] * len(ids), [8] * len(ids), 8, "stop")
+
+
+def test_a_turn_cut_by_a_weight_update_resumes_and_is_counted():
+    engine = CutOnce()
+    traj = run(task(turns=1), engine)
+    reply = RENDERER.encode_reply("U")
+    assert traj.status == "ok" and traj.num_turns == 1 and len(engine.calls) == 2
+    assert engine.calls[1][0] == engine.calls[0][0] + reply[:1]  # prompt + the partial output
+    (segment,) = traj.segments
+    generated = [i for i, m in enumerate(segment.assistant_mask) if m]
+    assert [segment.token_ids[i] for i in generated] == reply  # the turn an uninterrupted attempt gives
+    assert [segment.versions[i] for i in generated] == [7, 8]
+    assert [segment.logprobs[i] for i in generated] == [-0.5, -0.25]
+    assert (traj.resumed_turns, traj.resumed_tokens, traj.generated_tokens) == (1, 1, 2)
+    assert traj.prompt_tokens == len(engine.calls[0][0])  # the prompt once, not the resumption's
+
+
 def test_env_that_raises_fails_only_that_trajectory_with_its_reason():
     traj = run(task(turns=2, raise_on_seed_mod=2), ScriptedEngine(), seed=4)
     assert traj.status == "failed" and "scripted env crash on seed 4" in traj.failure_reason
