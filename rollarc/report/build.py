@@ -34,6 +34,7 @@ from rollarc.report.run_dir import (
 
 RUN_FILES = (METRICS, TIMELINE, SUMMARY, CONFIG)
 LEARNING_CURVE, TIMELINE, REPORT = "learning_curve.png", "timeline.png", "report.md"
+COMPOSITION = "composition.png"
 # The run's counters (summary.json, from the controller), in the order the report lists them.
 COUNTERS = (
     ("steps", "training steps (policy versions)"),
@@ -124,6 +125,48 @@ def plot_learning_curve(metrics: list[MetricsRecord], evals: list[dict[str, Any]
     return path
 
 
+def has_composition(metrics: list[MetricsRecord]) -> bool:
+    """Whether the steps record what was admitted next to what was trained (runs before that record neither)."""
+    return any(m.admitted_tokens is not None and m.trained_tokens is not None for m in metrics)
+
+
+SERIES = ("success", "tokens")  # what the composition plot sets side by side, trained against admitted
+
+
+def composition_series(metrics: list[MetricsRecord]) -> dict[str, list[float]]:
+    """The composition plot's data: ``step`` and, per quantity in ``SERIES``, ``trained_`` and ``admitted_``
+    per step (NaN where a step has none)."""
+    series: dict[str, list[float]] = {"step": [float(m.step) for m in metrics]}
+    for quantity in SERIES:
+        for prefix in ("trained", "admitted"):
+            series[f"{prefix}_{quantity}"] = [_or_nan(getattr(m, f"{prefix}_{quantity}")) for m in metrics]
+    return series
+
+
+def plot_composition(metrics: list[MetricsRecord], path: Path) -> Path:
+    """Trained against admitted groups per step: success, and length (generated tokens per trajectory).
+
+    The admitted line is every admitted group whose rollouts ended since the previous batch, trained or not; a
+    trained line below it says the batches favour failures (or short episodes) over what the run samples.
+    """
+    series = composition_series(metrics)
+    fig, axes = plt.subplots(1, len(SERIES), figsize=(11, 4))
+    labels = {"success": "success rate", "tokens": "generated tokens / trajectory"}
+    for ax, quantity in zip(axes, SERIES, strict=True):
+        ax.plot(series["step"], series[f"admitted_{quantity}"], "o-", label="admitted (ended since last step)")
+        ax.plot(series["step"], series[f"trained_{quantity}"], "s-", label="trained (the batch)")
+        ax.set_xlabel("training step")
+        ax.set_ylabel(labels[quantity])
+        ax.grid(alpha=0.3)
+        ax.legend()
+    axes[0].set_ylim(-0.02, 1.02)
+    fig.suptitle("what is trained vs what is admitted")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def plot_timeline(spans: list[Span], path: Path, max_lanes: int = 40) -> Path:
     """A Gantt chart: one lane per worker, one bar per span, coloured by kind, so idle bubbles show."""
     lanes = sorted({(s.role, s.worker) for s in spans})[:max_lanes]
@@ -177,6 +220,8 @@ def build_report(run_dir: str | Path) -> list[Path]:
         if m.heldout_success is not None
     ]
     outputs = [plot_learning_curve(metrics, evals, run_dir / LEARNING_CURVE)]
+    if has_composition(metrics):
+        outputs.append(plot_composition(metrics, run_dir / COMPOSITION))
     if spans:
         outputs.append(plot_timeline(spans, run_dir / TIMELINE))
         train_spans = [s for s in spans if s.kind != "eval"]
@@ -237,6 +282,18 @@ def render_report(
     if LEARNING_CURVE in images:
         lines += [f"![learning curve]({LEARNING_CURVE})", ""]
     lines += _training_section(metrics)
+    if COMPOSITION in images:
+        lines += [
+            "## What is trained",
+            "",
+            (
+                "Success and length (generated tokens per trajectory) of each step's batch against the admitted "
+                "groups whose rollouts ended since the previous batch (docs/async.md#what-is-trained-is-visible)."
+            ),
+            "",
+            f"![trained vs admitted]({COMPOSITION})",
+            "",
+        ]
     lines += ["## Timeline and bubbles", ""]
     if TIMELINE in images:
         lines += [f"![per-role timeline]({TIMELINE})", ""]

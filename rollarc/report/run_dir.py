@@ -93,6 +93,18 @@ class MetricsRecord:
     staleness_hist: dict[str, int] | None = None  # staleness (versions) -> trajectories
     staleness_max: int | None = None
     per_task: dict[str, dict[str, Any]] | None = None  # task -> success, reward, trajectories
+    token_staleness_hist: list[int] | None = None  # entry i: generated tokens of the batch i versions old
+    resumed_turns: int | None = None  # turns of the batch resumed from partial output after an interruption
+    resumed_tokens: int | None = None  # the tokens those turns kept
+    # What is trained next to what was admitted (docs/async.md#what-is-trained-is-visible): means per trajectory
+    # of the batch, and of the admitted groups whose rollouts ended since the previous batch. The stale_ and
+    # cancelled_ sets, and the _groups_step / _by_task counts, stay in ``extra``.
+    trained_success: float | None = None
+    trained_turns: float | None = None
+    trained_tokens: float | None = None
+    admitted_success: float | None = None
+    admitted_turns: float | None = None
+    admitted_tokens: float | None = None
     loss: float | None = None
     grad_norm: float | None = None
     clip_frac: float | None = None

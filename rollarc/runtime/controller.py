@@ -29,6 +29,7 @@ import numpy as np
 import ray
 from ray.exceptions import RayActorError, RayTaskError
 
+from rollarc.agent.composition import Group, composition, token_staleness_hist
 from rollarc.agent.failures import FailureTally
 from rollarc.agent.local_eval import heldout_specs
 from rollarc.agent.runner import EpisodeSpec
@@ -141,6 +142,9 @@ class Controller:
         self.trained_groups: set[str] = set()
         self.dropped_by_task: Counter[str] = Counter()
         self.stale_since_step: list[GroupResult] = []  # dropped or restarted as stale since the last batch
+        self.finished_since_step: list[Group] = []  # every admitted group whose rollouts ended, since the last batch
+        self.cancelled_since_step: list[Group] = []  # admitted groups cancelled while running, since the last batch
+        self.cancelled_by_task: Counter[str] = Counter()
         self.version = start_version
         self.trajectories = TrajectoryAccount()
         self.last_checkpoint_version: int | None = None
@@ -408,6 +412,7 @@ class Controller:
             dropped=result.dropped,
         )
         self.env_rss[result.worker] = result.rss_mb
+        self.finished_since_step.append((spec.task, result.trajectories))
         for traj in [*result.trajectories, *result.failed]:
             self.profiler.add(traj)
         for traj in result.failed:
@@ -473,7 +478,11 @@ class Controller:
             "cached_tokens": int(sum(t.cached_tokens for t in trajs)),
             "staleness_hist": {str(k): int(v) for k, v in sorted(Counter(staleness).items())},
             "staleness_max": int(max(staleness)),
-            **self._dropped_info(),
+            "token_staleness_hist": token_staleness_hist(train_version, trajs),
+            "resumed_turns": int(sum(t.resumed_turns for t in trajs)),
+            "resumed_tokens": int(sum(t.resumed_tokens for t in trajs)),
+            **composition("trained", [(g.spec.task, g.trajectories) for g in batch]),
+            **self._since_step_info(),
             "per_task": {
                 name: {
                     "success": float(np.mean([t.success for t in ts])),
@@ -484,16 +493,17 @@ class Controller:
             },
         }
 
-    def _dropped_info(self) -> dict[str, Any]:
-        """What the groups dropped (or restarted) as stale since the last batch were: is the drop biased?"""
-        trajs = [t for g in self.stale_since_step for t in g.trajectories]
-        groups = len(self.stale_since_step)
-        self.stale_since_step = []
-        return {
-            "stale_groups_step": groups,
-            "stale_success": float(np.mean([t.success for t in trajs])) if trajs else None,
-            "stale_turns": float(np.mean([t.num_turns for t in trajs])) if trajs else None,
+    def _since_step_info(self) -> dict[str, Any]:
+        """What happened to the other groups since the last batch, to set the trained batch against: the admitted
+        groups whose rollouts ended (trained later or not), those dropped or restarted as stale, those cancelled."""
+        stale = [(g.spec.task, g.trajectories) for g in self.stale_since_step]
+        info = {
+            **composition("admitted", self.finished_since_step),
+            **composition("stale", stale),
+            **composition("cancelled", self.cancelled_since_step),
         }
+        self.stale_since_step, self.finished_since_step, self.cancelled_since_step = [], [], []
+        return info
 
     # ---- training and sync results ---------------------------------------------------------------
     def _get_train(self, ref: Any, version: int) -> dict[str, Any]:
@@ -793,6 +803,8 @@ class Controller:
             if handle is not None:
                 handle.cancel_group.remote(spec.group_id)
             self.trajectories.cancel(ref)
+            self.cancelled_since_step.append((spec.task, []))
+            self.cancelled_by_task[spec.task] += 1
         self.pending.clear()
 
     def stopped_summary(self, reason: str) -> dict[str, Any]:
@@ -839,6 +851,7 @@ class Controller:
             "sync": _mean_dicts(self.sync_times),
             "task_profiles": self.write_profiles()["tasks"],
             "dropped_groups_by_task": dict(self.dropped_by_task),
+            "cancelled_groups_by_task": dict(self.cancelled_by_task),
             "elastic": self.elastic_events,
             **({"harvest": self.harvest.summary()} if self.harvest is not None else {}),
             **self.counters.as_dict(),

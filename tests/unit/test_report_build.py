@@ -11,7 +11,8 @@ import pytest
 from rollarc.cli import main
 from rollarc.config import Config
 from rollarc.configio import dump_yaml, validate
-from rollarc.report.build import ReportError, build_report
+from rollarc.report.build import ReportError, build_report, composition_series
+from rollarc.report.run_dir import read_metrics
 
 
 def _eval(label: str, version: int, success: float, lake: float, box: float) -> dict:
@@ -169,6 +170,32 @@ def test_report_md_holds_the_run_in_numbers(tmp_path):
     for link in links:
         assert (run / link).is_file() and (run / link).stat().st_size > 0
     assert "did not finish" not in text
+
+
+def test_trained_vs_admitted_composition_is_plotted_per_step(tmp_path):
+    run = write_run(tmp_path / "run")
+    composition = [
+        {"trained_success": 0.25, "trained_tokens": 40.0, "admitted_success": 0.5, "admitted_tokens": 60.0},
+        {"trained_success": 0.5, "trained_tokens": 50.0, "admitted_success": None, "admitted_tokens": None},
+        {"trained_success": 0.75, "trained_tokens": 30.0, "admitted_success": 0.25, "admitted_tokens": 20.0},
+    ]
+    rows = [_step(i + 1, 0.5, 0.1, **c) for i, c in enumerate(composition)]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    series = composition_series(read_metrics(run))
+    assert series["step"] == [1.0, 2.0, 3.0]
+    assert series["trained_success"] == [0.25, 0.5, 0.75] and series["trained_tokens"] == [40.0, 50.0, 30.0]
+    assert series["admitted_success"][::2] == [0.5, 0.25] and series["admitted_tokens"][::2] == [60.0, 20.0]
+    assert all(v != v for v in (series["admitted_success"][1], series["admitted_tokens"][1]))  # NaN: none ended
+    build_report(run)
+    text = (run / "report.md").read_text()
+    assert "## What is trained" in text and "![trained vs admitted](composition.png)" in text
+    assert (run / "composition.png").stat().st_size > 0
+
+
+def test_a_run_without_composition_records_gets_no_composition_plot(tmp_path):
+    run = write_run(tmp_path / "run")
+    build_report(run)
+    assert not (run / "composition.png").exists() and "What is trained" not in (run / "report.md").read_text()
 
 
 def test_report_is_rebuilt_identically(tmp_path):
