@@ -25,11 +25,12 @@ def _mean(values: list[float]) -> float | None:
 
 
 def composition(prefix: str, groups: Sequence[Group]) -> dict[str, Any]:
-    """``{prefix}_groups_step``, ``_success``, ``_turns``, ``_tokens`` (means per trajectory; None without one) and
-    ``_by_task`` (groups per task) of ``groups``."""
+    """``{prefix}_groups_step``, ``_trajectories``, ``_success``, ``_turns``, ``_tokens`` (means per trajectory; None
+    without one) and ``_by_task`` (groups per task) of ``groups``."""
     trajs = [t for _, ts in groups for t in ts]
     return {
         f"{prefix}_groups_step": len(groups),
+        f"{prefix}_trajectories": len(trajs),
         f"{prefix}_success": _mean([float(t.success) for t in trajs]),
         f"{prefix}_turns": _mean([float(t.num_turns) for t in trajs]),
         f"{prefix}_tokens": _mean([float(t.generated_tokens) for t in trajs]),

@@ -19,6 +19,11 @@ Time to target (``rollarc.bench.time_to_target``): sync, k = 1 and k = 2 each ru
 held-out evaluation every ``--eval-every`` steps; the target is a held-out success every synchronous seed
 reaches, and each run's time to target is the RL wall time until its success first reaches it (``null``
 when it never does). ``--quick`` runs one seed.
+
+What is trained (``rollarc.bench.trained_composition``): ``trained_success_mean`` and
+``trained_vs_admitted_length_ratio``, each a map from mode (sync, async_k1, async_k2) to its median over those
+seeds, from each run's ``metrics.jsonl``. ``trained_composition(run_dir)`` and
+``composition_of_runs(bench_run_dirs(ROOT, modes))`` compute them after the fact for a ``--runs ROOT`` folder.
 """
 
 from __future__ import annotations
@@ -31,6 +36,9 @@ from typing import Any
 
 from rollarc.bench.report_file import add_docs_flag, emit_json, markdown_table, publish
 from rollarc.bench.time_to_target import first_crossing, select_target, speedup, spread, success_curve
+from rollarc.bench.trained_composition import KEYS as COMPOSITION_KEYS
+from rollarc.bench.trained_composition import bench_run_dirs, composition_of_runs
+from rollarc.bench.trained_composition import trained_composition as trained_composition  # re-exported
 from rollarc.config import load_train_config
 from rollarc.runtime.entry import initial_policy, run_training
 
@@ -188,6 +196,7 @@ def main(argv: list[str]) -> int:
                 )
                 curves[label].append(run["curve"])
     to_target = time_to_target(results["sync"]["success_before"], curves, args.target_fraction)
+    composition = composition_of_runs(bench_run_dirs(runs, modes=list(curves)))
     sync_s = results["sync"]["rl_wall_s"]
     result = {
         "sync_s": sync_s,
@@ -205,6 +214,7 @@ def main(argv: list[str]) -> int:
         "trajectories_per_step": base.train.groups_per_step * base.train.group_size,
         "seeds": seeds,
         **to_target,
+        **composition,
     }
     rows = [
         [
@@ -253,9 +263,17 @@ def main(argv: list[str]) -> int:
         if target is not None
         else "\n\nNo target: synchronous training did not raise held-out success above its start."
     )
+    body += "\n\n" + markdown_table(
+        ["mode", "trained success (median over seeds)", "trained / admitted length (median over seeds)"],
+        [[label, *(_or_nan(composition[key].get(label)) for key in COMPOSITION_KEYS)] for label in curves],
+    )
     publish("async", body, result, "rollarc bench async", quick=args.quick, no_docs=args.no_docs)
     emit_json(result)
     return 0
+
+
+def _or_nan(value: float | None) -> float:
+    return float("nan") if value is None else value
 
 
 def _or_none(value: float | None) -> str:

@@ -25,6 +25,7 @@ def test_composition_means_per_trajectory_and_counts_groups_per_task():
     ]
     assert composition("trained", groups) == {
         "trained_groups_step": 3,
+        "trained_trajectories": 4,
         "trained_success": 2 / 4,
         "trained_turns": (10 + 2 + 1 + 12) / 4,
         "trained_tokens": (6 + 2 + 1 + 9) / 4,
@@ -35,6 +36,7 @@ def test_composition_means_per_trajectory_and_counts_groups_per_task():
 def test_groups_without_trajectories_count_but_have_no_means():
     assert composition("cancelled", [("swe", []), ("swe", [])]) == {
         "cancelled_groups_step": 2,
+        "cancelled_trajectories": 0,
         "cancelled_success": None,
         "cancelled_turns": None,
         "cancelled_tokens": None,
