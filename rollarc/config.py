@@ -381,8 +381,8 @@ class ElasticChange(FrozenModel):
         0,
         ge=0,
         description="replicas of the pool to stop, newest first: each stops taking new turns, its in-flight "
-        "turns finish (drain), and what is still running after `drain_timeout_s` is aborted and retried "
-        "on the remaining replicas",
+        "turns finish (drain), and what is still running after `drain_timeout_s` is aborted and resumed "
+        "from its partial output on the remaining replicas",
     )
     drain_timeout_s: float = Field(
         30.0, ge=0.0, description="seconds a removed replica's in-flight turns may take to finish before abort"

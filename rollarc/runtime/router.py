@@ -93,8 +93,8 @@ class Router:
 
         New turns (and the next turns of its trajectories) go to the other replicas at once. Its in-flight
         turns may finish for ``drain_timeout_s`` seconds (None: as long as they take); those still running
-        then are aborted, and the agent loops retry them on the remaining replicas. Returns the counts:
-        ``drained`` turns finished on it, ``aborted`` turns cut short.
+        then are aborted, and the agent loops resume them (from their partial output) on the remaining replicas.
+        Returns the counts: ``drained`` turns finished on it, ``aborted`` turns cut short.
         """
         state = self.dispatch.stop_accepting(name)
         if state is None:
