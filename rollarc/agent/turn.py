@@ -6,8 +6,9 @@ each with its behaviour log-prob and the version that produced it. Regenerating 
 that work away, and, under asynchrony, makes a long turn the one most likely never to finish. So the turn keeps
 its partial output and is re-submitted as prompt + partial output with the remaining token budget; its seeded
 sampler skips the draws already made (``SamplingParams.skip_draws``), so under unchanged weights a resumed turn
-is token for token the uninterrupted one. Versions are non-decreasing within a turn: every token records the
-version that produced it, and a resumption only ever runs on the same or newer weights.
+is token for token the uninterrupted one. Every token records the version that produced it; on the replica that
+cut the turn for an update the resumption runs on the new weights, so versions do not decrease (resumed on another
+replica mid-sync, an older version can follow a newer one: staleness and masking read each token's own).
 
 The retry cap counts interruptions that made no progress (no new token): a turn that advances always ends,
 since its budget shrinks with every resumption.
