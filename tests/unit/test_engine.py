@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import torch
 
@@ -89,6 +91,11 @@ def test_a_resumed_request_skips_the_draws_of_its_partial_output() -> None:
     assert restarted.token_ids != whole.token_ids[5:]  # without the skip, the draws start over
     with pytest.raises(ValueError, match="skip_draws must be >= 0"):
         engine.add_request(prompt, rest, skip_draws=-1)
+    # the agent loop's resumption carries the skip in its params, through any router or backend
+    via_params = LLMEngine(model).generate([prompt + whole.token_ids[:5]], replace(rest, skip_draws=5))[0]
+    assert via_params.token_ids == whole.token_ids[5:]
+    with pytest.raises(ValueError, match=r"SamplingParams\.skip_draws must be >= 0"):
+        SamplingParams(skip_draws=-1)
 
 
 def test_abort_returns_tokens_so_far_and_frees_the_slot() -> None:
