@@ -6,8 +6,8 @@ serving first, a rollout step only when the SLO guard admits it, rollout turns p
 
 To the router it looks like a rollout replica (``generate``, ``generate_batch``, ``abort_all``,
 ``abort_key``): the driver registers it in the ``borrowed`` pool while it reports headroom and removes it
-(drain, then abort; the agent loops retry the aborted turns elsewhere) when serving load rises. Every token
-keeps the policy version that produced it.
+(drain, then abort; the agent loops resume the aborted turns elsewhere from their partial output) when serving
+load rises. Every token keeps the policy version that produced it.
 
 Weights: it is another site. ``relay`` receives one update, forwards it to its children in the site's fan-out
 route, applies it, and reports each hop's bytes; a member that fell behind catches up from the trainer
@@ -98,6 +98,8 @@ class CoServingReplica:
         self.gate = asyncio.Event()
         self.gate.set()
         self.migrated = 0  # turns handed back by abort_all (the router re-routes them)
+        self.migrated_kept = 0  # of those, the turns handed back with partial output (the agent loop resumes them)
+        self.migrated_kept_tokens = 0  # the tokens they carried: what regenerating from scratch would have redone
         self.served = 0
         self._task: asyncio.Task[None] | None = None
         self._requests = 0
@@ -200,11 +202,14 @@ class CoServingReplica:
         )
 
     def abort_all(self) -> int:
-        """Hand every rollout turn back unfinished (withdrawal): the agent loops retry them on another replica."""
+        """Hand every rollout turn back unfinished (withdrawal) with its partial output, log-probs and versions: the
+        agent loops resume them on another replica from where they stopped (``rollarc.agent.turn``)."""
         turns = self.executor.withdraw()
         for turn in turns:
             self._resolve(turn)
         self.migrated += len(turns)
+        self.migrated_kept += sum(1 for turn in turns if turn.output_ids)
+        self.migrated_kept_tokens += sum(len(turn.output_ids) for turn in turns)
         return len(turns)
 
     def abort_key(self, cache_key: str) -> int:
@@ -223,7 +228,13 @@ class CoServingReplica:
         self._check_loop()
         return {
             "capacity": self.executor.capacity(limit=self.max_turns, turn_tokens=max(1, round(self.turn_tokens))),
-            "counters": {**self.executor.counters, "migrated": self.migrated, "served": self.served},
+            "counters": {
+                **self.executor.counters,
+                "migrated": self.migrated,
+                "migrated_kept": self.migrated_kept,
+                "migrated_kept_tokens": self.migrated_kept_tokens,
+                "served": self.served,
+            },
             "version": self.receiver.version,
             "turns": self.executor.rollout_turns,
         }

@@ -3,8 +3,8 @@
 It starts the co-serving replicas (the borrowed site), asks each for its headroom every ``harvest.poll_s``,
 and applies :class:`~rollarc.rose.lending.LendingPolicy`'s decisions with the router's protocol: ``add_replica``
 into the ``borrowed`` pool to lend, ``remove_replica`` (drain for ``drain_timeout_s``, then abort; the agent
-loops retry the aborted turns on the dedicated replicas) to withdraw. While a replica is lent, the router's
-sticky routing sends a trajectory's next turn where its prefix is cached.
+loops resume the aborted turns from their partial output on the dedicated replicas) to withdraw. While a replica
+is lent, the router's sticky routing sends a trajectory's next turn where its prefix is cached.
 
 Weights: one update crosses into the borrowed site, to its first member, and fans out inside it
 (``rollarc.sync.topology.site_route``); bytes per hop, cross-site and in-site, and full copies are counted per
@@ -30,7 +30,19 @@ from rollarc.runtime.weight_sync import SyncPayload
 from rollarc.sync.topology import site_route
 
 BORROWED_POOL = "borrowed"
-COUNTED = ("preemptions", "pauses", "withdrawn", "turns_done", "rollout_overruns", "migrated", "served")
+# Replica counters summed into harvest_<name>: migrated_kept (_tokens) are migrated turns that carried partial output
+# (and its tokens), which the agent loop resumed instead of regenerating.
+COUNTED = (
+    "preemptions",
+    "pauses",
+    "withdrawn",
+    "turns_done",
+    "rollout_overruns",
+    "migrated",
+    "migrated_kept",
+    "migrated_kept_tokens",
+    "served",
+)
 
 
 class HarvestPool:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -94,6 +95,9 @@ def test_training_on_borrowed_capacity_counts_withdrawals_migrations_and_a_dead_
     assert all(row["sync_in_site_bytes"] > 0 and "origin->rollout-0" in row["sync_hops"] for row in rows)
     for key in ("preemptions", "pauses", "migrated_turns", "withdrawals", "lends", "deaths", "replacements"):
         assert f"harvest_{key}" in rows[-1] and key in harvest
+    # migrated turns that carried partial output were resumed from it (their tokens counted), not regenerated
+    assert 0 <= harvest["migrated_kept"] <= harvest["migrated"]
+    assert harvest["migrated_kept_tokens"] >= harvest["migrated_kept"]
     assert rows[-1]["harvest_deaths"] == 1 and rows[-1]["harvest_withdrawals"] == harvest["withdrawals"]
     print("harvest summary:", json.dumps({k: v for k, v in harvest.items() if k != "replicas"}))
 
@@ -143,8 +147,9 @@ def test_borrowed_site_syncs_bitwise_preempts_migrates_and_replaces_a_dead_membe
         assert done.finish_reason == "length" and len(done.token_ids) == 200 and set(done.token_versions) == {2}
         assert ray.get(pool.replicas["borrowed-0"].headroom.remote())["counters"]["preemptions"] >= 1
 
-        # migration: lent to the router, withdrawn mid-turn; the turn comes back aborted, and its retry (as the
-        # agent loop does) runs on the dedicated replica under the same version
+        # migration: lent to the router, withdrawn mid-turn; the turn comes back aborted with its partial output,
+        # and resumes from it (as the agent loop does: prompt + partial, the rest of the budget, the draws skipped)
+        # on the dedicated replica under the same version
         ray.get(workers.router.add_replica.remote("borrowed-1", pool.replicas["borrowed-1"], "borrowed", 4))
         turn = workers.router.generate.remote(prompt, long_turn, "traj-b")
         deadline = time.monotonic() + 60
@@ -155,11 +160,16 @@ def test_borrowed_site_syncs_bitwise_preempts_migrates_and_replaces_a_dead_membe
         aborted = ray.get(turn)
         assert outcome == {"drained": 0, "aborted": 1} and aborted.finish_reason == "abort"
         assert set(aborted.token_versions) <= {2}
-        retried = ray.get(workers.router.generate.remote(prompt, long_turn, "traj-b"))
-        assert retried.finish_reason == "length" and set(retried.token_versions) == {2}
+        kept = len(aborted.token_ids)
+        rest = replace(long_turn, max_tokens=200 - kept, skip_draws=kept)
+        resumed = ray.get(workers.router.generate.remote(prompt + aborted.token_ids, rest, "traj-b"))
+        assert resumed.finish_reason == "length" and kept + len(resumed.token_ids) == 200
+        assert set(resumed.token_versions) == {2}
         replica_turns = ray.get(workers.router.routing_stats.remote())["replica_turns"]
         assert replica_turns == {"borrowed-1": 1, "rollout-0": 1}
-        assert ray.get(pool.replicas["borrowed-1"].headroom.remote())["counters"]["migrated"] == 1
+        counters = ray.get(pool.replicas["borrowed-1"].headroom.remote())["counters"]
+        assert counters["migrated"] == 1
+        assert (counters["migrated_kept"], counters["migrated_kept_tokens"]) == (int(kept > 0), kept)
 
         # a member dies; its replacement starts from the old checkpoint and gets a full copy of version 2
         ray.kill(pool.replicas["borrowed-1"])
