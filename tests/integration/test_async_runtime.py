@@ -37,6 +37,31 @@ def test_async_run_respects_the_bound_and_overlaps(nano_policy_dir, tmp_path):
     assert summary["max_buffer_groups"] <= summary["max_in_flight_groups_bound"] == 6
 
 
+def test_an_abort_run_records_what_it_trained_next_to_what_it_admitted(nano_policy_dir, tmp_path):
+    cfg = config(
+        nano_policy_dir,
+        tmp_path,
+        env_kwargs={"turns": 3},
+        **{"async": {"mode": "async", "max_staleness": 1, "in_flight_update": "abort"}},
+        train={"steps": 4, "groups_per_step": 2, "group_size": 2, "checkpoint_every": 0},
+    )
+    assert run_training(cfg) == 0
+    rows = metrics(only_run(tmp_path))
+    assert [r["step"] for r in rows] == [1, 2, 3, 4]
+    admitted = trained = 0
+    for row in rows:
+        # every generated token of the batch, by its own staleness (one segment per trajectory: full history)
+        assert sum(row["token_staleness_hist"]) == row["generated_tokens"]
+        assert len(row["token_staleness_hist"]) == row["staleness_max"] + 1
+        assert row["trained_groups_step"] == 2 and row["trained_trajectories"] == row["trajectories"] == 4
+        assert row["trained_success"] == row["success"] and row["trained_by_task"] == {"scripted": 2}
+        assert 0 <= row["resumed_turns"] <= row["resumed_tokens"]  # a resumed turn kept at least one token
+        admitted += row["admitted_groups_step"]
+        trained += row["trained_groups_step"]
+        assert admitted >= trained  # a group is counted admitted when its rollouts end, before any batch takes it
+        assert row["cancelled_groups_step"] == 0 and row["cancelled_success"] is None
+
+
 def test_killing_an_env_worker_mid_run_is_survived_and_counted(nano_policy_dir, tmp_path):
     cfg = config(
         nano_policy_dir,

@@ -45,3 +45,8 @@ def test_quick_bench_reports_every_mode(tmp_path, capsys):
     for k in (1, 2):
         value = result[f"speedup_to_target_k{k}"]
         assert value is None or (math.isfinite(value) and value > 0)
+    # what each mode trained: a map from mode to its median over seeds, from the runs' own metrics.jsonl
+    for key in ("trained_success_mean", "trained_vs_admitted_length_ratio"):
+        assert set(result[key]) == {"sync", "async_k1", "async_k2"}, key
+    assert all(0.0 <= v <= 1.0 for v in result["trained_success_mean"].values())
+    assert all(v is not None and v > 0 for v in result["trained_vs_admitted_length_ratio"].values())
