@@ -5,8 +5,8 @@
   are cancelled and aborted;
 - the trajectory timeout (``async.trajectory_timeout_s``): that trajectory fails and its turn is aborted;
 - the hung-env monitor: when half the env thread pool is stuck, a fresh pool is swapped in;
-- ``async.in_flight_update: abort``: running turns are aborted when new weights arrive, and later turns
-  run on the new weights;
+- ``async.in_flight_update: abort``: running turns are aborted when new weights arrive, resume from their
+  partial output, and later turns run on the new weights;
 - ``async.on_stale: restart``: a group too stale to train is run again (fresh sampling seeds, capped), not dropped.
 
 The Ray actors are driven through their undecorated classes (``Actor.__ray_actor_class__``), with fakes for
@@ -17,13 +17,16 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import pytest
 import torch
 
 from rollarc.agent.runner import EpisodeRunner, EpisodeSpec
 from rollarc.agent.trajectory import Segment, Trajectory
+from rollarc.agent.turn import generate_turn
 from rollarc.engine.config import EngineConfig
 from rollarc.engine.types import Completion, SamplingParams
 from rollarc.policy.redundancy import KeepRule
@@ -245,6 +248,45 @@ def test_abort_mode_aborts_running_turns_on_update_and_later_turns_use_the_new_w
     assert all(set(c.token_versions) <= {0} for c in aborted)
     assert after.finish_reason == "length" and after.token_versions == [1] * 4
     assert all(torch.equal(weights[n], publisher.shard(WHOLE)[n]) for n in weights)
+
+
+def test_abort_mode_turns_resume_from_their_partial_output_under_the_new_version(nano_policy_dir):
+    # The update carries the same weights under version 1, so the resumed turn must be the uninterrupted one.
+    from rollarc.models import load_policy
+
+    start = {n: t.clone() for n, t in load_policy(nano_policy_dir)[0].state_dict().items()}
+    publisher = WeightPublisher(SyncConfig())
+    publisher.publish(start, version=0)
+    publisher.publish({n: t.clone() for n, t in start.items()}, version=1)
+    updates = publisher.latest(WHOLE)
+    trainer = type("Trainer", (), {"fetch_weights": Remote(lambda have: done(publisher.fetch(WHOLE, have)))})()
+    prompt = [3, 40, 5, 4]
+
+    async def go():
+        worker = RolloutWorker.__ray_actor_class__(
+            "rollout-0", str(nano_policy_dir), EngineConfig(max_num_seqs=8), "abort", 1, "compute", 0, SyncConfig(),
+            trainer,
+        )  # fmt: skip
+
+        def generate(prompt_ids, params, cache_key):  # every token to the budget: the turn cannot end early
+            return worker.generate(prompt_ids, replace(params, ignore_eos=True), cache_key)
+
+        whole = await generate_turn(generate, prompt, 200, SAMPLING, "w", seed=11)
+        cut = asyncio.create_task(generate_turn(generate, prompt, 200, SAMPLING, "t", seed=11))
+        while not any(len(r.output_ids) >= 5 for r in list(worker.engine.engine._requests.values())):
+            await asyncio.sleep(0.001)
+        await worker.update_weights(SyncPayload(version=1, method="full", refs=[done(updates)]))
+        turn = await cut
+        worker.engine.shutdown()
+        return whole, turn
+
+    whole, turn = asyncio.run(go())
+    k = turn.kept_tokens
+    assert turn.resumes == 1 and 5 <= k < 200
+    assert whole.completion.token_versions == [0] * 200
+    assert turn.completion.token_ids == whole.completion.token_ids  # the prefix kept, the rest the same draws
+    assert turn.completion.token_versions == [0] * k + [1] * (200 - k)
+    assert turn.completion.logprobs == pytest.approx(whole.completion.logprobs, abs=1e-4)
 
 
 # ---- on_stale: restart --------------------------------------------------------------------------------
