@@ -34,7 +34,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from rollarc.bench.report_file import add_docs_flag, emit_json, markdown_table, publish
+from rollarc.bench import machine_load
+from rollarc.bench.report_file import add_docs_flag, emit_json, git_commit, markdown_table, publish
 from rollarc.bench.time_to_target import first_crossing, select_target, speedup, spread, success_curve
 from rollarc.bench.trained_composition import KEYS as COMPOSITION_KEYS
 from rollarc.bench.trained_composition import bench_run_dirs, composition_of_runs
@@ -83,6 +84,11 @@ def run_mode(config_path: str, overrides: list[str], label: str, runs: Path) -> 
     code = run_training(cfg)
     if code != 0:
         raise RuntimeError(f"mode {label} failed with exit code {code}")
+    return read_run(home)
+
+
+def read_run(home: Path) -> dict[str, Any]:
+    """One finished run's figures, from its folder ``home`` (holding the run directory) alone."""
     (run_dir,) = [p for p in home.iterdir() if p.is_dir()]
     summary = json.loads((run_dir / "summary.json").read_text())
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
@@ -101,6 +107,9 @@ def run_mode(config_path: str, overrides: list[str], label: str, runs: Path) -> 
         "run_dir": str(run_dir),
     }
 
+
+# Written into a ``--runs`` root by a measured run: its commit and machine load, for ``--from-runs``.
+META_FILE = "bench_meta.json"
 
 # Runs per mode: two seeds could not separate an effect of k from run-to-run noise (docs/async.md#measured);
 # three give a median that one bad seed cannot decide.
@@ -159,6 +168,12 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--json", action="store_true", help="(the JSON line is always printed last)")
     add_docs_flag(parser)
     parser.add_argument("--runs", default=None, help="where the runs go (default: a temporary directory)")
+    parser.add_argument(
+        "--from-runs",
+        default=None,
+        metavar="ROOT",
+        help="train nothing: publish again from the finished runs of an earlier --runs ROOT and its bench_meta.json",
+    )
     parser.add_argument("overrides", nargs="*", help="key=value overrides applied to every mode")
     args = parser.parse_args(argv)
     overrides = [*(QUICK if args.quick else []), *args.overrides]
@@ -171,30 +186,24 @@ def main(argv: list[str]) -> int:
         parser.error(f"--target-fraction {args.target_fraction}: use a fraction in (0, 1]")
     overrides.append(f"train.eval_every={args.eval_every if args.eval_every is not None else (1 if args.quick else 2)}")
     ks = [int(k) for k in args.ks.split(",") if k]
-    base = load_train_config(args.config, overrides)
-    policy, _ = initial_policy(base)  # train the shared SFT warm start once, before any timing
-    overrides.append(f"model.path={policy}")
-    base = load_train_config(args.config, overrides)
-    runs = Path(args.runs) if args.runs else Path(tempfile.mkdtemp(prefix="rollarc-bench-async-"))
-    results: dict[str, dict[str, Any]] = {}
-    for label, mode_overrides in modes(ks, args.monolithic):
-        print(f"== {label}", flush=True)
-        results[label] = run_mode(args.config, [*overrides, *mode_overrides], label, runs)
-        r = results[label]
-        print(
-            f"   {r['rl_wall_s']:.1f} s, {r['trajectories_per_s']:.2f} traj/s, success {r['success']:.3f}, "
-            f"bubbles {json.dumps({k: round(v, 2) for k, v in r['bubble'].items()})}",
-            flush=True,
-        )
-    curves = {label: [results[label]["curve"]] for label in ["sync", *(f"async_k{k}" for k in ks if k in (1, 2))]}
-    for seed in range(1, seeds):
-        for label, mode_overrides in modes(ks):
-            if label in curves:
-                print(f"== {label}, seed {base.seed + seed}", flush=True)
-                run = run_mode(
-                    args.config, [*overrides, *mode_overrides, f"seed={base.seed + seed}"], f"{label}_s{seed}", runs
-                )
-                curves[label].append(run["curve"])
+    if args.from_runs:
+        runs = Path(args.from_runs)
+        if not (runs / META_FILE).is_file():
+            parser.error(f"--from-runs {runs}: no {META_FILE} there (only a measured run writes one)")
+        base = load_train_config(args.config, overrides)
+        results, curves, seeds = reread_runs(runs, ks)
+        meta = json.loads((runs / META_FILE).read_text())
+        command = f"rollarc bench async --from-runs {runs.name}"
+    else:
+        base = load_train_config(args.config, overrides)
+        policy, _ = initial_policy(base)  # train the shared SFT warm start once, before any timing
+        overrides.append(f"model.path={policy}")
+        base = load_train_config(args.config, overrides)
+        runs = Path(args.runs) if args.runs else Path(tempfile.mkdtemp(prefix="rollarc-bench-async-"))
+        results, curves = train_runs(args, overrides, ks, seeds, base.seed, runs)
+        meta = {"commit": git_commit(), "machine_load": machine_load.summary()}
+        _atomic_json(runs / META_FILE, meta)  # so a later --from-runs publishes this run's own record
+        command = "rollarc bench async"
     to_target = time_to_target(results["sync"]["success_before"], curves, args.target_fraction)
     composition = composition_of_runs(bench_run_dirs(runs, modes=list(curves)))
     sync_s = results["sync"]["rl_wall_s"]
@@ -267,9 +276,59 @@ def main(argv: list[str]) -> int:
         ["mode", "trained success (median over seeds)", "trained / admitted length (median over seeds)"],
         [[label, *(_or_nan(composition[key].get(label)) for key in COMPOSITION_KEYS)] for label in curves],
     )
-    publish("async", body, result, "rollarc bench async", quick=args.quick, no_docs=args.no_docs)
+    publish("async", body, result, command, quick=args.quick, no_docs=args.no_docs, meta=meta)
     emit_json(result)
     return 0
+
+
+def train_runs(
+    args: argparse.Namespace, overrides: list[str], ks: list[int], seeds: int, seed0: int, runs: Path
+) -> tuple[dict[str, dict[str, Any]], dict[str, list[Any]]]:
+    """Train every mode (first seed), then sync, k=1 and k=2 again for the other seeds."""
+    results: dict[str, dict[str, Any]] = {}
+    for label, mode_overrides in modes(ks, args.monolithic):
+        print(f"== {label}", flush=True)
+        results[label] = run_mode(args.config, [*overrides, *mode_overrides], label, runs)
+        r = results[label]
+        print(
+            f"   {r['rl_wall_s']:.1f} s, {r['trajectories_per_s']:.2f} traj/s, success {r['success']:.3f}, "
+            f"bubbles {json.dumps({k: round(v, 2) for k, v in r['bubble'].items()})}",
+            flush=True,
+        )
+    curves = {label: [results[label]["curve"]] for label in curve_modes(ks)}
+    for seed in range(1, seeds):
+        for label, mode_overrides in modes(ks):
+            if label in curves:
+                print(f"== {label}, seed {seed0 + seed}", flush=True)
+                run = run_mode(
+                    args.config, [*overrides, *mode_overrides, f"seed={seed0 + seed}"], f"{label}_s{seed}", runs
+                )
+                curves[label].append(run["curve"])
+    return results, curves
+
+
+def reread_runs(runs: Path, ks: list[int]) -> tuple[dict[str, dict[str, Any]], dict[str, list[Any]], int]:
+    """What ``train_runs`` returned, read back from the folders it left under ``runs``, and the seed count."""
+    labels = [label for label, _ in modes(ks)] + ["monolithic"]
+    results = {label: read_run(runs / label) for label in labels if (runs / label).is_dir()}
+    curves = {label: [results[label]["curve"]] for label in curve_modes(ks)}
+    seeds = 1
+    while all((runs / f"{label}_s{seeds}").is_dir() for label in curves):
+        for label in curves:
+            curves[label].append(read_run(runs / f"{label}_s{seeds}")["curve"])
+        seeds += 1
+    return results, curves, seeds
+
+
+def curve_modes(ks: list[int]) -> list[str]:
+    """The modes run over several seeds for time to target."""
+    return ["sync", *(f"async_k{k}" for k in ks if k in (1, 2))]
+
+
+def _atomic_json(path: Path, value: dict[str, Any]) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(value, indent=1))
+    tmp.replace(path)
 
 
 def _or_nan(value: float | None) -> float:

@@ -126,9 +126,19 @@ def add_docs_flag(parser: argparse.ArgumentParser) -> None:
 
 
 def publish(
-    name: str, body: str, result: dict[str, Any], command: str, *, quick: bool, no_docs: bool, page: Path | None = None
+    name: str,
+    body: str,
+    result: dict[str, Any],
+    command: str,
+    *,
+    quick: bool,
+    no_docs: bool,
+    page: Path | None = None,
+    meta: dict[str, Any] | None = None,
 ) -> list[Path]:
-    """Write the block and the JSON of a full run; returns the files written (none for quick or no-docs runs)."""
+    """Write the block and the JSON of a full run; returns the files written (none for quick or no-docs runs).
+    ``meta`` (commit, machine load) defaults to this checkout's and this process's; a benchmark published again
+    from its recorded runs passes the record of the run that measured them."""
     if quick or no_docs:
         return []
     page = page or page_path()
@@ -136,7 +146,7 @@ def publish(
         print(f"not publishing: {page.parent} does not exist (not a rollarc checkout?)", flush=True)
         return []
     date = _dt.date.today().isoformat()
-    meta = {"commit": git_commit(), "machine_load": machine_load.summary()}
+    meta = meta or {"commit": git_commit(), "machine_load": machine_load.summary()}
     written = [
         write_block(name, body, command, page, date=date, meta=meta),
         write_json(name, result, command, json_path(name, page), date=date, meta=meta),

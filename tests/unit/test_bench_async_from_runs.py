@@ -1,0 +1,101 @@
+"""``rollarc bench async --from-runs``: the figures read back from recorded run folders are the ones the
+measured run had, and the publication carries the measured run's own commit and machine load."""
+
+import json
+from pathlib import Path
+
+from rollarc.bench import async_
+from rollarc.bench.async_ import META_FILE, read_run, reread_runs
+from rollarc.bench.report_file import publish
+
+
+def _run(home: Path, rl_wall_s: float, evals: list[tuple[int, float]], trained: int = 128) -> None:
+    run = home / "r-20261201-000000"
+    run.mkdir(parents=True)
+    summary = {
+        "rl_window": [100.0, 100.0 + rl_wall_s],
+        "rl_wall_s": rl_wall_s,
+        "trajectories_trained": trained,
+        "heldout_success_before_rl": evals[0][1],
+        "heldout_success_after_rl": evals[-1][1],
+        "dropped_stale_groups": 0,
+        "failed_trajectories": 0,
+        "bubble_fraction": {"rollout": 0.5, "train": 0.5},
+        "evals": [
+            {"label": "before_rl" if v == 0 else f"step_{v}", "version": v, "success": s, "episodes": 200, "seconds": 0}
+            for v, s in evals
+        ],
+    }
+    (run / "summary.json").write_text(json.dumps(summary))
+    rows = [{"step": v, "wall_s": 100.0 + 10.0 * v} for v in range(1, 5)]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def _layout(root: Path, seeds: int) -> None:
+    for s in range(seeds):
+        suffix = "" if s == 0 else f"_s{s}"
+        _run(root / f"sync{suffix}", 40.0, [(0, 0.4), (2, 0.5), (4, 0.6)])
+        _run(root / f"async_k1{suffix}", 20.0, [(0, 0.4), (2, 0.45), (4, 0.6)])
+        _run(root / f"async_k2{suffix}", 10.0, [(0, 0.4), (2, 0.6), (4, 0.6)])
+    _run(root / "async_k4", 8.0, [(0, 0.4), (4, 0.5)])
+
+
+def test_read_run_excludes_nothing_it_should_not(tmp_path: Path) -> None:
+    _run(tmp_path / "sync", 40.0, [(0, 0.4), (2, 0.5), (4, 0.6)])
+    r = read_run(tmp_path / "sync")
+    assert r["rl_wall_s"] == 40.0
+    assert r["trajectories_per_s"] == 128 / 40.0
+    # held-out success against RL wall time: step v ends at 10 v s after the RL start
+    assert r["curve"] == [(0.0, 0.4), (20.0, 0.5), (40.0, 0.6)]
+
+
+def test_reread_counts_complete_seeds_only(tmp_path: Path) -> None:
+    _layout(tmp_path, seeds=3)
+    _run(tmp_path / "sync_s3", 40.0, [(0, 0.4), (4, 0.6)])  # a fourth seed that only sync has: not a seed
+    results, curves, seeds = reread_runs(tmp_path, [1, 2, 4])
+    assert seeds == 3
+    assert sorted(results) == ["async_k1", "async_k2", "async_k4", "sync"]
+    assert [len(c) for c in curves.values()] == [3, 3, 3]
+    assert curves["async_k2"][2] == [(0.0, 0.4), (20.0, 0.6), (40.0, 0.6)]
+
+
+def test_from_runs_rebuilds_the_figures(tmp_path: Path, capsys) -> None:
+    _layout(tmp_path / "runs", seeds=3)
+    (tmp_path / "runs" / META_FILE).write_text(json.dumps({"commit": "abc1234", "machine_load": None}))
+    assert async_.main(["--from-runs", str(tmp_path / "runs"), "--no-docs"]) == 0
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert result["seeds"] == 3
+    assert result["sync_s"] == 40.0 and result["async_s"] == {"1": 20.0, "2": 10.0, "4": 8.0}
+    # target = 0.4 + 0.8 * (0.6 - 0.4) = 0.56: sync at 40 s, k=1 at 40 s, k=2 at 20 s
+    assert abs(result["target_success"] - 0.56) < 1e-12
+    assert result["speedup_to_target_k2"] == 2.0
+    assert result["speedup_to_target_k1"] == 1.0
+
+
+def test_publish_carries_the_recorded_meta(tmp_path: Path) -> None:
+    recorded = {"commit": "abc1234", "machine_load": {"quiet": False, "other_cpu_share": 0.4}}
+    page = tmp_path / "docs" / "benchmarks.md"
+    page.parent.mkdir()
+    publish(
+        "async",
+        "body",
+        {"x": 1.0},
+        "rollarc bench async --from-runs r",
+        quick=False,
+        no_docs=False,
+        page=page,
+        meta=recorded,
+    )
+    written = json.loads((tmp_path / "docs" / "benchmarks" / "async.json").read_text())
+    assert written["commit"] == "abc1234"
+    assert written["machine_load"] == recorded["machine_load"]
+    assert "at commit `abc1234`" in page.read_text()
+
+
+def test_from_runs_without_a_record_is_a_one_line_error(tmp_path: Path, capsys) -> None:
+    _layout(tmp_path, seeds=1)
+    try:
+        async_.main(["--from-runs", str(tmp_path)])
+    except SystemExit as e:
+        assert e.code == 2
+    assert f"no {META_FILE}" in capsys.readouterr().err
