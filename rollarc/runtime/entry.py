@@ -10,7 +10,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import ray
 import torch
 
 from rollarc.agent.local_eval import evaluate_local
@@ -89,9 +88,9 @@ def run_training(cfg: Config, address: str | None = None) -> int:
     try:
         start_ray(cfg.cluster, address, cfg.plugin_paths, device=cfg.model.device)
         stop_signals.install()  # ray.init replaced the SIGTERM handler with one that exits mid-step
-        workers = Workers(cfg, policy_dir, start_version=version)
-        if resume is not None:
-            ray.get(workers.trainer.load_checkpoint.remote(str(resume.checkpoint)))
+        workers = Workers(
+            cfg, policy_dir, start_version=version, checkpoint=str(resume.checkpoint) if resume is not None else None
+        )
         trackers = open_trackers(
             list(cfg.run.trackers), run_dir, run_dir.name, cfg.run.project, cfg.model_dump(mode="json", by_alias=True)
         )
