@@ -59,40 +59,65 @@ def demo_groups(cfg: Config, renderer: ChatRenderer, groups: int, size: int, see
     return out
 
 
-def measure(cfg: Config, lora: bool, groups: list[list[Trajectory]], steps: int) -> dict[str, Any]:
-    """Train ``steps`` steps (after one warm-up) and publish after each; bytes and times of the last ones."""
-    torch.manual_seed(cfg.seed)
-    model, tokenizer = new_policy(cfg.model.preset, cfg.model.max_position_embeddings, seed=cfg.model.init_seed)
-    if lora:
-        assert cfg.model.lora is not None
-        model = apply_lora(model, cfg.model.lora, cfg.seed)  # type: ignore[assignment]  # a PeftModel wraps it
-    trainer = PolicyTrainer(model, cfg.algo, cfg.train.lr, **trainer_options(cfg, tokenizer.pad_token_id), adapter=lora)
-    publisher = WeightPublisher(cfg.sync)
-    publisher.publish(trainer.named_weights(), version=0)
-    step_s, sync_bytes = [], []
-    for step in range(steps + 1):
+class Mode:
+    """One side of the comparison: a trainer (full, or with the config's adapters) and its weight publisher."""
+
+    def __init__(self, cfg: Config, lora: bool) -> None:
+        torch.manual_seed(cfg.seed)
+        model, tokenizer = new_policy(cfg.model.preset, cfg.model.max_position_embeddings, seed=cfg.model.init_seed)
+        if lora:
+            assert cfg.model.lora is not None
+            model = apply_lora(model, cfg.model.lora, cfg.seed)  # type: ignore[assignment]  # a PeftModel wraps it
+        self.cfg, self.lora, self.model = cfg, lora, model
+        self.trainer = PolicyTrainer(
+            model, cfg.algo, cfg.train.lr, **trainer_options(cfg, tokenizer.pad_token_id), adapter=lora
+        )
+        self.publisher = WeightPublisher(cfg.sync)
+        self.publisher.publish(self.trainer.named_weights(), version=0)
+        self.step_s: list[float] = []
+        self.sync_bytes: list[int] = []
+
+    def step(self, groups: list[list[Trajectory]], record: bool) -> None:
+        """One training step and its publish; ``record``: keep its time and bytes (not the warm-up's)."""
         start = time.perf_counter()
-        trainer.train_step(groups)
+        self.trainer.train_step(groups)
         elapsed = time.perf_counter() - start
-        publisher.publish(trainer.named_weights(), version=trainer.version)
-        if step > 0:  # the first step warms up allocators and kernels
-            step_s.append(elapsed)
-            sync_bytes.append(sum(u.nbytes for u in publisher.latest(WHOLE)))
-    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
-    result: dict[str, Any] = {
-        "step_s": statistics.median(step_s),
-        "sync_bytes": int(statistics.median(sync_bytes)),
-        "trainable_params": trainable,
-        "params": sum(p.numel() for p in model.parameters()),
-    }
-    if lora:
-        assert cfg.model.lora is not None
-        base, _ = new_policy(cfg.model.preset, cfg.model.max_position_embeddings, seed=cfg.model.init_seed)
-        replica = AdapterMerge(base.state_dict(), cfg.model.lora.scaling).merged(adapter_state(model))  # type: ignore[arg-type]
-        expected = merged_weights(model)  # type: ignore[arg-type]
-        result["bit_exact"] = all(torch.equal(t, expected[n]) for n, t in replica.items())
-        result["params"] -= trainable  # the base's parameters, as the full run counts them
-    return result
+        self.publisher.publish(self.trainer.named_weights(), version=self.trainer.version)
+        if record:
+            self.step_s.append(elapsed)
+            self.sync_bytes.append(sum(u.nbytes for u in self.publisher.latest(WHOLE)))
+
+    def result(self) -> dict[str, Any]:
+        trainable = sum(p.numel() for p in self.model.parameters() if p.requires_grad)
+        out: dict[str, Any] = {
+            "step_s": statistics.median(self.step_s),
+            "sync_bytes": int(statistics.median(self.sync_bytes)),
+            "trainable_params": trainable,
+            "params": sum(p.numel() for p in self.model.parameters()),
+        }
+        if self.lora:
+            lora = self.cfg.model.lora
+            assert lora is not None
+            base, _ = new_policy(
+                self.cfg.model.preset, self.cfg.model.max_position_embeddings, self.cfg.model.init_seed
+            )
+            replica = AdapterMerge(base.state_dict(), lora.scaling).merged(adapter_state(self.model))  # type: ignore[arg-type]
+            expected = merged_weights(self.model)  # type: ignore[arg-type]
+            out["bit_exact"] = all(torch.equal(t, expected[n]) for n, t in replica.items())
+            out["params"] -= trainable  # the base's parameters, as the full run counts them
+        return out
+
+
+def measure(cfg: Config, groups: list[list[Trajectory]], steps: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Full and LoRA results after one warm-up and ``steps`` measured steps each.
+
+    The two trainers take turns step by step, so a machine whose load changes during the run slows both alike.
+    """
+    full, lora = Mode(cfg, False), Mode(cfg, True)
+    for step in range(steps + 1):
+        for mode in (full, lora):
+            mode.step(groups, record=step > 0)
+    return full.result(), lora.result()
 
 
 def docs_body(result: dict[str, Any]) -> str:
@@ -104,7 +129,7 @@ def docs_body(result: dict[str, Any]) -> str:
     return (
         f"`configs/rlvr_lora.yaml`'s policy ({result['params']:,} parameters) and a batch shaped like its steps "
         f"({result['groups']} groups x {result['group_size']}), trained in process, {result['steps']} measured steps "
-        f"each; sync with `sync.method: {result['sync_method']}`.\n\n{table}\n\n"
+        f"each (the two trainers take turns); sync with `sync.method: {result['sync_method']}`.\n\n{table}\n\n"
         f"LoRA (r={result['lora_r']}, {result['lora_targets']}) sends {result['bytes_ratio']:.1f}x fewer bytes per "
         f"sync; its train step takes {result['step_time_ratio']:.2f}x the full one's time. A replica merging the "
         f"synced adapter holds peft's merged weights bit for bit: {'yes' if result['bit_exact'] else 'NO'}."
@@ -126,9 +151,8 @@ def main(argv: list[str]) -> int:
     steps = 1 if args.quick else args.steps
     _, tokenizer = new_policy(cfg.model.preset, cfg.model.max_position_embeddings)
     groups = demo_groups(cfg, ChatRenderer(tokenizer), groups_n, size, cfg.seed)
-    full = measure(cfg, False, groups, steps)
+    full, lora = measure(cfg, groups, steps)
     print(f"full: {full['sync_bytes'] / 1e6:.2f} MB per sync, {full['step_s']:.3f} s per step", flush=True)
-    lora = measure(cfg, True, groups, steps)
     print(f"lora: {lora['sync_bytes'] / 1e6:.3f} MB per sync, {lora['step_s']:.3f} s per step", flush=True)
     result = {
         "bytes_ratio": full["sync_bytes"] / lora["sync_bytes"],

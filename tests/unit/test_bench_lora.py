@@ -19,8 +19,7 @@ def test_bench_lora_measures_the_adapter_against_the_whole_policy():
     replies = cfg.tasks[0].agent.max_tokens_per_turn
     assert [len(g) for g in groups] == [2] and sum(seg.assistant_mask) == replies  # a prompt, then one reply
     assert [t.reward for t in groups[0]] == [0.0, 1.0]  # a group with signal
-    full = measure(cfg, False, groups, steps=1)
-    lora = measure(cfg, True, groups, steps=1)
+    full, lora = measure(cfg, groups, steps=1)
     bucket = cfg.sync.bucket_bytes
     assert full["sync_bytes"] == full_nbytes(model.state_dict(), bucket_bytes=bucket)
     adapter = adapter_state(apply_lora(model, cfg.model.lora, cfg.seed))
