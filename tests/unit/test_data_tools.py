@@ -94,3 +94,21 @@ def test_tool_mistakes_are_one_line_errors_at_start_up(tmp_path):
     data: dict[str, Any] = {"name": "d", "dataset": {"path": path, "reward": [ACCURACY], "tools": CALC}}
     with pytest.raises(ConfigError, match=r"dataset\.tools needs dataset\.tool_column"):
         validate(TaskConfig, data)
+
+
+def test_a_tool_that_breaks_fails_that_trajectory_alone(tmp_path):
+    task = TaskConfig(
+        name="d",
+        dataset={
+            "files": {"train": write_tool_rows(tmp_path, ["t"] * 2), "test": write_tool_rows(tmp_path, ["t"], "test")},
+            "ground_truth_column": "ground_truth",
+            "reward": [ACCURACY],
+            "tool_column": "tool",
+            "tools": {"t": "byo_rewards:number_tool"},
+        },
+        agent=AgentConfig(max_tokens_per_turn=16, max_turns=3),
+    )
+    trajs, stats = run_episodes(task, ["<tool>6*6</tool>"], [EpisodeSpec(f"t{s}", "d", s) for s in range(2)])
+    assert [t.status for t in trajs] == ["failed"] * 2
+    assert "tool t (byo_rewards:number_tool) returned int, not text" in (trajs[0].failure_reason or "")
+    assert stats.failures.counts["env_step_error:TypeError"] == 2
