@@ -178,3 +178,16 @@ def test_adapter_deltas_through_the_publisher_merge_like_full_copies(nano_policy
     merged = AdapterMerge(base.state_dict(), LoraConfig(r=2, alpha=4.0).scaling).merged(receiver.state)
     expected = merged_weights(model)
     assert all(torch.equal(tensor, expected[name]) for name, tensor in merged.items())
+
+
+def test_preflight_names_a_lora_target_that_matches_no_layer(nano_policy_dir, tmp_path):
+    from rollarc.train.preflight import PreflightError, check_lora_targets
+
+    check_lora_targets(config(nano_policy_dir, tmp_path, model={"lora": {"target_modules": ["q_proj", "down_proj"]}}))
+    bad = config(nano_policy_dir, tmp_path, model={"lora": {"target_modules": ["q_proj", "attn.c_attn"]}})
+    with pytest.raises(PreflightError, match=r"\['attn\.c_attn'\] match no linear layer of the policy; it has \[") as e:
+        check_lora_targets(bad)
+    assert "\n" not in str(e.value) and "'down_proj'" in str(e.value)
+    preset = bad.model_copy(update={"model": bad.model.model_copy(update={"path": None})})
+    with pytest.raises(PreflightError, match="c_attn"):
+        check_lora_targets(preset)  # a preset (no directory yet): checked on the preset's architecture
