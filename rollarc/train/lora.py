@@ -18,8 +18,8 @@ from safetensors.torch import load_file
 from transformers import PreTrainedModel
 
 from rollarc.config import LoraConfig
+from rollarc.models.checkpoint import ADAPTER_DIR as ADAPTER_DIR  # re-exported: the train worker imports it here
 
-ADAPTER_DIR = "adapter"  # in an RL checkpoint: the adapter in PEFT's format (policy/ holds the base)
 ADAPTER_WEIGHTS = "adapter_model.safetensors"
 
 
@@ -76,3 +76,10 @@ def load_adapter(model: peft.PeftModel, directory: str | Path) -> None:
             f"unexpected {sorted(set(state) - expected)[:3]})"
         )
     set_peft_model_state_dict(model, state)  # the names were checked above: every one is loaded
+
+
+def merge_saved_adapter(model: PreTrainedModel, adapter_dir: str | Path) -> PreTrainedModel:
+    """``model`` (the base) with a saved PEFT adapter merged in, by peft itself."""
+    merged = peft.PeftModel.from_pretrained(model, str(adapter_dir)).merge_and_unload()
+    assert isinstance(merged, PreTrainedModel)
+    return merged

@@ -191,3 +191,21 @@ def test_preflight_names_a_lora_target_that_matches_no_layer(nano_policy_dir, tm
     preset = bad.model_copy(update={"model": bad.model.model_copy(update={"path": None})})
     with pytest.raises(PreflightError, match="c_attn"):
         check_lora_targets(preset)  # a preset (no directory yet): checked on the preset's architecture
+
+
+def test_eval_of_a_lora_checkpoint_merges_its_adapter(nano_policy_dir, tmp_path):
+    import shutil
+
+    from rollarc.models.checkpoint import checkpoint_adapter
+    from rollarc.train.lora import merge_saved_adapter
+
+    model, _ = lora_model(nano_policy_dir)
+    randomise_b(model)
+    shutil.copytree(nano_policy_dir, tmp_path / "step" / "policy")
+    assert checkpoint_adapter(tmp_path / "step" / "policy") is None  # a plain policy directory
+    save_adapter(model, tmp_path / "step" / "adapter")
+    assert checkpoint_adapter(tmp_path / "step" / "policy") == tmp_path / "step" / "adapter"
+    base, _ = load_policy(tmp_path / "step" / "policy")
+    merged = merge_saved_adapter(base, tmp_path / "step" / "adapter").state_dict()
+    expected = merged_weights(model)
+    assert merged.keys() == expected.keys() and all(torch.equal(merged[n], t) for n, t in expected.items())
