@@ -31,6 +31,7 @@ BENCHMARKS = {
     "rose": "rollouts on dedicated plus borrowed serving capacity vs dedicated only, serving SLO kept",
     "step": "short single-turn steps: rollarc sync and async vs an in-process HF-generate GRPO loop",
     "demo": "the quickstart on N seeds: held-out gain of the final policy and wall time per seed",
+    "lora": "LoRA vs full fine-tuning on the RLVR demo's policy: bytes per weight sync, train step time",
     "table": "regenerate the README's headline table from docs/benchmarks/*.json (--check: only compare)",
 }
 

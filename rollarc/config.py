@@ -29,6 +29,39 @@ from rollarc.serve.config import RolloutConfig, backend_problems
 from rollarc.sync.config import SyncConfig
 
 
+class LoraConfig(FrozenModel):
+    """Train LoRA adapters (``peft``) instead of every weight (``model.lora``; docs/bring-your-own.md).
+
+    The trainer wraps the policy with ``peft.get_peft_model`` and optimises only the adapter matrices; the KL
+    reference is the same model with its adapters disabled, so no second copy is held. Weight sync sends only
+    the adapter tensors and each rollout replica merges them into its base weights (``rollarc.sync.lora``);
+    checkpoints hold the adapter in PEFT's format (``adapter/``) next to the unchanged base (``policy/``).
+    """
+
+    r: int = Field(8, ge=1, le=4096, description="rank of every adapter (the inner width of B @ A)")
+    alpha: float = Field(
+        16.0, gt=0.0, description="scaling numerator: the update added to a weight is (alpha / r) * B @ A"
+    )
+    dropout: float = Field(
+        0.0,
+        ge=0.0,
+        lt=1.0,
+        description="dropout on the adapter's input while training (rollout replicas run the merged weights, "
+        "without dropout)",
+    )
+    target_modules: list[str] = Field(
+        ["q_proj", "k_proj", "v_proj", "o_proj"],
+        min_length=1,
+        description="names (last path component) of the linear layers that get an adapter; one that matches "
+        "no module of the policy is an error at start-up",
+    )
+
+    @property
+    def scaling(self) -> float:
+        """What peft multiplies B @ A by (``lora_alpha / r``, no rsLoRA)."""
+        return self.alpha / self.r
+
+
 class ModelConfig(FrozenModel):
     """Where the policy starts: an HF-format directory, or a fresh preset (trained by SFT first).
 
@@ -61,6 +94,10 @@ class ModelConfig(FrozenModel):
         description="compute dtype of the train and rollout "
         "roles: bf16 engine, fp32 master weights "
         "with bf16 autocast for training",
+    )
+    lora: LoraConfig | None = Field(
+        None,
+        description="train LoRA adapters instead of every weight, and sync only the adapters (null: full fine-tuning)",
     )
 
 
@@ -571,12 +608,30 @@ class Config(FrozenModel):
         if self.harvest is not None and self.rollout.backend != "builtin":
             problems.append("harvest: borrowed co-serving replicas run only with rollout.backend: builtin")
         problems += harvest_memory_problems(self.harvest, self.tasks)
+        problems += lora_problems(self)
         if problems:
             raise ValueError("; ".join(problems))
         return self
 
     def sft_checkpoint(self) -> Path:
         return Path(self.sft.checkpoint.format(name=self.name))
+
+
+def lora_problems(cfg: Config) -> list[str]:
+    """Where ``model.lora`` cannot run yet, and why (each a one-line problem)."""
+    if cfg.model.lora is None:
+        return []
+    problems = []
+    if cfg.cluster.roles.train.replicas > 1 or cfg.train.fsdp.on_one_replica:
+        problems.append(
+            "model.lora runs on one unsharded train replica: the adapters are a few MB, and FSDP2 would shard "
+            "the frozen base with them; set cluster.roles.train.replicas: 1 and train.fsdp.on_one_replica: false"
+        )
+    if cfg.rollout.backend != "builtin":
+        problems.append("model.lora needs rollout.backend: builtin (its replicas merge the synced adapters)")
+    if cfg.harvest is not None:
+        problems.append("model.lora does not run with harvest: borrowed co-serving replicas take full weights only")
+    return problems
 
 
 def load_train_config(path: str | Path | None, overrides: list[str] | None = None) -> Config:

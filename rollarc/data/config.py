@@ -1,7 +1,8 @@
 """The ``tasks[i].dataset`` section: a task made of dataset rows (prompts) and reward functions by path.
 
-A dataset task is single-turn: each episode is one row; the policy answers its prompt once and the
-reward functions score the answer. The columns follow verl's layout by default (``prompt``,
+A dataset task is single-turn by default: each episode is one row; the policy answers its prompt once and
+the reward functions score the answer. With ``tool_column``, a row that names a tool of ``tools`` is
+multi-turn: the policy may call the tool (``rollarc.data.tools``) before it answers. The columns follow verl's layout by default (``prompt``,
 ``data_source``, ``reward_model.ground_truth``, ``extra_info``); a dotted column name reads a field
 of a struct column. Every other column is passed, as it is, to TRL-style reward functions.
 """
@@ -85,6 +86,23 @@ class DatasetConfig(FrozenModel):
     success_threshold: float = Field(
         1.0, description="an episode is a success when the first reward function scores at least this"
     )
+    tool_column: str | None = Field(
+        None,
+        description="a column naming the tool (a key of `tools`) a row may call; a row whose value is null "
+        "or empty is single-turn (null: every row is)",
+    )
+    tools: dict[str, str] = Field(
+        {},
+        description="tool name -> 'package.module:function' taking the call's text and returning text, "
+        "e.g. {calculator: 'rollarc.data.tools:calculator'}; the model calls one by writing <tool>ARG</tool>",
+    )
+    max_tool_calls: int = Field(
+        4,
+        ge=1,
+        le=100,
+        description="tool calls at most per episode; the reply after the last allowed call is the answer "
+        "(agent.max_turns must leave room: calls + 1)",
+    )
     max_malformed_fraction: float = Field(
         0.01,
         ge=0.0,
@@ -97,6 +115,8 @@ class DatasetConfig(FrozenModel):
     def _one_source(self) -> DatasetConfig:
         if (self.path is None) == (not self.files):
             raise ValueError("give exactly one of dataset.path (a file or a saved dataset directory) or dataset.files")
+        if self.tools and self.tool_column is None:
+            raise ValueError("dataset.tools needs dataset.tool_column: the column that names each row's tool")
         if self.train_split == self.heldout_split:
             raise ValueError(f"dataset.heldout_split must differ from train_split ({self.train_split!r})")
         return self

@@ -1,4 +1,4 @@
-"""`DatasetEnv`: a dataset of prompts as a single-turn gymnasium text env, so the whole runtime applies unchanged.
+"""`DatasetEnv`: a dataset of prompts as a gymnasium text env (single-turn, or multi-turn with a tool), so the whole runtime applies unchanged.
 
 Why an env: routing, asynchrony, redundancy, failure accounting, held-out evaluation and the SFT warm
 start all run on gymnasium text envs; a dataset task that is one makes each of them work for datasets
@@ -12,6 +12,10 @@ with no second code path.
   the weighted sum of the scores, ``success`` is the first function's score reaching
   ``success_threshold``, and ``info["scores"]`` holds each function's score.
 * ``expert_action()`` is the row's reference completion (``reference_column``), the SFT demonstration.
+* A row that names a tool (``tool_column``, one of ``tools``) is multi-turn: a reply holding
+  ``<tool>ARG</tool>`` calls it and gets ``<result>OUTPUT</result>`` as the next observation, with reward
+  0 and ``info["tool_call"]`` set, up to ``max_tool_calls`` calls; the first reply without a call (or the
+  one after the last allowed call) is the answer. A row naming a tool that ``tools`` lacks stops start-up.
 
 A reward function that raises or returns a non-number raises :class:`RewardFunctionError` from
 ``step``; the env worker fails that trajectory alone and counts it
@@ -30,6 +34,7 @@ from rollarc.configio import validate
 from rollarc.data.config import HELDOUT_OPTION, DatasetConfig
 from rollarc.data.reward_fn import Answer, load_reward_function
 from rollarc.data.table import column, load_table
+from rollarc.data.tools import Tool, ToolLoadError, load_tool, result_text, tool_call
 from rollarc.envs.base import CHARSET
 
 MAX_TEXT = 1 << 20
@@ -47,7 +52,27 @@ class DatasetEnv(gymnasium.Env[str, str]):
         self.instructions = "" if self.table.conversational else self.config.system_prompt
         self.observation_space = Text(max_length=MAX_TEXT, min_length=0, charset=CHARSET)
         self.action_space = Text(max_length=MAX_TEXT, min_length=0, charset=CHARSET)
+        self.tools = {name: load_tool(name, path) for name, path in self.config.tools.items()}
+        self._check_row_tools()
         self._row: dict[str, Any] | None = None
+        self._tool: Tool | None = None
+        self._calls = 0
+        self._turn = 0
+
+    def _check_row_tools(self) -> None:
+        """Every tool a row names must be in ``tools``: a misspelt one would silently make rows single-turn."""
+        if self.config.tool_column is None:
+            return
+        named = {column(row, self.config.tool_column) for rows in self.table.splits.values() for row in rows} - {
+            None,
+            "",
+        }
+        unknown = sorted(str(n) for n in named if n not in self.tools)
+        if unknown:
+            raise ToolLoadError(
+                f"dataset rows name tools {unknown[:5]} (column {self.config.tool_column!r}) that dataset.tools "
+                f"does not define; it has {sorted(self.tools) or 'none'}"
+            )
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         super().reset(seed=seed)
@@ -57,6 +82,9 @@ class DatasetEnv(gymnasium.Env[str, str]):
         index = (seed if seed is not None else int(self.np_random.integers(len(rows)))) % len(rows)
         self._row = rows[index]
         prompt = column(self._row, cfg.prompt_column)
+        name = column(self._row, cfg.tool_column) if cfg.tool_column else None
+        self._tool = self.tools[name] if name else None
+        self._calls = self._turn = 0
         info: dict[str, Any] = {"turn": 0, "split": split, "row": index}
         if isinstance(prompt, list):
             info["messages"] = [{"role": m["role"], "content": m["content"]} for m in prompt]
@@ -69,8 +97,15 @@ class DatasetEnv(gymnasium.Env[str, str]):
             raise RuntimeError("DatasetEnv.step() called before reset() or after the episode ended")
         if not isinstance(action, str):
             raise TypeError(f"DatasetEnv.step() takes the answer text (str), got {type(action).__name__}")
-        row, self._row = self._row, None
         cfg = self.config
+        self._turn += 1
+        argument = tool_call(action) if self._tool is not None and self._calls < cfg.max_tool_calls else None
+        if self._tool is not None and argument is not None:
+            self._calls += 1
+            output = self._tool.call(argument)
+            info = {"turn": self._turn, "invalid_action": False, "tool_call": self._tool.name}
+            return result_text(output), 0.0, False, False, info
+        row, self._row = self._row, None
         answer = Answer(
             prompt=column(row, cfg.prompt_column),
             completion=action,
@@ -82,7 +117,7 @@ class DatasetEnv(gymnasium.Env[str, str]):
         scores = [f.score(answer) for f in self.functions]
         reward = sum(f.weight * s for f, s in zip(self.functions, scores, strict=True) if s is not None)
         success = scores[0] is not None and scores[0] >= cfg.success_threshold
-        info = {"turn": 1, "invalid_action": False, "success": success, "scores": scores}
+        info = {"turn": self._turn, "invalid_action": False, "success": success, "scores": scores}
         return "", float(reward), True, False, info
 
     def expert_action(self) -> str | None:

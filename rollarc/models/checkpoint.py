@@ -26,6 +26,18 @@ hf_logging.disable_progress_bar()
 
 # In an RL checkpoint: the frozen KL reference's weights (only when algo.kl_coef > 0), so a resume keeps it.
 REFERENCE_FILE = "reference.safetensors"
+# In a LoRA (model.lora) checkpoint: the adapter in PEFT's format, beside policy/ (which then holds the base).
+ADAPTER_DIR = "adapter"
+
+
+def checkpoint_adapter(policy_dir: str | Path) -> Path | None:
+    """The adapter saved beside a LoRA checkpoint's ``policy/`` (its base), or None for a plain policy directory.
+
+    ``rollarc eval --checkpoint RUN/checkpoints/step_N/policy`` must evaluate the trained policy, not the base
+    that a LoRA checkpoint keeps there.
+    """
+    adapter = Path(policy_dir).parent / ADAPTER_DIR
+    return adapter if (adapter / "adapter_config.json").is_file() else None
 
 
 @contextlib.contextmanager

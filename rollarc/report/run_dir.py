@@ -71,6 +71,7 @@ class MetricsRecord:
     train_s: float | None = None  # the optimiser step(s) in the train worker
     sync_s: float | None = None  # publish + weight sync to every rollout replica
     train_sync_s: float | None = None  # from the batch being handed to training to the end of the sync
+    sync_bytes: int | None = None  # bytes the rollout replicas received for this version (with LoRA: adapters only)
     tokens: int | None = None  # tokens in the training batch
     gen_tok_s: float | None = None  # generated tokens of the batch / step time
     trajectories_per_s: float | None = None

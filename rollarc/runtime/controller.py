@@ -137,6 +137,7 @@ class Controller:
         self.last_checkpoint: str | None = None
         self.buffer_sizes: list[int] = []
         self.sync_times: list[dict[str, float]] = []
+        self._sync_bytes = 0  # received by the dedicated replicas since the last step record
         self.env_rss: dict[str, float] = {}
         self.profiler = TaskProfiler()
         self.trained_groups: set[str] = set()
@@ -526,6 +527,7 @@ class Controller:
     def _get_sync(self, ref: Any) -> None:
         try:
             self.sync_times.append(ray.get(ref))
+            self._sync_bytes += int(self.sync_times[-1]["bytes"])
             if self.harvest is not None and ref in self._sync_targets:
                 self.harvest.note_dedicated(self._sync_targets.pop(ref), self.sync_times[-1]["bytes"])
         except RayTaskError as err:  # e.g. an external server refused to reload: serving on would mislabel versions
@@ -627,6 +629,7 @@ class Controller:
         busy_time: float,
     ) -> dict[str, Any]:
         tokens = batch["generated_tokens"]
+        sync_bytes, self._sync_bytes = self._sync_bytes, 0
         return {
             "version": version,
             "wall_s": time.time() - self.run_start,
@@ -634,6 +637,7 @@ class Controller:
             "train_s": train.get("train_s", 0.0),
             "sync_s": sync_time,
             "train_sync_s": busy_time,
+            "sync_bytes": sync_bytes,
             "tokens": train.get("tokens", 0),
             "gen_tok_s": tokens / step_time if step_time > 0 else 0.0,
             "trajectories_per_s": batch["trajectories"] / step_time if step_time > 0 else 0.0,

@@ -10,13 +10,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import ray
 import torch
 
 from rollarc.agent.local_eval import evaluate_local
 from rollarc.config import Config, load_train_config
 from rollarc.configio import ConfigError
-from rollarc.models.checkpoint import load_policy, remove_partial_directories
+from rollarc.models.checkpoint import checkpoint_adapter, load_policy, remove_partial_directories
 from rollarc.models.device import resolve_device, resolve_dtype
 from rollarc.report.metrics import MetricsWriter
 from rollarc.report.run_dir import SUMMARY, Summary, from_dict, write_json
@@ -89,9 +88,9 @@ def run_training(cfg: Config, address: str | None = None) -> int:
     try:
         start_ray(cfg.cluster, address, cfg.plugin_paths, device=cfg.model.device)
         stop_signals.install()  # ray.init replaced the SIGTERM handler with one that exits mid-step
-        workers = Workers(cfg, policy_dir, start_version=version)
-        if resume is not None:
-            ray.get(workers.trainer.load_checkpoint.remote(str(resume.checkpoint)))
+        workers = Workers(
+            cfg, policy_dir, start_version=version, checkpoint=str(resume.checkpoint) if resume is not None else None
+        )
         trackers = open_trackers(
             list(cfg.run.trackers), run_dir, run_dir.name, cfg.run.project, cfg.model_dump(mode="json", by_alias=True)
         )
@@ -208,6 +207,11 @@ def eval_main(
     torch.set_num_threads(cfg.train.eval_threads)
     path = eval_policy_dir(cfg, checkpoint)
     model, tokenizer = load_policy(path)
+    if checkpoint is not None and (adapter := checkpoint_adapter(path)) is not None:  # a LoRA checkpoint's base
+        from rollarc.train.lora import merge_saved_adapter  # deferred: peft, needed only for a LoRA checkpoint
+
+        model = merge_saved_adapter(model, adapter)
+        print(f"evaluating {path} with the LoRA adapter {adapter} merged", file=sys.stderr)
     model = model.to(resolve_device(cfg.model.device), resolve_dtype(cfg.engine.dtype or cfg.model.dtype))  # type: ignore[arg-type]  # transformers' typed .to rejects a device
     engine = cfg.engine.model_copy(update={"num_threads": cfg.train.eval_threads})
     result = evaluate_local(

@@ -86,7 +86,8 @@ def prepare_resume(cfg: Config) -> ResumePoint:
     checkpoint = latest_checkpoint(run_dir)
     if checkpoint is None:
         raise ConfigError(f"resume={run_dir}: no checkpoint found under {run_dir / 'checkpoints'}")
-    if cfg.algo.kl_coef > 0 and not (checkpoint / REFERENCE_FILE).is_file():
+    # with model.lora the reference is the checkpoint's own base (policy/), adapters disabled: no file for it
+    if cfg.algo.kl_coef > 0 and cfg.model.lora is None and not (checkpoint / REFERENCE_FILE).is_file():
         raise ConfigError(
             f"resume={run_dir}: {checkpoint.name} holds no {REFERENCE_FILE} (it was written by an older rollarc), "
             "so algo.kl_coef > 0 would regularise towards the resumed weights instead of the original reference"

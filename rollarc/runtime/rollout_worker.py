@@ -10,6 +10,11 @@ update is a config choice (``async.in_flight_update``):
   weights: ``rollarc.agent.turn``).
 - ``continue``: the swap happens at the next decode step; a running turn continues under the new
   weights, and each token records the version that produced it.
+
+With ``model.lora`` (``lora_scaling`` set) the updates carry only the adapter tensors: the receiver holds the
+adapter, an :class:`~rollarc.sync.lora.AdapterMerge` holds the float32 base of the adapted layers once, and
+each version's merged layers (base + B @ A · alpha/r) are swapped into the engine. Such a replica starts under
+no version (the trainer's fresh adapter is random) and must ``catch_up`` before it serves.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from rollarc.runtime.router import TurnArgs
 from rollarc.runtime.turn_chunks import TurnChunk, chunks_as_completed
 from rollarc.runtime.weight_sync import SyncPayload, engine_weights, receive
 from rollarc.sync.config import SyncConfig
+from rollarc.sync.lora import AdapterMerge
 from rollarc.sync.versions import WHOLE, WeightPublisher, WeightReceiver
 
 
@@ -51,6 +57,7 @@ class RolloutWorker:
         trainer: Any = None,
         device: str = "auto",
         dtype: str = "float32",
+        lora_scaling: float | None = None,
     ):
         """``device``: ``model.device``; ``dtype``: the engine's (``engine.dtype`` or else ``model.dtype``).
 
@@ -62,11 +69,18 @@ class RolloutWorker:
         self.pool = pool
         self.in_flight_update = in_flight_update
         model, _tokenizer = load_policy(policy_dir)
-        # The receiver's copy starts bit-identical to the publisher's (same checkpoint, same wire dtype), so it
-        # is taken from the float32 CPU weights the trainer starts from, before the engine's cast.
-        start = WeightPublisher(sync_cfg or SyncConfig())
-        start.publish(model.state_dict(), version=version or 0)
-        self.receiver = WeightReceiver(WHOLE, state=dict(start.shard(WHOLE)), version=version)
+        self.adapter: AdapterMerge | None = None
+        if lora_scaling is not None:
+            if version is not None:
+                raise ValueError("a LoRA rollout replica starts under no version: it must catch_up first")
+            self.adapter = AdapterMerge(model.state_dict(), lora_scaling)
+            self.receiver = WeightReceiver(WHOLE, state={}, version=None)
+        else:
+            # The receiver's copy starts bit-identical to the publisher's (same checkpoint, same wire dtype), so it
+            # is taken from the float32 CPU weights the trainer starts from, before the engine's cast.
+            start = WeightPublisher(sync_cfg or SyncConfig())
+            start.publish(model.state_dict(), version=version or 0)
+            self.receiver = WeightReceiver(WHOLE, state=dict(start.shard(WHOLE)), version=version)
         model = model.to(resolve_device(device), resolve_dtype(dtype))  # type: ignore[arg-type]  # transformers' typed .to rejects a device
         self.engine = AsyncLLMEngine(model, engine_cfg.model_copy(update={"num_threads": threads}))
         self.engine.engine.version = version or 0  # resuming: the weights loaded are that version
@@ -172,7 +186,7 @@ class RolloutWorker:
 
         report = await receive(self.receiver, updates, fetch)
         self.recoveries += int(report.recovered)
-        named = engine_weights(self.receiver, self._engine_like)
+        named = self._engine_update()
         version = report.version
         if self.in_flight_update == "finish":
             self._gate.clear()
@@ -220,9 +234,16 @@ class RolloutWorker:
         updates = await fetch(self.receiver.version)
         if updates:
             report = await receive(self.receiver, updates, fetch)
-            await self.engine.update_weights(engine_weights(self.receiver, self._engine_like), report.version)
+            await self.engine.update_weights(self._engine_update(), report.version)
         assert self.receiver.version is not None  # a full copy (or the checkpoint's own version) sets it
         return int(self.receiver.version)
+
+    def _engine_update(self) -> dict[str, torch.Tensor]:
+        """What the engine swaps in for the receiver's version: the weights, or with LoRA the merged layers."""
+        if self.adapter is None:
+            return engine_weights(self.receiver, self._engine_like)
+        merged = self.adapter.merged(self.receiver.state)
+        return {name: t.to(self._engine_like[name].dtype) for name, t in merged.items()}
 
     def engine_weights(self) -> dict[str, torch.Tensor]:
         """The weights the engine generates with, on the CPU (to check a sync bitwise)."""

@@ -1,8 +1,14 @@
-"""TrainWorker: the policy (and its optional frozen reference) on the compute pool, as a Ray actor."""
+"""TrainWorker: the policy (and its optional frozen reference) on the compute pool, as a Ray actor.
+
+With ``model.lora`` the policy is wrapped with peft adapters (``rollarc.train.lora``): it publishes only the
+adapter, and a checkpoint holds the base unchanged in ``policy/`` (a copy of the directory the run started
+from) and the adapter in PEFT's format in ``adapter/``.
+"""
 
 from __future__ import annotations
 
 import json
+import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -26,9 +32,19 @@ class TrainWorker:
         torch.set_num_threads(threads)
         torch.manual_seed(cfg.seed)
         self.cfg = cfg
+        self.policy_dir = policy_dir
         self.model, self.tokenizer = load_policy(policy_dir)
+        self.lora = cfg.model.lora
+        if self.lora is not None:
+            from rollarc.train.lora import apply_lora  # deferred: peft is needed only with model.lora
+
+            self.model = apply_lora(self.model, self.lora, cfg.seed)  # type: ignore[assignment]  # a PeftModel wraps it
         self.trainer = PolicyTrainer(
-            self.model, cfg.algo, cfg.train.lr, **trainer_options(cfg, self.tokenizer.pad_token_id)
+            self.model,
+            cfg.algo,
+            cfg.train.lr,
+            **trainer_options(cfg, self.tokenizer.pad_token_id),
+            adapter=self.lora is not None,
         )
         self._spans: list[dict[str, Any]] = []
         self.publisher = WeightPublisher(cfg.sync)
@@ -67,14 +83,27 @@ class TrainWorker:
         return self.trainer.version
 
     def gathered_weights(self) -> dict[str, torch.Tensor]:
-        """The current weights on the CPU (the FSDP group's method of the same name gathers its shards)."""
+        """The current weights on the CPU (the FSDP group's method of the same name gathers its shards).
+
+        With LoRA, the effective weights: the base with the adapters merged by peft (what replicas must run).
+        """
+        if self.lora is not None:
+            from rollarc.train.lora import merged_weights  # deferred: peft, needed only with model.lora
+
+            return merged_weights(self.model)  # type: ignore[arg-type]  # a peft.PeftModel
         return self.trainer.named_weights()
 
     def save_checkpoint(self, path: str, controller_state: dict[str, Any]) -> str:
         """Policy (HF format), optimiser state and controller state, written atomically as one directory."""
         with atomic_directory(path) as tmp:
-            self.model.save_pretrained(tmp / "policy", safe_serialization=True)
-            self.tokenizer.save_pretrained(tmp / "policy")
+            if self.lora is not None:
+                from rollarc.train.lora import ADAPTER_DIR, save_adapter  # deferred: peft, only with model.lora
+
+                shutil.copytree(self.policy_dir, tmp / "policy")  # the frozen base, byte for byte
+                save_adapter(self.model, tmp / ADAPTER_DIR)  # type: ignore[arg-type]  # a peft.PeftModel
+            else:
+                self.model.save_pretrained(tmp / "policy", safe_serialization=True)
+                self.tokenizer.save_pretrained(tmp / "policy")
             torch.save(self.trainer.optimizer_state(), tmp / "trainer_state.pt")
             self.trainer.save_reference(tmp / REFERENCE_FILE)
             (tmp / "state.json").write_text(json.dumps(controller_state, indent=1))
@@ -87,8 +116,13 @@ class TrainWorker:
                 f"{path} was written by FSDP training (it holds sharded/); resume it with "
                 "cluster.roles.train.replicas > 1 or train.fsdp.on_one_replica: true"
             )
-        model, _ = load_policy(path_ / "policy")
-        self.model.load_state_dict(model.state_dict())
+        if self.lora is not None:
+            from rollarc.train.lora import ADAPTER_DIR, load_adapter  # deferred: peft, only with model.lora
+
+            load_adapter(self.model, path_ / ADAPTER_DIR)  # type: ignore[arg-type]  # a peft.PeftModel
+        else:
+            model, _ = load_policy(path_ / "policy")
+            self.model.load_state_dict(model.state_dict())
         self.trainer.load_optimizer_state(torch.load(path_ / "trainer_state.pt", weights_only=False))
         self.trainer.load_reference(path_ / REFERENCE_FILE)
         self.publisher = WeightPublisher(self.cfg.sync)

@@ -27,7 +27,9 @@ from rollarc.runtime.weight_sync import SyncPayload
 
 
 class Workers:
-    def __init__(self, cfg: Config, policy_dir: str, start_version: int = 0):
+    def __init__(self, cfg: Config, policy_dir: str, start_version: int = 0, checkpoint: str | None = None):
+        """``checkpoint``: a resumed run's, loaded into the trainer before any rollout replica starts (a LoRA
+        replica catches up from the trainer, so the trainer must hold the checkpoint's adapter by then)."""
         self.cfg = cfg
         self.policy_dir = policy_dir
         roles = cfg.cluster.roles
@@ -40,6 +42,8 @@ class Workers:
         ).remote({t.name: t.rollout_pool for t in cfg.tasks})
         self._train_serial = 0
         self.trainer = self._new_trainer(policy_dir)
+        if checkpoint is not None:
+            ray.get(self.trainer.load_checkpoint.remote(checkpoint))
         self.policy_version = start_version  # the version of the weights in policy_dir
         self.rollout_restarts = 0
         self.router_restarts = 0
@@ -77,8 +81,11 @@ class Workers:
         """Start a rollout replica on ``group``'s pool.
 
         Mid-run (``catch_up``) the checkpoint it loads is older than the trainer's weights: it starts under no
-        version, fetches a full copy of the current weights, and only then joins the router.
+        version, fetches a full copy of the current weights, and only then joins the router. With ``model.lora``
+        every replica catches up so (its start directory holds only the base; the adapter comes from the trainer).
         """
+        lora = self.cfg.model.lora
+        catch_up = catch_up or lora is not None
         options = actor_options(self.cfg.cluster, group, gpus=self.gpus)
         handle = RolloutWorker.options(**options, max_concurrency=10_000).remote(  # type: ignore[attr-defined]  # @ray.remote class
             name,
@@ -92,6 +99,7 @@ class Workers:
             self.trainer,
             self.cfg.model.device,
             self.cfg.engine.dtype or self.cfg.model.dtype,
+            None if lora is None else lora.scaling,
         )
         if catch_up:
             caught_up = ray.get(handle.catch_up.remote())

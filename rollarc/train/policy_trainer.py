@@ -12,6 +12,10 @@ Device and precision: the model is moved to ``device``; the batch and its bookke
 and each micro-batch is copied to the device for its forward pass. With ``autocast_dtype=bfloat16``
 the parameters, gradients and AdamW state stay float32 (the master weights) and only the forward
 passes run under ``torch.autocast`` in bf16; log-probs and the loss are computed in float32.
+
+LoRA (``adapter=True``, a ``peft.PeftModel``): only the trainable adapter parameters are given to the
+optimiser, the KL reference is the same model with its adapters disabled (no second copy of the weights), and
+``named_weights`` returns the adapter tensors only, which is all that weight sync sends.
 """
 
 from __future__ import annotations
@@ -66,6 +70,7 @@ class PolicyTrainer:
         device: torch.device | str | None = None,
         autocast_dtype: torch.dtype | None = None,
         max_staleness: int | None = None,
+        adapter: bool = False,
     ):
         if device is not None:
             torch.nn.Module.to(model, device)  # in place; transformers' typed wrapper of .to rejects a device
@@ -82,7 +87,9 @@ class PolicyTrainer:
         self.version = version
         self.max_staleness = max_staleness  # async.max_staleness: older tokens are masked out (None: never)
         self.dedup = dedup
-        self.optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay, betas=betas)
+        self.adapter = adapter
+        trainable = [p for p in model.parameters() if p.requires_grad]  # every one, unless LoRA froze the base
+        self.optimizer = torch.optim.AdamW(trainable, lr=lr, weight_decay=weight_decay, betas=betas)
         # Linear warmup over the first training steps: Adam's first updates are about lr * sign(grad) for every
         # weight at once, which can knock a freshly fine-tuned policy off its feet. Then an optional decay to
         # lr * lr_min_ratio at step total_steps, so late, low-signal batches take small steps (algo/lr_schedule.py).
@@ -98,7 +105,7 @@ class PolicyTrainer:
         )
         self.generator = torch.Generator().manual_seed(seed)
         self.ref_model = None
-        if loss_cfg.kl_coef > 0:
+        if loss_cfg.kl_coef > 0 and not adapter:
             self.ref_model = copy.deepcopy(model).eval().requires_grad_(False)
 
     # ---- log-probs -------------------------------------------------------------------------------
@@ -126,6 +133,14 @@ class PolicyTrainer:
             logp = token_logprobs(logits, sub.input_ids[:, 1:].to(self.device), self.temperature)
             unique[inverse[chunk], : logits.shape[1]] = logp.float().cpu()
         return unique[inverse]
+
+    def _reference_logprobs(self, batch: TrainBatch) -> torch.Tensor:
+        """Log-probs under the KL reference: the frozen copy, or with LoRA the base (adapters disabled)."""
+        if self.adapter:
+            with self.model.disable_adapter():  # a peft.PeftModel's context manager
+                return self.logprobs(batch)
+        assert self.ref_model is not None
+        return self.logprobs(batch, self.ref_model)
 
     def _unique_rows(self, batch: TrainBatch) -> tuple[torch.Tensor, torch.Tensor]:
         """One representative row per distinct token sequence, and each row's class.
@@ -158,7 +173,7 @@ class PolicyTrainer:
         generated = batch.num_target_tokens
         masked = mask_stale_tokens(batch, self.version, self.max_staleness)
         logp_prox = self.logprobs(batch) if needs_proximal_logprobs(self.loss_cfg.correction) else None
-        ref_logp = self.logprobs(batch, self.ref_model) if self.ref_model is not None else None
+        ref_logp = self._reference_logprobs(batch) if self.loss_cfg.kl_coef > 0 else None
         self.model.train()
         totals: dict[str, float] = {}
         steps = 0
@@ -273,7 +288,14 @@ class PolicyTrainer:
 
     # ---- weights and state -----------------------------------------------------------------------
     def named_weights(self) -> dict[str, torch.Tensor]:
-        """The weights on the CPU (a no-op copy when training on the CPU), as weight sync expects them."""
+        """The weights on the CPU (a no-op copy when training on the CPU), as weight sync expects them.
+
+        With LoRA, the adapter tensors only (named as in PEFT's ``adapter_model.safetensors``).
+        """
+        if self.adapter:
+            from rollarc.train.lora import adapter_state  # deferred: peft is needed only with model.lora
+
+            return adapter_state(self.model)  # a peft.PeftModel
         return {name: tensor.detach().cpu() for name, tensor in self.model.state_dict().items()}
 
     def save_reference(self, path: str | Path) -> None:

@@ -8,6 +8,7 @@ an empty run directory behind. Each check here fails in one line naming the conf
 * a policy directory (``model.path``, ``--checkpoint``, an existing SFT warm start) holds a readable
   ``config.json``, a tokenizer, and weights whose safetensors header matches the model that config
   builds (names and shapes, read from the header: no weights are loaded);
+* ``model.lora.target_modules`` each name a linear layer of the policy (checked on a meta-device copy);
 * a warm start exists when SFT must make one: SFT clones the env's ``expert_action()``, so a task
   without an expert needs ``model.path`` or an explicit ``sft.steps: 0`` (RL from the preset's random
   weights, with a warning that it may not learn).
@@ -29,6 +30,7 @@ from rollarc.config import Config, TaskConfig
 from rollarc.configio import ConfigError
 from rollarc.envs.registry import EnvLoadError, make_env
 from rollarc.models.checkpoint import load_tokenizer
+from rollarc.models.presets import build_config
 from rollarc.report.trackers import check_trackers
 
 MODEL_FILES = "config.json, model.safetensors and the tokenizer files"
@@ -184,6 +186,7 @@ def preflight_train(cfg: Config, resuming: bool, warn: Callable[[str], None]) ->
     """``rollarc train``: the trackers' packages, the envs, then the policy RL starts from (or the means to make it)."""
     check_trackers(list(cfg.run.trackers))
     experts = check_envs(list(cfg.tasks), cfg.sft.seed_base, warn)
+    check_lora_targets(cfg)
     if resuming:
         return  # the policy comes from the run's checkpoint
     if cfg.model.path is not None:
@@ -196,6 +199,30 @@ def preflight_train(cfg: Config, resuming: bool, warn: Callable[[str], None]) ->
         )
         return
     check_warm_start(cfg, experts, warn)
+
+
+def check_lora_targets(cfg: Config) -> None:
+    """Each ``model.lora.target_modules`` entry names a linear layer of the policy RL starts from (shapes only)."""
+    if cfg.model.lora is None:
+        return
+    from rollarc.train.lora import check_targets  # deferred: peft, needed only with model.lora
+
+    source = cfg.model.path or (cfg.sft_checkpoint() if (cfg.sft_checkpoint() / "config.json").is_file() else None)
+    if source is not None:
+        try:
+            config = AutoConfig.from_pretrained(source, local_files_only=True)
+        except (OSError, ValueError):
+            return  # check_model_dir names what is wrong with the directory
+    else:
+        config = build_config(
+            cfg.model.preset, vocab_size=64, max_position_embeddings=cfg.model.max_position_embeddings
+        )
+    with torch.device("meta"):  # module names only: no memory, no initialisation
+        model = AutoModelForCausalLM.from_config(config)
+    try:
+        check_targets(model, list(cfg.model.lora.target_modules))
+    except ValueError as err:
+        raise PreflightError(str(err)) from None
 
 
 def preflight_sft(cfg: Config, warn: Callable[[str], None]) -> None:

@@ -38,3 +38,8 @@ def nan_verl(data_source: str, solution_str: str, ground_truth: str, extra_info:
 
 def neither(answer: str) -> float:
     return 0.0
+
+
+def number_tool(argument: str) -> str:
+    """A buggy tool (tests/unit/test_data_tools.py): it returns a number, not text."""
+    return len(argument)  # type: ignore[return-value]

@@ -95,7 +95,7 @@ def test_defaults_bounds_and_choices_of_hand_picked_keys():
 def test_rendering_is_deterministic_and_in_declaration_order():
     assert render() == render()
     paths = [s.path for s in sections()]
-    assert paths[:3] == ["", "model", "tasks[i]"]
+    assert paths[:4] == ["", "model", "model.lora", "tasks[i]"]  # a nested section follows its parent
     assert paths.index("cluster") < paths.index("cluster.pools.<name>") < paths.index("cluster.roles.reward")
 
 
