@@ -15,7 +15,9 @@ Per step ``s`` (trainer at version ``v``):
 
 Logged per step: reward, near-zero-advantage fraction, Kendall τ between the explorer's stale and the
 sampler's fresh rewards of the chosen seeds, the chosen groups' reward variance (stale and fresh) and
-that of random groups (the first G candidates, stale), the explorer's staleness, clip fractions.
+that of random groups (the first G candidates, stale), the explorer's staleness, clip fractions, the
+sampler's SP degree (``sp_degree``) and, on spot capacity, the fleet's cumulative counters (``spot_*``,
+SP regroups and joins included).
 """
 
 from __future__ import annotations
@@ -160,6 +162,7 @@ class T2IController:
                 reward_group_std=float(rewards.std(axis=1).mean()),
                 low_contrast_fraction=low_contrast_fraction(torch.tensor(rewards), tc.low_contrast_tol),
                 sample_version=traj.version,
+                sp_degree=sampled["sp_degree"],
                 step_s=step_s,
                 rl_wall_s=self.rl_wall_s,
                 sampled_images=self.sampled_images,
