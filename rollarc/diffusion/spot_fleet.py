@@ -186,6 +186,21 @@ class SpotExplorer:
             result = {"rewards": rewards, "version": job.version, "images": len(rewards), "worker": self.name}
             ray.get(queue.complete.remote(job.job_id, lease.token, result))
 
+    def ready(self) -> str:
+        """Answers once the worker has loaded its DiT (a benchmark starts its clock after that)."""
+        return self.name
+
+    def run_job(self, job: JobSpec, noise_level: float) -> dict[str, Any]:
+        """The push baseline (``push_fleet``): run ``job`` start to finish; no lease, heartbeat or commit."""
+        if job.version != self.version:
+            raise ValueError(
+                f"{self.name} holds weights of version {self.version}, job {job.job_id} needs {job.version}"
+            )
+        state = start(self.policy, [job.prompt] * len(job.seeds), list(job.seeds), job.steps, noise_level, job.version)
+        advance(self.policy, state, job.steps)
+        rewards = score(self.table, state.prompts, to_images(state.x))
+        return {"rewards": rewards, "version": job.version, "images": len(rewards), "worker": self.name}
+
     def _obey_sp_orders(self, queue: Any) -> None:
         """Shrink or grow the SP group as the fleet ordered (between denoising steps, never mid-forward)."""
         if not isinstance(self.policy, SPPolicy):
@@ -241,9 +256,10 @@ class SpotFleet:
         target: Target = "slot",
         busy_wait_s: float = 30.0,
         sp_degree: int = 1,
+        pull: bool = True,
     ):
         self.cluster, self.spot_resource, self.slots = cluster, spot_resource, slots
-        self.target, self.busy_wait_s, self.sp_degree = target, busy_wait_s, sp_degree
+        self.target, self.busy_wait_s, self.sp_degree, self.pull = target, busy_wait_s, sp_degree, pull
         self.schedule, self.replacement_s = schedule, replacement_s
         self.worker_args, self.noise_level, self.version = worker_args, noise_level, version
         self.start_version = version  # a joiner loads these weights from disk, then later versions from the queue
@@ -260,6 +276,19 @@ class SpotFleet:
         for slot in range(slots):
             self._add(slot)
         self.injector = threading.Thread(target=self._inject, name="spot-injector", daemon=True)
+
+    def start_pulling(self) -> None:
+        """Workers built with ``pull=False`` (so a benchmark could wait for them to load) start pulling."""
+        self.pull = True
+        with self.lock:
+            for n in self.nodes.values():
+                if n.serving is None:
+                    n.serving = n.worker.serve.remote(self.queue, self.noise_level)
+
+    def start_schedule(self) -> None:
+        """Start the injector's schedule now (``launch`` does it at the first exploration jobs)."""
+        if self.injector.ident is None and self.closed_at is None:
+            self._start_schedule()
 
     def _start_schedule(self) -> None:
         """The schedule counts from the first exploration jobs, not from the fleet's start.
@@ -285,7 +314,7 @@ class SpotFleet:
         worker = SpotExplorer.options(num_cpus=0, resources={node_resource: 1}).remote(  # type: ignore[attr-defined]  # @ray.remote class
             name, policy_dir, tasks, cache, threads, self.start_version, self.sp_degree
         )
-        serving = worker.serve.remote(self.queue, self.noise_level)
+        serving = worker.serve.remote(self.queue, self.noise_level) if self.pull else None
         with self.lock:
             self.nodes[slot] = _Node(slot, name, node, worker, serving, time.monotonic(), self.sp_degree)
         self._event("join", name)
@@ -396,8 +425,7 @@ class SpotFleet:
 
     def launch(self, prompts: list[str], seeds: list[list[int]], steps: int, version: int) -> list[int]:
         self.pump()
-        if self.injector.ident is None and self.closed_at is None:  # the first exploration jobs
-            self._start_schedule()
+        self.start_schedule()  # at the first exploration jobs
         jobs = []
         for prompt, s in zip(prompts, seeds, strict=True):
             jobs.append(JobSpec(self.next_job, prompt, tuple(s), version, steps))
@@ -423,7 +451,7 @@ class SpotFleet:
     def _raise_worker_errors(self) -> None:
         """A worker whose code failed would leave its jobs to expire forever: surface its error instead."""
         with self.lock:
-            serving = [n.serving for n in self.nodes.values()]
+            serving = [n.serving for n in self.nodes.values() if n.serving is not None]
         if not serving:
             return
         done, _ = ray.wait(serving, num_returns=len(serving), timeout=0)
