@@ -30,6 +30,7 @@ from rollarc.diffusion.model import build_policy
 from rollarc.diffusion.push_fleet import push_all
 from rollarc.diffusion.spot_fleet import HEAD_RESOURCE, SpotFleet, preemption_schedule, spot_slots
 from rollarc.diffusion.tasks.registry import make_task, vocabulary
+from rollarc.ray_reaper import reap
 from rollarc.spotlight.job_queue import JobSpec
 
 
@@ -48,6 +49,10 @@ def _run(mode: str, cfg: T2IConfig, policy_dir: Path, cache: Path, jobs: list[Jo
         head_node_args={"num_cpus": 1, "resources": {HEAD_RESOURCE: 1}, "include_dashboard": False},
     )
     ray.init(address=cluster.address, logging_level=logging.WARNING)
+    head = cluster.head_node
+    if head is None:
+        raise RuntimeError("the local Ray cluster has no head node")
+    session = head.get_session_dir_path()
     fleet = None
     try:
         sc = cfg.spot
@@ -106,6 +111,10 @@ def _run(mode: str, cfg: T2IConfig, policy_dir: Path, cache: Path, jobs: list[Jo
             fleet.close()
         ray.shutdown()
         cluster.shutdown()
+        # The next mode starts a cluster at once: Ray gives a new raylet a fixed 30 s to register, which a
+        # loaded machine misses while this session's daemons are still exiting (tests/integration/conftest.py).
+        reap(session)
+        time.sleep(1.0)
 
 
 def pull_vs_push_measured(cfg: T2IConfig, workdir: Path, jobs: int, steps: int) -> dict[str, Any]:
