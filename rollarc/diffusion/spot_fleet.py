@@ -20,7 +20,8 @@ member processes (:class:`~rollarc.diffusion.sp_policy.SPPolicy`), standing for 
 preemption *with notice* of a slot whose group has more than one member takes one member
 (:func:`~rollarc.spotlight.preemption.what_is_hit`): the queue passes the worker a ``shrink`` order, which
 it obeys between two denoising steps (the survivors regroup with the weights they hold, and the job goes
-on); ``replacement_s`` later a ``grow`` order adds a member that takes the weights from a peer.
+on); ``replacement_s`` later a ``grow`` order, obeyed between jobs, adds a member that takes the weights
+from a peer.
 """
 
 from __future__ import annotations
@@ -90,8 +91,13 @@ class SpotQueue:
         """Tell ``worker`` to ``shrink`` its SP group (a member's notice) or ``grow`` it (a member joined)."""
         self.sp_orders.setdefault(worker, []).append(order)
 
-    def take_sp_orders(self, worker: str) -> list[str]:
-        return self.sp_orders.pop(worker, [])
+    def take_sp_orders(self, worker: str, grow: bool) -> list[str]:
+        """``worker``'s pending orders: every shrink, and the grows only if ``grow`` (the worker is between jobs)."""
+        orders = self.sp_orders.pop(worker, [])
+        kept = [o for o in orders if o == "grow" and not grow]
+        if kept:
+            self.sp_orders[worker] = kept
+        return [o for o in orders if o == "shrink" or grow]
 
     def sp_done_by(self, worker: str, order: str, degree: int, seconds: float) -> None:
         self.sp_done.append((worker, order, degree, seconds))
@@ -155,7 +161,7 @@ class SpotExplorer:
     def serve(self, queue: Any, noise_level: float) -> str:
         """Pull and run jobs until the queue closes ("closed") or a notice arrives ("noticed")."""
         while True:
-            self._obey_sp_orders(queue)
+            self._obey_sp_orders(queue, between_jobs=True)
             lease = ray.get(queue.pull.remote(self.name))
             if lease is None:
                 if ray.get(queue.is_closed.remote()):
@@ -173,7 +179,7 @@ class SpotExplorer:
                 advance(self.policy, state, 1)
                 if state.finished:
                     break
-                self._obey_sp_orders(queue)
+                self._obey_sp_orders(queue, between_jobs=False)
                 beat = ray.get(queue.heartbeat.remote(job.job_id, lease.token, state.step))
                 if beat is not Beat.OK:
                     break
@@ -201,11 +207,16 @@ class SpotExplorer:
         rewards = score(self.table, state.prompts, to_images(state.x))
         return {"rewards": rewards, "version": job.version, "images": len(rewards), "worker": self.name}
 
-    def _obey_sp_orders(self, queue: Any) -> None:
-        """Shrink or grow the SP group as the fleet ordered (between denoising steps, never mid-forward)."""
+    def _obey_sp_orders(self, queue: Any, between_jobs: bool) -> None:
+        """Shrink or grow the SP group as the fleet ordered (between denoising steps, never mid-forward).
+
+        A shrink is obeyed at once, mid-job too: the member's device is going away. A grow waits until the
+        worker is between jobs: a joiner is a new process (imports, weights by broadcast), which can take
+        longer than a lease, and a worker busy joining sends no heartbeat.
+        """
         if not isinstance(self.policy, SPPolicy):
             return
-        for order in ray.get(queue.take_sp_orders.remote(self.name)):
+        for order in ray.get(queue.take_sp_orders.remote(self.name, between_jobs)):
             seconds = self.policy.shrink() if order == "shrink" else self.policy.grow()
             ray.get(queue.sp_done_by.remote(self.name, order, self.policy.degree, seconds))
 
