@@ -1,11 +1,17 @@
 """``rollarc bench spot``: spot capacity that vanishes: pull vs push under preemption, SP recovery, cost.
 
-1. **Throughput and work lost under preemption** (none, low, high rates) for the pull scheduler with
+1. **Pull vs push, measured on Ray** (``pull_vs_push_measured``, ``rollarc.bench.spot_ray``): the pull
+   fleet and a push baseline on the same Ray actors under the same preemption trace (the config's
+   ``spot.trace``), ``--ray-jobs`` jobs of ``--ray-steps`` denoising steps, wall-clock jobs per second,
+   lost and redone jobs; ``throughput_ratio_pull_vs_push`` is this measured ratio.
+1b. **Throughput and work lost under preemption, predicted** (none, low, high rates) for the pull scheduler with
    in-flight commit against a push baseline that deals jobs out statically and restarts a lost job from
    step 0 (``rollarc.spotlight.fleet_sim``: the real job queue, one tick per denoising step). The tick is
    converted to seconds with the time of one SDE step of a job measured on the real DiT here. Every
    preemption at the low and high rates is run twice: with a notice of ``--notice-steps`` steps and with
-   none (the lease then expires). ``lost_jobs`` and ``duplicate_jobs`` are totals over every pull run.
+   none (the lease then expires). ``lost_jobs`` and ``duplicate_jobs`` are totals over every pull run, of
+   the model and of the measured Ray run. The model's ratio at the high rate is a prediction, named
+   ``throughput_ratio_pull_vs_push_high_modelled``.
 2. **SP recovery**: an elastic Ulysses group of ``--sp`` gloo processes loses a member; the time to the
    next successful forward pass by elastic regroup (survivors keep their weights) against a cold restart
    (new processes that load the weights from disk and form a new group).
@@ -29,6 +35,7 @@ from typing import Any
 import torch
 
 from rollarc.bench.report_file import add_docs_flag, emit_json, markdown_table, publish
+from rollarc.bench.spot_ray import pull_vs_push_measured
 from rollarc.cluster.catalogue import load_catalogue
 from rollarc.diffusion.config import load_t2i_config
 from rollarc.diffusion.model import build_policy
@@ -140,6 +147,10 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--notice-steps", type=int, default=3, help="preemption notice, in denoising steps")
     parser.add_argument("--price-kind", default="h800", help="catalogue device that prices every pool unit")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--ray-jobs", type=int, default=48, help="jobs of the measured pull vs push run (--quick: 16)")
+    parser.add_argument(
+        "--ray-steps", type=int, default=16, help="denoising steps per job of the measured pull vs push run"
+    )
     parser.add_argument("--cluster-explorers", type=int, default=48, help="simulated spot explorer GPUs")
     parser.add_argument(
         "--cluster-on-demand", type=int, default=16, help="simulated on-demand GPUs (trainer, samplers)"
@@ -160,6 +171,8 @@ def main(argv: list[str]) -> int:
     high = runs["high_notice"]
     with tempfile.TemporaryDirectory(prefix="rollarc-bench-spot-") as tmp:
         sp = sp_recovery(2 if args.quick else args.sp, mc.width, mc.layers, mc.heads, Path(tmp))
+    with tempfile.TemporaryDirectory(prefix="rollarc-bench-spot-ray-") as tmp:
+        measured = pull_vs_push_measured(cfg, Path(tmp), 16 if args.quick else args.ray_jobs, args.ray_steps)
     slowdown = runs["low_no_notice"]["pull"].ticks / runs["none"]["pull"].ticks
     cat = load_catalogue(CATALOGUE)
     on_demand, spot = cat.price_per_hour(args.price_kind), cat.price_per_hour(args.price_kind, spot=True)
@@ -169,9 +182,11 @@ def main(argv: list[str]) -> int:
     cost_on_demand = fixed + explorers * on_demand  # USD per hour of run
     cost_spot = slowdown * (fixed + explorers * spot)
     result = {
-        "lost_jobs": sum(p.lost_jobs for p in pulls),
-        "duplicate_jobs": sum(p.duplicates for p in pulls),
-        "throughput_ratio_pull_vs_push_high": high["pull"].throughput() / high["push"].throughput(),
+        "lost_jobs": sum(p.lost_jobs for p in pulls) + measured["pull"]["lost_jobs"],
+        "duplicate_jobs": sum(p.duplicates for p in pulls) + measured["pull"]["duplicate_jobs"],
+        "throughput_ratio_pull_vs_push": measured["throughput_ratio"],
+        "pull_vs_push_measured": measured,
+        "throughput_ratio_pull_vs_push_high_modelled": high["pull"].throughput() / high["push"].throughput(),
         "recovery_s_elastic": sp["elastic"],
         "recovery_s_cold": sp["cold"],
         "recovery_speedup": sp["cold"] / sp["elastic"],
@@ -205,7 +220,13 @@ def main(argv: list[str]) -> int:
         ],
         rows,
     )
+    mp, mq = measured["pull"], measured["push"]
     body += (
+        f"\n\nMeasured on Ray ({measured['jobs']} jobs of {measured['job_steps']} steps, {measured['slots']} spot "
+        f"nodes, trace {measured['trace']}): pull {mp['jobs_per_s']:.3f} jobs/s, push {mq['jobs_per_s']:.3f} jobs/s "
+        f"({measured['throughput_ratio']:.2f}×); redone jobs pull {mp['redone_jobs']} / push {mq['redone_jobs']}, "
+        f"lost {mp['lost_jobs']} / {mq['lost_jobs']}; same rewards: {measured['same_rewards']}. The table above is "
+        f"the tick model's prediction."
         f"\n\nSP recovery after losing one of {2 if args.quick else args.sp}: elastic regroup "
         f"{sp['elastic']:.3f} s, cold restart {sp['cold']:.3f} s ({result['recovery_speedup']:.1f}×). "
         f"Spot vs on-demand exploration cost ratio {result['cost_ratio_spot_vs_ondemand']:.2f}× "

@@ -158,9 +158,17 @@ def _spotlight(d: dict[str, Any]) -> Row:
 
 
 def _spot(d: dict[str, Any]) -> Row:
+    modelled = float(
+        d.get("throughput_ratio_pull_vs_push_high_modelled", d.get("throughput_ratio_pull_vs_push_high", 0))
+    )
+    measured = (
+        f"pull vs push measured on Ray {times(d['throughput_ratio_pull_vs_push'])} under the config's trace; "
+        if "throughput_ratio_pull_vs_push" in d
+        else ""
+    )
     return (
-        f"{d['lost_jobs']} lost and {d['duplicate_jobs']} duplicated jobs under preemption; pull vs push at the high "
-        f"preemption rate {times(d['throughput_ratio_pull_vs_push_high'])} (prediction of the fleet model); elastic SP "
+        f"{d['lost_jobs']} lost and {d['duplicate_jobs']} duplicated jobs under preemption; {measured}pull vs push at "
+        f"the high preemption rate {times(modelled)} (prediction of the fleet model); elastic SP "
         f"regroup {d['recovery_s_elastic']:.3f} s vs {d['recovery_s_cold']:.1f} s cold restart",
         "`rollarc bench spot`",
     )

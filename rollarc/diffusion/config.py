@@ -165,6 +165,13 @@ class T2IClusterConfig(FrozenModel):
     """The local Ray cluster's pools and where each role runs."""
 
     num_cpus: int | None = Field(None, ge=1, description="CPUs of the local Ray cluster (null: every core)")
+    sp_degree: int = Field(
+        1,
+        ge=1,
+        description="Ulysses sequence-parallel degree of the sampler's and each explorer's DiT forwards (that many "
+        "member processes each, one per device; must divide model.heads and the 64 image tokens; 1: no SP). With "
+        "spot.enabled a preemption notice takes one member and the survivors regroup (docs/spot.md)",
+    )
     pools: dict[str, T2IPoolConfig] = Field(
         {"compute": T2IPoolConfig(count=2), "spot": T2IPoolConfig(count=1, spot=True)},
         description="resource pools by name",
@@ -224,6 +231,11 @@ class T2IConfig(FrozenModel):
             )
         if self.spot.enabled and not self.explore.enabled:
             raise ValueError("spot.enabled needs explore.enabled: true (the explorers are the spot workers)")
+        sp, tokens = self.cluster.sp_degree, (self.model.image_size // 2) ** 2  # patch size 2
+        if self.model.heads % sp or tokens % sp:
+            raise ValueError(
+                f"cluster.sp_degree {sp} must divide model.heads {self.model.heads} and the {tokens} image tokens"
+            )
         if self.explore.bandit and self.explore.candidates < self.train.group_size + self.explore.chunk:
             raise ValueError(
                 f"explore.candidates {self.explore.candidates} must be at least train.group_size + explore.chunk "

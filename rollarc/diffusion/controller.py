@@ -11,11 +11,15 @@ Per step ``s`` (trainer at version ``v``):
    gives no candidates trains on its first ``G`` seeds, as in the baseline.
 3. The sampler draws the groups with version ``v`` (SDE, ``sample_steps``); the explorer starts on the
    next step's prompts with version ``v`` while the trainer trains; the trainer steps to ``v + 1``; the
-   new weights go to both.
+   new weights go to both. With the bandit, step ``s``'s gains are observed from the sampler's fresh
+   rewards *before* step ``s + 1``'s exploration is allocated and launched (:meth:`explore_next`), so
+   each allocation uses every gain observed so far.
 
 Logged per step: reward, near-zero-advantage fraction, Kendall τ between the explorer's stale and the
 sampler's fresh rewards of the chosen seeds, the chosen groups' reward variance (stale and fresh) and
-that of random groups (the first G candidates, stale), the explorer's staleness, clip fractions.
+that of random groups (the first G candidates, stale), the explorer's staleness, clip fractions, the
+sampler's SP degree (``sp_degree``) and, on spot capacity, the fleet's cumulative counters (``spot_*``,
+SP regroups and joins included).
 """
 
 from __future__ import annotations
@@ -36,9 +40,8 @@ from rollarc.diffusion.config import T2IConfig
 from rollarc.diffusion.grids import save_grid
 from rollarc.diffusion.tasks.registry import template_of
 from rollarc.report.metrics import MetricsWriter
-from rollarc.spotlight.bandit import Arm, UcbPlanner
+from rollarc.spotlight.bandit import Arm, UcbPlanner, contrast_gain
 from rollarc.spotlight.groups import choose_groups, exploration_stats
-from rollarc.spotlight.selection import population_variance
 
 SEED_SPACE = 1 << 31
 
@@ -109,6 +112,18 @@ class T2IController:
         ref = explorer.explore.remote(prompts, seeds, self.cfg.train.sample_steps, self.cfg.train.noise_level)
         return ref, seeds
 
+    def explore_next(
+        self, prompts: list[str], stale: list[list[float]] | None, fresh: np.ndarray
+    ) -> tuple[Any, list[list[int]]] | None:
+        """Observe this step's gains (if it was explored and the bandit is on), then launch the next step's
+        exploration, allocated with them."""
+        if stale is not None and self.cfg.explore.bandit:
+            g = self.cfg.train.group_size
+            for prompt, cands, f in zip(prompts, stale, fresh.tolist(), strict=True):
+                if len(cands) > g:  # a prompt explored with only G candidates trained on a random group
+                    self.planner.observe(self.arm_of(prompt), contrast_gain(cands, f))
+        return self.launch_exploration(self.step + 1)
+
     # --- the loop ----------------------------------------------------------------------------------
     def run(self, log: Any = print) -> dict[str, Any]:
         cfg, tc = self.cfg, self.cfg.train
@@ -119,10 +134,12 @@ class T2IController:
             t0 = time.time()
             prompts = self.prompts_for(self.step)
             record: dict[str, Any] = {}
+            explored_stale: list[list[float]] | None = None
             if pending is not None:
                 fleet = self.workers.fleet
                 explored = fleet.wait(pending[0]) if fleet is not None else ray.get(pending[0])
                 cand_seeds, stale = pending[1], explored["rewards"]
+                explored_stale = stale
                 self.explored_images += explored["images"]
                 fallback = [self.candidates_for(self.step, j, tc.group_size) for j in range(len(prompts))]
                 seeds, chosen_stale = choose_groups(cand_seeds, stale, fallback, tc.group_size)
@@ -139,7 +156,7 @@ class T2IController:
             self.sampled_images += len(flat_prompts)
             traj = sampled["trajectories"]
             rewards = np.array(sampled["rewards"]).reshape(len(prompts), tc.group_size)
-            pending = self.launch_exploration(self.step + 1)
+            pending = self.explore_next(prompts, explored_stale, rewards)
             stats = ray.get(self.workers.trainer.train.remote(traj, rewards.tolist()))
             weights = self.workers.trainer.weights.remote()
             version = traj.version + 1
@@ -160,6 +177,7 @@ class T2IController:
                 reward_group_std=float(rewards.std(axis=1).mean()),
                 low_contrast_fraction=low_contrast_fraction(torch.tensor(rewards), tc.low_contrast_tol),
                 sample_version=traj.version,
+                sp_degree=sampled["sp_degree"],
                 step_s=step_s,
                 rl_wall_s=self.rl_wall_s,
                 sampled_images=self.sampled_images,
@@ -186,12 +204,7 @@ class T2IController:
     ) -> dict[str, Any]:
         g = self.cfg.train.group_size
         out = exploration_stats(stale, chosen_stale, fresh.tolist(), g)
-        if self.cfg.explore.bandit:
-            for prompt, cands, f in zip(prompts, stale, fresh, strict=True):
-                if len(cands) > g:
-                    self.planner.observe(
-                        self.arm_of(prompt), population_variance(f.tolist()) - population_variance(cands)
-                    )
+        if self.cfg.explore.bandit:  # the gains were observed by explore_next
             out["bandit_arms"] = len(self.planner.arms)
         return out
 

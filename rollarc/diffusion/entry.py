@@ -104,7 +104,7 @@ def run_t2i(cfg: T2IConfig) -> int:
     try:
         cache, threads = str(CACHE), cfg.cluster.roles
         sampler = T2ISampler.options(**role_options(cfg.cluster, "sampler")).remote(  # type: ignore[attr-defined]  # @ray.remote class
-            str(policy_dir), cfg.tasks, cache, threads.sampler.threads, step
+            str(policy_dir), cfg.tasks, cache, threads.sampler.threads, step, cfg.cluster.sp_degree
         )
         explorer = None
         if cluster is not None:
@@ -120,10 +120,11 @@ def run_t2i(cfg: T2IConfig) -> int:
                 cfg.train.noise_level,
                 target=cfg.spot.target,
                 busy_wait_s=cfg.spot.busy_wait_s,
+                sp_degree=cfg.cluster.sp_degree,
             )
         elif cfg.explore.enabled:
             explorer = T2ISampler.options(**role_options(cfg.cluster, "explorer")).remote(  # type: ignore[attr-defined]  # @ray.remote class
-                str(policy_dir), cfg.tasks, cache, threads.explorer.threads, step
+                str(policy_dir), cfg.tasks, cache, threads.explorer.threads, step, cfg.cluster.sp_degree
             )
         trainer = T2ITrainer.options(**role_options(cfg.cluster, "trainer")).remote(  # type: ignore[attr-defined]  # @ray.remote class
             str(policy_dir), str(base), cfg.train, threads.trainer.threads, step
@@ -161,7 +162,8 @@ def _spot_line(stats: dict[str, Any]) -> str:
     return (
         f"spot: {stats['completed']}/{stats['submitted']} exploration jobs done, {stats['lost_jobs']} lost, "
         f"{stats['duplicate_jobs']} duplicated; {stats['preemptions']} preemptions, "
-        f"{stats['committed_on_notice']} in-flight commits, {stats['requeued_on_expiry']} lease expiries"
+        f"{stats['committed_on_notice']} in-flight commits, {stats['requeued_on_expiry']} lease expiries, "
+        f"{stats['sp_regroups']} SP regroups, {stats['sp_joins']} SP joins"
     )
 
 

@@ -37,7 +37,10 @@ def _member(conn: Connection, threads: int) -> None:
     transformer: Any = None
     rank = size = 0
     while True:
-        cmd, *args = conn.recv()
+        try:
+            cmd, *args = conn.recv()
+        except EOFError:  # the driver's process is gone (e.g. its Ray node was removed): nothing left to serve
+            return
         if cmd == "load":  # cold: weights from disk
             transformer = PixArtTransformer2DModel.from_pretrained(
                 Path(args[0]) / TRANSFORMER_DIR, low_cpu_mem_usage=False
@@ -69,6 +72,9 @@ def _member(conn: Connection, threads: int) -> None:
                 conn.send(("lost", str(err).splitlines()[0]))
                 continue
             conn.send(("ok", out if rank == 0 else None))
+        elif cmd == "weights":  # a new weight version, in place (the architecture is unchanged)
+            transformer.load_state_dict(args[0])
+            conn.send(("ok", None))
         elif cmd == "checksum":
             conn.send(("ok", float(sum(v.double().sum() for v in transformer.state_dict().values()))))
         elif cmd == "exit":
@@ -164,6 +170,30 @@ class ElasticSPGroup:
             raise broken
         out: torch.Tensor = outs[0]
         return out
+
+    def set_weights(self, state: dict[str, torch.Tensor]) -> None:
+        """Every member (spares too, since any may become rank 0 of a later group) takes ``state``."""
+        for m in self.members:
+            m.send("weights", state)
+        for m in self.members:
+            m.reply()
+
+    def shrink(self) -> int:
+        """One member of the current group gives its device back (a preemption notice); the survivors regroup
+        at the largest degree they allow, keeping their weights. Returns the new degree."""
+        if len(self.members) < 2:
+            raise ValueError("an SP group of one member cannot give a member back")
+        victim = (self.group or self.members)[-1]
+        victim.process.kill()
+        victim.process.join()
+        self.members.remove(victim)
+        self.group = []
+        return self.form()
+
+    def grow(self) -> int:
+        """A member joins with the architecture only and gets the weights from rank 0; returns the new degree."""
+        self.join(1)
+        return self.form(weights_from_peer=True)
 
     def checksums(self) -> list[float]:
         for m in self.members:

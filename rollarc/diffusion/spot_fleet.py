@@ -14,6 +14,14 @@ pool's real nodes and the cloud's notice takes the injector's place.
 - :class:`SpotFleet` (driver side) starts one worker per spot slot, runs the injector's schedule in a
   thread (notice → node removal ``notice_s`` later → replacement at least ``replacement_s`` after that,
   started on the driver's main thread), and counts node-seconds per worker for the cost.
+
+With ``cluster.sp_degree > 1`` each explorer runs its DiT forwards through an elastic SP group of that many
+member processes (:class:`~rollarc.diffusion.sp_policy.SPPolicy`), standing for the devices of its slot. A
+preemption *with notice* of a slot whose group has more than one member takes one member
+(:func:`~rollarc.spotlight.preemption.what_is_hit`): the queue passes the worker a ``shrink`` order, which
+it obeys between two denoising steps (the survivors regroup with the weights they hold, and the job goes
+on); ``replacement_s`` later a ``grow`` order, obeyed between jobs, adds a member that takes the weights
+from a peer.
 """
 
 from __future__ import annotations
@@ -31,14 +39,14 @@ from ray.cluster_utils import Cluster
 from rollarc.cluster.catalogue import load_catalogue
 from rollarc.configio import ConfigError, read_yaml
 from rollarc.diffusion.config import T2IConfig
-from rollarc.diffusion.model import load_policy
 from rollarc.diffusion.resumable import InFlight, advance, start
 from rollarc.diffusion.sampling import to_images
+from rollarc.diffusion.sp_policy import SPPolicy
 from rollarc.diffusion.tasks.registry import make_task
-from rollarc.diffusion.workers import reward_table, score
+from rollarc.diffusion.workers import load_weights, reward_table, sampling_policy, score
 from rollarc.placement import CATALOGUE, pool_resource
 from rollarc.spotlight.job_queue import Beat, JobQueue, JobSpec, Lease
-from rollarc.spotlight.preemption import Preemption, Target, at_rate, busy_slot, from_trace
+from rollarc.spotlight.preemption import Hit, Preemption, Target, at_rate, busy_slot, from_trace, what_is_hit
 
 HEAD_RESOURCE = "spot_head"
 POLL_S = 0.05
@@ -50,6 +58,8 @@ class SpotQueue:
         self.queue = JobQueue(lease_s)
         self.weights: dict[int, list[Any]] = {}
         self.closed = False
+        self.sp_orders: dict[str, list[str]] = {}
+        self.sp_done: list[tuple[str, str, int, float]] = []  # (worker, order, degree after it, seconds)
 
     def submit(self, jobs: list[JobSpec]) -> None:
         for job in jobs:
@@ -77,6 +87,21 @@ class SpotQueue:
             return None
         return [self.queue.results[j] for j in job_ids]
 
+    def order_sp(self, worker: str, order: str) -> None:
+        """Tell ``worker`` to ``shrink`` its SP group (a member's notice) or ``grow`` it (a member joined)."""
+        self.sp_orders.setdefault(worker, []).append(order)
+
+    def take_sp_orders(self, worker: str, grow: bool) -> list[str]:
+        """``worker``'s pending orders: every shrink, and the grows only if ``grow`` (the worker is between jobs)."""
+        orders = self.sp_orders.pop(worker, [])
+        kept = [o for o in orders if o == "grow" and not grow]
+        if kept:
+            self.sp_orders[worker] = kept
+        return [o for o in orders if o == "shrink" or grow]
+
+    def sp_done_by(self, worker: str, order: str, degree: int, seconds: float) -> None:
+        self.sp_done.append((worker, order, degree, seconds))
+
     def put_weights(self, version: int, wrapped_ref: list[Any]) -> None:
         """Keep the reference (wrapped in a list so Ray does not resolve it) of one weight version."""
         self.weights[version] = wrapped_ref
@@ -102,6 +127,10 @@ class SpotQueue:
             "lost_steps": s.lost_steps,
             "resumed_steps": s.resumed_steps,
             "stale_refused": s.stale_refused,
+            "sp_regroups": sum(1 for _, order, _, _ in self.sp_done if order == "shrink"),
+            "sp_joins": sum(1 for _, order, _, _ in self.sp_done if order == "grow"),
+            "sp_regroup_s": [round(sec, 4) for _, order, _, sec in self.sp_done if order == "shrink"],
+            "sp_degrees_after": [degree for _, _, degree, _ in self.sp_done],
         }
 
     def close(self) -> None:
@@ -113,16 +142,26 @@ class SpotQueue:
 
 @ray.remote(max_restarts=0)
 class SpotExplorer:
-    def __init__(self, name: str, policy_dir: str, tasks: list[str], cache_dir: str, threads: int, version: int):
+    def __init__(
+        self,
+        name: str,
+        policy_dir: str,
+        tasks: list[str],
+        cache_dir: str,
+        threads: int,
+        version: int,
+        sp_degree: int = 1,
+    ):
         torch.set_num_threads(threads)
         self.name = name
-        self.policy = load_policy(policy_dir).eval()
+        self.policy = sampling_policy(policy_dir, sp_degree, threads)
         self.table = reward_table([make_task(t, Path(cache_dir)) for t in tasks])
         self.version = version
 
     def serve(self, queue: Any, noise_level: float) -> str:
         """Pull and run jobs until the queue closes ("closed") or a notice arrives ("noticed")."""
         while True:
+            self._obey_sp_orders(queue, between_jobs=True)
             lease = ray.get(queue.pull.remote(self.name))
             if lease is None:
                 if ray.get(queue.is_closed.remote()):
@@ -140,6 +179,7 @@ class SpotExplorer:
                 advance(self.policy, state, 1)
                 if state.finished:
                     break
+                self._obey_sp_orders(queue, between_jobs=False)
                 beat = ray.get(queue.heartbeat.remote(job.job_id, lease.token, state.step))
                 if beat is not Beat.OK:
                     break
@@ -152,13 +192,41 @@ class SpotExplorer:
             result = {"rewards": rewards, "version": job.version, "images": len(rewards), "worker": self.name}
             ray.get(queue.complete.remote(job.job_id, lease.token, result))
 
+    def ready(self) -> str:
+        """Answers once the worker has loaded its DiT (a benchmark starts its clock after that)."""
+        return self.name
+
+    def run_job(self, job: JobSpec, noise_level: float) -> dict[str, Any]:
+        """The push baseline (``push_fleet``): run ``job`` start to finish; no lease, heartbeat or commit."""
+        if job.version != self.version:
+            raise ValueError(
+                f"{self.name} holds weights of version {self.version}, job {job.job_id} needs {job.version}"
+            )
+        state = start(self.policy, [job.prompt] * len(job.seeds), list(job.seeds), job.steps, noise_level, job.version)
+        advance(self.policy, state, job.steps)
+        rewards = score(self.table, state.prompts, to_images(state.x))
+        return {"rewards": rewards, "version": job.version, "images": len(rewards), "worker": self.name}
+
+    def _obey_sp_orders(self, queue: Any, between_jobs: bool) -> None:
+        """Shrink or grow the SP group as the fleet ordered (between denoising steps, never mid-forward).
+
+        A shrink is obeyed at once, mid-job too: the member's device is going away. A grow waits until the
+        worker is between jobs: a joiner is a new process (imports, weights by broadcast), which can take
+        longer than a lease, and a worker busy joining sends no heartbeat.
+        """
+        if not isinstance(self.policy, SPPolicy):
+            return
+        for order in ray.get(queue.take_sp_orders.remote(self.name, between_jobs)):
+            seconds = self.policy.shrink() if order == "shrink" else self.policy.grow()
+            ray.get(queue.sp_done_by.remote(self.name, order, self.policy.degree, seconds))
+
     def _use_version(self, queue: Any, version: int) -> None:
         if version == self.version:
             return
         wrapped = ray.get(queue.weights_of.remote(version))
         if wrapped is None:
             raise RuntimeError(f"{self.name}: no weights of version {version} in the queue")
-        self.policy.transformer.load_state_dict(ray.get(wrapped[0]))
+        load_weights(self.policy, ray.get(wrapped[0]))
         self.version = version
 
 
@@ -170,6 +238,7 @@ class _Node:
     worker: Any
     serving: Any
     up_at: float
+    members: int = 1  # SP members its worker has (what the fleet ordered so far)
     down_at: float | None = None
 
 
@@ -197,9 +266,11 @@ class SpotFleet:
         noise_level: float,
         target: Target = "slot",
         busy_wait_s: float = 30.0,
+        sp_degree: int = 1,
+        pull: bool = True,
     ):
         self.cluster, self.spot_resource, self.slots = cluster, spot_resource, slots
-        self.target, self.busy_wait_s = target, busy_wait_s
+        self.target, self.busy_wait_s, self.sp_degree, self.pull = target, busy_wait_s, sp_degree, pull
         self.schedule, self.replacement_s = schedule, replacement_s
         self.worker_args, self.noise_level, self.version = worker_args, noise_level, version
         self.start_version = version  # a joiner loads these weights from disk, then later versions from the queue
@@ -211,11 +282,24 @@ class SpotFleet:
         self.lock = threading.Lock()
         self.stop = threading.Event()
         self.next_job = 0
-        self.due: list[tuple[float, int]] = []
+        self.due: list[tuple[float, int, str | None]] = []  # (when, slot, worker whose SP member rejoins or None)
         self.t0 = time.monotonic()
         for slot in range(slots):
             self._add(slot)
         self.injector = threading.Thread(target=self._inject, name="spot-injector", daemon=True)
+
+    def start_pulling(self) -> None:
+        """Workers built with ``pull=False`` (so a benchmark could wait for them to load) start pulling."""
+        self.pull = True
+        with self.lock:
+            for n in self.nodes.values():
+                if n.serving is None:
+                    n.serving = n.worker.serve.remote(self.queue, self.noise_level)
+
+    def start_schedule(self) -> None:
+        """Start the injector's schedule now (``launch`` does it at the first exploration jobs)."""
+        if self.injector.ident is None and self.closed_at is None:
+            self._start_schedule()
 
     def _start_schedule(self) -> None:
         """The schedule counts from the first exploration jobs, not from the fleet's start.
@@ -239,11 +323,11 @@ class SpotFleet:
         node = self.cluster.add_node(num_cpus=0, resources={self.spot_resource: 1, node_resource: 1})
         policy_dir, tasks, cache, threads = self.worker_args
         worker = SpotExplorer.options(num_cpus=0, resources={node_resource: 1}).remote(  # type: ignore[attr-defined]  # @ray.remote class
-            name, policy_dir, tasks, cache, threads, self.start_version
+            name, policy_dir, tasks, cache, threads, self.start_version, self.sp_degree
         )
-        serving = worker.serve.remote(self.queue, self.noise_level)
+        serving = worker.serve.remote(self.queue, self.noise_level) if self.pull else None
         with self.lock:
-            self.nodes[slot] = _Node(slot, name, node, worker, serving, time.monotonic())
+            self.nodes[slot] = _Node(slot, name, node, worker, serving, time.monotonic(), self.sp_degree)
         self._event("join", name)
 
     def _inject(self) -> None:
@@ -284,26 +368,49 @@ class SpotFleet:
                 return None
 
     def preempt_and_replace_later(self, slot: int, notice_s: float) -> None:
-        """One injected preemption, from any thread; the replacement is due ``replacement_s`` after the loss."""
-        if self.preempt(slot, notice_s):
+        """One injected preemption, from any thread; the replacement (a node, or an SP member) is due
+        ``replacement_s`` after the loss."""
+        hit = self.preempt(slot, notice_s)
+        if hit is not None:
             with self.lock:
-                self.due.append((time.monotonic() + self.replacement_s, slot))
+                worker = self.nodes[slot].name if hit == "member" else None
+                self.due.append((time.monotonic() + self.replacement_s, slot, worker))
 
     def pump(self) -> None:
         """Start the replacements that are due (on the calling thread, which must be the main one)."""
         now = time.monotonic()
         with self.lock:
-            ready = [slot for at, slot in self.due if at <= now]
-            self.due = [(at, slot) for at, slot in self.due if at > now]
-        for slot in ready:
-            self.replace(slot)
+            ready = [(slot, worker) for at, slot, worker in self.due if at <= now]
+            self.due = [d for d in self.due if d[0] > now]
+        for slot, worker in ready:
+            if worker is None:
+                self.replace(slot)
+            else:
+                self.rejoin_member(slot, worker)
 
-    def preempt(self, slot: int, notice_s: float) -> bool:
-        """Notice ``slot``'s worker (unless ``notice_s`` is 0), then remove its node; False if the slot is empty."""
+    def rejoin_member(self, slot: int, worker: str) -> None:
+        """A device comes back to ``worker``'s SP group (skipped if that worker's node is gone meanwhile)."""
+        with self.lock:
+            node = self.nodes.get(slot)
+            if node is None or node.name != worker:
+                return
+            node.members += 1
+        ray.get(self.queue.order_sp.remote(worker, "grow"))
+        self._event("SP member joins", worker)
+
+    def preempt(self, slot: int, notice_s: float) -> Hit | None:
+        """Notice ``slot``'s worker (unless ``notice_s`` is 0), then remove its node, or with an SP group of more
+        than one member and a notice, one member (``what_is_hit``); what was hit, None if the slot is empty."""
         with self.lock:
             target = self.nodes.get(slot)
         if target is None:
-            return False
+            return None
+        if what_is_hit(notice_s, target.members) == "member":
+            with self.lock:
+                target.members -= 1
+            ray.get(self.queue.order_sp.remote(target.name, "shrink"))
+            self._event(f"notice ({notice_s:g} s) to an SP member", target.name)
+            return "member"
         if notice_s > 0:
             ray.get(self.queue.notice.remote(target.name))
             self._event(f"notice ({notice_s:g} s)", target.name)
@@ -314,7 +421,7 @@ class SpotFleet:
         with self.lock:
             del self.nodes[slot]
         self._event("preempted" if notice_s > 0 else "lost without notice", target.name)
-        return True
+        return "node"
 
     def replace(self, slot: int) -> None:
         """A replacement node in ``slot``: a new worker that pulls like any other."""
@@ -329,8 +436,7 @@ class SpotFleet:
 
     def launch(self, prompts: list[str], seeds: list[list[int]], steps: int, version: int) -> list[int]:
         self.pump()
-        if self.injector.ident is None and self.closed_at is None:  # the first exploration jobs
-            self._start_schedule()
+        self.start_schedule()  # at the first exploration jobs
         jobs = []
         for prompt, s in zip(prompts, seeds, strict=True):
             jobs.append(JobSpec(self.next_job, prompt, tuple(s), version, steps))
@@ -356,7 +462,7 @@ class SpotFleet:
     def _raise_worker_errors(self) -> None:
         """A worker whose code failed would leave its jobs to expire forever: surface its error instead."""
         with self.lock:
-            serving = [n.serving for n in self.nodes.values()]
+            serving = [n.serving for n in self.nodes.values() if n.serving is not None]
         if not serving:
             return
         done, _ = ray.wait(serving, num_returns=len(serving), timeout=0)
@@ -369,9 +475,21 @@ class SpotFleet:
     def counters(self) -> dict[str, int]:
         """What preemption has cost so far, for the step's metrics: the queue's counters and the losses."""
         stats = ray.get(self.queue.stats.remote())
-        keys = ("committed_on_notice", "requeued_on_expiry", "lost_steps", "resumed_steps", "duplicate_jobs")
-        preemptions = sum(1 for _, what, _ in self.log.events if what in ("preempted", "lost without notice"))
-        return {**{k: int(stats[k]) for k in keys}, "preemptions": preemptions}
+        keys = (
+            "committed_on_notice",
+            "requeued_on_expiry",
+            "lost_steps",
+            "resumed_steps",
+            "duplicate_jobs",
+            "sp_regroups",
+            "sp_joins",
+        )
+        return {**{k: int(stats[k]) for k in keys}, "preemptions": self._preemptions()}
+
+    def _preemptions(self) -> int:
+        """Nodes removed (with notice or without) and SP members noticed."""
+        hits = ("preempted", "lost without notice")
+        return sum(1 for _, what, _ in self.log.events if what in hits or what.endswith("to an SP member"))
 
     def stats(self) -> dict[str, Any]:
         out: dict[str, Any] = ray.get(self.queue.stats.remote())
@@ -382,7 +500,7 @@ class SpotFleet:
                 seconds[n.name] = now - n.up_at
         out.update(
             spot_node_seconds=seconds,
-            preemptions=sum(1 for _, what, _ in self.log.events if what in ("preempted", "lost without notice")),
+            preemptions=self._preemptions(),
             events=self.log.events,
         )
         return out

@@ -5,6 +5,9 @@ the version of the weights that drew it. After each step the controller hands th
 weights (an object-store reference) to the samplers with the new version; an explorer busy on the previous
 version finishes its job first (a Ray actor runs one caller's calls in order), which is what makes its
 exploration exactly one version stale.
+
+With ``sp_degree > 1`` a sampler's DiT forwards run through an elastic Ulysses SP group of that many
+member processes (:func:`sampling_policy`), one per device the role stands for.
 """
 
 from __future__ import annotations
@@ -19,9 +22,28 @@ import torch
 from rollarc.diffusion.config import RLConfig
 from rollarc.diffusion.model import T2IPolicy, load_policy
 from rollarc.diffusion.sampling import Trajectories, sample_ode, sample_sde
+from rollarc.diffusion.sp_policy import SPPolicy
 from rollarc.diffusion.tasks.base import Task
 from rollarc.diffusion.tasks.registry import make_task
 from rollarc.diffusion.trainer import FlowGrpoTrainer, GroupBatch
+
+
+def sampling_policy(policy_dir: str, sp_degree: int, threads: int) -> T2IPolicy:
+    """The DiT from ``policy_dir``, its forwards through an SP group when ``sp_degree > 1``."""
+    policy = load_policy(policy_dir).eval()
+    return SPPolicy(policy, policy_dir, sp_degree, threads) if sp_degree > 1 else policy
+
+
+def load_weights(policy: T2IPolicy, state: dict[str, torch.Tensor]) -> None:
+    """A new DiT version into ``policy`` (and, for an SP policy, into every member of its group)."""
+    if isinstance(policy, SPPolicy):
+        policy.set_weights(state)
+    else:
+        policy.transformer.load_state_dict(state)
+
+
+def sp_degree_of(policy: T2IPolicy) -> int:
+    return policy.degree if isinstance(policy, SPPolicy) else 1
 
 
 def reward_table(tasks: list[Task]) -> dict[str, Task]:
@@ -35,20 +57,26 @@ def score(table: dict[str, Task], prompts: list[str], images: np.ndarray) -> lis
 
 @ray.remote
 class T2ISampler:
-    def __init__(self, policy_dir: str, tasks: list[str], cache_dir: str, threads: int, version: int):
+    def __init__(
+        self, policy_dir: str, tasks: list[str], cache_dir: str, threads: int, version: int, sp_degree: int = 1
+    ):
         torch.set_num_threads(threads)
-        self.policy: T2IPolicy = load_policy(policy_dir).eval()
+        self.policy: T2IPolicy = sampling_policy(policy_dir, sp_degree, threads)
         self.table = reward_table([make_task(name, Path(cache_dir)) for name in tasks])
         self.version = version
 
     def set_weights(self, state: dict[str, torch.Tensor], version: int) -> int:
-        self.policy.transformer.load_state_dict(state)
+        load_weights(self.policy, state)
         self.version = version
         return version
 
     def sample(self, prompts: list[str], seeds: list[int], steps: int, noise_level: float) -> dict[str, Any]:
         traj = sample_sde(self.policy, prompts, seeds, steps, noise_level, self.version)
-        return {"trajectories": traj, "rewards": score(self.table, prompts, traj.images())}
+        return {
+            "trajectories": traj,
+            "rewards": score(self.table, prompts, traj.images()),
+            "sp_degree": sp_degree_of(self.policy),
+        }
 
     def explore(self, prompts: list[str], seeds: list[list[int]], steps: int, noise_level: float) -> dict[str, Any]:
         """Per-seed rewards of every candidate seed of every prompt (images are not kept)."""

@@ -24,6 +24,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from rollarc.spotlight.budget import plan_candidates
+from rollarc.spotlight.selection import population_variance
+
+
+def contrast_gain(stale_candidates: Sequence[float], fresh_group: Sequence[float]) -> float:
+    """An explored prompt's gain: the trained group's (fresh) reward variance minus that of its candidates
+    (stale), i.e. of what a random group would have had."""
+    return population_variance(list(fresh_group)) - population_variance(list(stale_candidates))
 
 
 @dataclass

@@ -84,3 +84,17 @@ def busy_slot(held: Mapping[int, tuple[str, int]], slot_of: Mapping[str, int], m
             key = (-step, slot_of[worker])
             best = key if best is None or key < best else best
     return None if best is None else best[1]
+
+
+Hit = Literal["member", "node"]
+
+
+def what_is_hit(notice_s: float, members: int) -> Hit:
+    """What a preemption of a slot whose worker runs an SP group of ``members`` devices takes.
+
+    With a notice and more than one member, one member (a device of the group): the survivors regroup at
+    the largest degree they allow, keeping their weights, and the job goes on without a commit. Without a
+    notice (nothing can regroup in time), or of a last member, the whole node: the in-flight commit or the
+    lease expiry recovers its job, as without SP.
+    """
+    return "member" if notice_s > 0 and members > 1 else "node"

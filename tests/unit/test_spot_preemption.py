@@ -8,7 +8,7 @@ from rollarc.configio import ConfigError
 from rollarc.diffusion.config import load_t2i_config
 from rollarc.diffusion.spot_fleet import cost_summary, preemption_schedule, spot_slots
 from rollarc.spotlight.fleet_sim import run_pull, run_push
-from rollarc.spotlight.preemption import Preemption, at_rate, busy_slot, from_trace
+from rollarc.spotlight.preemption import Preemption, at_rate, busy_slot, from_trace, what_is_hit
 
 
 def test_trace_rows_are_checked_and_sorted():
@@ -91,3 +91,9 @@ def test_busy_slot_skips_fresh_leases_and_workers_that_are_gone():
     assert busy_slot({1: ("spot0-g0", 9)}, slot_of) is None  # the lease of a worker already removed
     assert busy_slot({}, slot_of) is None
     assert busy_slot({1: ("spot0-g1", 0)}, slot_of, min_step=0) == 0
+
+
+def test_a_noticed_preemption_of_an_sp_group_takes_one_member_else_the_node():
+    assert what_is_hit(2.0, members=2) == "member"  # the survivor regroups, the job goes on
+    assert what_is_hit(2.0, members=1) == "node"  # a last member: the node goes, the latent is committed
+    assert what_is_hit(0.0, members=4) == "node"  # no notice: nothing can regroup in time, the lease expires

@@ -37,3 +37,11 @@ def test_the_bandit_needs_room_for_one_chunk_beyond_the_group():
             train={"group_size": 8},
             explore={"enabled": True, "bandit": True, "candidates": 10, "chunk": 4},
         )
+
+
+def test_the_sp_degree_must_divide_the_heads_and_the_tokens():
+    assert T2IConfig(kind="t2i", cluster={"sp_degree": 4}).cluster.sp_degree == 4  # 4 heads, 64 tokens
+    with pytest.raises(ValueError, match=r"cluster\.sp_degree 3 must divide model\.heads 4 and the 64 image tokens"):
+        T2IConfig(kind="t2i", cluster={"sp_degree": 3})
+    with pytest.raises(ValueError, match=r"cluster\.sp_degree 8 must divide model\.heads 4"):
+        T2IConfig(kind="t2i", cluster={"sp_degree": 8})

@@ -1,5 +1,7 @@
 """The t2i controller's schedules and exploration budget (no Ray started: nothing here calls a worker)."""
 
+import numpy as np
+
 from rollarc.diffusion.config import T2IConfig
 from rollarc.diffusion.controller import T2IController, T2IWorkers
 
@@ -67,3 +69,27 @@ def test_exploration_goes_to_the_spot_fleet_as_jobs_of_its_weight_version(tmp_pa
     assert prompts == ctl.prompts_for(2) and launched_seeds == seeds and len(seeds[0]) == cfg.explore.candidates
     assert (steps, version) == (cfg.train.sample_steps, 7)
     assert ctl.launch_exploration(cfg.train.steps) is None  # nothing past the last step
+
+
+def test_the_next_allocation_uses_the_gain_observed_this_step(tmp_path):
+    """No lag: step s's gains are observed before step s+1's exploration is allocated (by hand below)."""
+    cfg = T2IConfig(
+        kind="t2i",
+        seed=2,  # its schedule draws ["a", "b"] for step 4, so the split can be computed by hand
+        train={"prompts_per_step": 2, "group_size": 4},
+        explore={"enabled": True, "bandit": True, "candidates": 8, "chunk": 4, "arms": "prompt", "ucb_c": 0.0},
+    )
+    fleet = RecordingFleet()
+    ctl = T2IController(cfg, tmp_path, T2IWorkers(None, None, None, fleet), ["a", "b"], ["h"], NullMetrics())
+    ctl.step = 3
+    assert ctl.prompts_for(4) == ["a", "b"]
+    assert ctl.exploration_sizes(["a", "b"]) == [8, 8]  # nothing observed yet: uniform
+    stale = [[0.0] * 8, [0.0] * 8]  # both prompts' candidates scored alike on the stale weights
+    fresh = np.array([[0.0, 0.0, 1.0, 1.0], [0.5] * 4])  # a's trained group has variance 0.25, b's 0
+    ctl.explore_next(["a", "b"], stale, fresh)
+    assert ctl.planner.arms["a"].mean_gain == 0.25 and ctl.planner.arms["b"].mean_gain == 0.0
+    ((prompts, seeds, _, _),) = fleet.launched
+    # scores [0.25, 0]: only a is explored; budget 2 × 8 = 16 = G 4 + 3 chunks of 4 -> [16, 0]
+    assert prompts == ["a", "b"] and [len(s) for s in seeds] == [16, 0]
+    ctl.explore_next(["a", "b"], None, fresh)  # a step that was not explored observes nothing
+    assert ctl.planner.arms["a"].pulls == 1

@@ -1,0 +1,78 @@
+"""A policy whose DiT forwards run through an elastic Ulysses SP group: what the sampler and explorers use
+when ``cluster.sp_degree > 1``.
+
+Sampling code (``sample_sde``, ``sample_ode``, the resumable ``start``/``advance``) only calls
+``encode``, ``velocity`` and ``image_size``, so an :class:`SPPolicy` drops in where a
+:class:`~rollarc.diffusion.model.T2IPolicy` goes: the prompt encoder runs in the caller's process (it is
+cheap and its output is replicated to every rank anyway), and each velocity is one
+:meth:`~rollarc.diffusion.sp_group.ElasticSPGroup.forward` of the group's members, each on its shard of
+the image tokens. The caller keeps its own copy of the weights too, so a new version is loaded in both
+(:meth:`set_weights`), and the group can shrink on a preemption notice and grow back when a device joins
+without anyone reading the weights from disk.
+
+Only sampling uses SP: Flow-GRPO's backward runs in the trainer on the full sequence (docs/spot.md says
+why).
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from rollarc.diffusion.model import T2IPolicy
+from rollarc.diffusion.sp_group import ElasticSPGroup
+
+
+class SPPolicy(T2IPolicy):
+    """``policy``'s encoder in this process; its DiT velocity through an SP group of ``degree`` members."""
+
+    def __init__(self, policy: T2IPolicy, policy_dir: str | Path, degree: int, threads: int):
+        super().__init__(policy.transformer, policy.encoder)
+        self._workdir = tempfile.TemporaryDirectory(prefix="rollarc-sp-")
+        self.group = ElasticSPGroup(degree, policy_dir, self._workdir.name, threads)
+        self.regroups = 0
+        self.joins = 0
+        self.regroup_s: list[float] = []
+        if self.group.form() != degree:
+            self.group.close()
+            raise ValueError(f"SP degree {degree} does not divide the DiT's heads and tokens")
+
+    @property
+    def degree(self) -> int:
+        return self.group.degree
+
+    def velocity(self, x: torch.Tensor, t: torch.Tensor, context: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+        hidden, mask = context
+        return self.group.forward(x, t, hidden, mask)
+
+    def set_weights(self, state: dict[str, torch.Tensor]) -> None:
+        """A new DiT version, in this process and in every member."""
+        self.transformer.load_state_dict(state)
+        self.group.set_weights(state)
+
+    def shrink(self) -> float:
+        """One member leaves (its device is being reclaimed); the survivors regroup. Returns the seconds."""
+        t0 = time.perf_counter()
+        self.group.shrink()
+        seconds = time.perf_counter() - t0
+        self.regroups += 1
+        self.regroup_s.append(seconds)
+        return seconds
+
+    def grow(self) -> float:
+        """A replacement member joins with weights from a peer. Returns the seconds."""
+        t0 = time.perf_counter()
+        self.group.grow()
+        self.joins += 1
+        return time.perf_counter() - t0
+
+    def counters(self) -> dict[str, Any]:
+        return {"sp_degree": self.degree, "sp_regroups": self.regroups, "sp_joins": self.joins}
+
+    def close(self) -> None:
+        self.group.close()
+        self._workdir.cleanup()

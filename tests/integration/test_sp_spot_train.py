@@ -1,0 +1,38 @@
+"""``rollarc train`` on the spot config with ``cluster.sp_degree: 2``: the sampler samples through an SP group
+of two, and a noticed preemption of the spot explorer takes one member of its SP group; the survivor
+regroups (no node lost, no job committed or redone), a member rejoins from a peer, and metrics.jsonl and
+summary.json count it."""
+
+import json
+
+import pytest
+
+from rollarc.cli import main
+from tests.integration.test_t2i_train import tiny_overrides
+
+
+@pytest.mark.slow
+def test_a_notice_regroups_the_explorers_sp_group_during_training(tmp_path):
+    trace = tmp_path / "trace.yaml"
+    trace.write_text("preemptions:\n  - {at_s: 0.0, slot: 0, notice_s: 1.0}\n")
+    overrides = [o for o in tiny_overrides(tmp_path) if not o.startswith("explore.")] + [
+        "explore.enabled=true",
+        "explore.candidates=4",
+        "cluster.sp_degree=2",
+        "cluster.pools.spot.count=1",
+        f"spot.trace={trace}",
+        "spot.target=slot",
+        "spot.replacement_s=0.0",
+    ]
+    assert main(["train", "configs/t2i_spot.yaml", *overrides]) == 0
+    (run_dir,) = list((tmp_path / "runs").iterdir())
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [r["sp_degree"] for r in rows] == [2, 2]  # the sampler's groups were drawn through SP 2
+    spot = json.loads((run_dir / "summary.json").read_text())["spot"]
+    assert rows[-1]["spot_sp_regroups"] == spot["sp_regroups"] == 1
+    assert spot["sp_degrees_after"][0] == 1  # two members minus the noticed one: the survivor alone
+    assert spot["sp_joins"] in (0, 1)  # the rejoin is ordered at the next fleet call; the run may end first
+    assert spot["sp_degrees_after"][1:] == [2] * spot["sp_joins"]
+    assert (spot["lost_jobs"], spot["duplicate_jobs"]) == (0, 0)
+    assert (spot["committed_on_notice"], spot["requeued_on_expiry"]) == (0, 0)  # the node was never lost
+    assert spot["preemptions"] == 1 and list(spot["spot_node_seconds"]) == ["spot0-g0"]
