@@ -9,7 +9,10 @@ Borrowed capacity (ROSE, docs/rose.md) adds three things, all here so that there
 
 - **capacity from headroom**: :meth:`set_capacity` updates a replica's capacity from the headroom it reports
   (a co-serving replica admits only as many rollout turns as its SLO guard allows);
-- **a wait queue** (``enforce_capacity``): a turn is placed only on a replica with a free place
+- **a hard limit for borrowed replicas** (``hard_pools``): a replica of such a pool takes a turn only while
+  ``outstanding < capacity``; the others take the rest. The Router keeps ``borrowed`` hard, so a lent
+  co-serving replica never holds more turns than its guard last admitted, and training runs need no queue;
+- **a wait queue** (``enforce_capacity``, every pool hard): a turn is placed only on a replica with a free place
   (``outstanding < capacity``); when none has one it waits in :attr:`waiting` (first in, first out) until
   :meth:`dispatch` finds room. Without it (the default, as the dedicated replicas' engines queue by
   themselves) a full replica still takes the turn and the policy's work stealing applies;
@@ -50,12 +53,15 @@ class Dispatcher:
         enforce_capacity: bool = False,
         dedicated_first: bool = False,
         borrowed_pool: str = BORROWED_POOL,
+        hard_pools: frozenset[str] = frozenset(),
     ):
         self.task_pools = dict(task_pools)
         self.policy = RoutingPolicy(steal_fraction=steal_fraction, max_sticky=max_sticky)
         self.enforce_capacity = enforce_capacity
         self.dedicated_first = dedicated_first
         self.borrowed_pool = borrowed_pool
+        self.hard_pools = hard_pools
+        self._hard_members = 0  # replicas of hard pools: none, and routing takes the indexed fast path
         self.replicas: dict[str, ReplicaState] = {}
         # the replicas by load, per pool, and all of them under None once a turn without a pool asks for them:
         # indexes of ``replicas`` for the policy
@@ -71,6 +77,7 @@ class Dispatcher:
         self.remove(name)
         state = ReplicaState(name=name, pool=pool, capacity=max(0, capacity))
         self.replicas[name] = state
+        self._hard_members += pool in self.hard_pools
         for index in self._indexes(pool):
             index.members.append(state)
             index.rebuild()
@@ -92,6 +99,7 @@ class Dispatcher:
     def remove(self, name: str) -> None:
         state = self.replicas.pop(name, None)
         if state is not None:
+            self._hard_members -= state.pool in self.hard_pools
             for index in self._indexes(state.pool):
                 index.members.remove(state)
                 index.rebuild()
@@ -112,7 +120,7 @@ class Dispatcher:
     def start_turn(self, cache_key: str | None, task: str | None) -> Route:
         """Choose the replica for one turn and count it as outstanding there until :meth:`finish_turn`.
 
-        With ``enforce_capacity`` and no replica with a free place this raises :class:`NoReplicaError`; the
+        When every usable replica is hard-limited and full this raises :class:`NoReplicaError`; the
         queued path (:meth:`submit`, :meth:`dispatch`) waits instead.
         """
         route = self.try_start_turn(cache_key, task)
@@ -121,10 +129,10 @@ class Dispatcher:
         return route
 
     def try_start_turn(self, cache_key: str | None, task: str | None) -> Route | None:
-        """:meth:`start_turn`, or None when ``enforce_capacity`` holds and no replica has a free place."""
+        """:meth:`start_turn`, or None when every usable replica is hard-limited (see ``hard_pools``) and full."""
         had_home = cache_key is not None and cache_key in self.policy.sticky
         route: Route | None
-        if not self.enforce_capacity and not self.dedicated_first:
+        if not self.enforce_capacity and not self.dedicated_first and not self._hard_members:
             preferred = self.preferred_pool(task)
             if preferred is None and None not in self.loads:
                 self.loads[None] = LeastLoaded(list(self.replicas.values()))
@@ -145,15 +153,15 @@ class Dispatcher:
         return route
 
     def _choose_with_room(self, cache_key: str | None, task: str | None) -> Route | None:
-        """The policy's choice among the replicas with a free place (all usable ones without ``enforce_capacity``),
+        """The policy's choice among the usable replicas with a free place (or not hard-limited),
         dedicated ones first when ``dedicated_first`` and the trajectory's cached prefix is not on one of them."""
         candidates = {
             name: r
             for name, r in self.replicas.items()
-            if r.usable and (not self.enforce_capacity or r.outstanding < r.capacity)
+            if r.usable and (r.outstanding < r.capacity or not self._hard(r))
         }
         if not candidates:
-            if self.enforce_capacity and any(r.usable for r in self.replicas.values()):
+            if any(r.usable for r in self.replicas.values()):
                 return None
             raise NoReplicaError("no rollout replica is alive and accepting requests")
         if self.dedicated_first:
@@ -213,10 +221,12 @@ class Dispatcher:
         self.counters["migrations"] += len(moving)
         return moving
 
+    def _hard(self, replica: ReplicaState) -> bool:
+        """Whether ``replica``'s capacity is a limit (not only a load hint for the policy's stealing rule)."""
+        return self.enforce_capacity or replica.pool in self.hard_pools
+
     def _any_room(self) -> bool:
-        if not self.enforce_capacity:
-            return any(r.usable for r in self.replicas.values())
-        return any(r.usable and r.outstanding < r.capacity for r in self.replicas.values())
+        return any(r.usable and (r.outstanding < r.capacity or not self._hard(r)) for r in self.replicas.values())
 
     # ---- indexes -------------------------------------------------------------------------------------
     def _indexes(self, pool: str) -> list[LeastLoaded]:

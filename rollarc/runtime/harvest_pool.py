@@ -24,12 +24,12 @@ from ray.exceptions import GetTimeoutError, RayActorError
 
 from rollarc.config import Config
 from rollarc.harvest_config import HarvestConfig
+from rollarc.policy.dispatcher import BORROWED_POOL
 from rollarc.rose.lending import LendingPolicy
 from rollarc.runtime.coserving_replica import CoServingReplica
 from rollarc.runtime.weight_sync import SyncPayload
 from rollarc.sync.topology import site_route
 
-BORROWED_POOL = "borrowed"
 COUNTED = ("preemptions", "pauses", "withdrawn", "turns_done", "rollout_overruns", "migrated", "served")
 
 
@@ -164,6 +164,8 @@ class HarvestPool:
             self.counters["withdrawals"] += 1
             self.counters["migrated_turns"] += outcome["aborted"]
             self.counters["drained_turns"] += outcome["drained"]
+        elif self.lending[name].lent:  # between decisions the router's capacity follows the reported headroom
+            self.router.set_capacity.remote(name, capacity)
 
     def lent(self) -> list[str]:
         return [name for name, policy in self.lending.items() if policy.lent]

@@ -68,6 +68,10 @@ class Router:
         self.handles[name] = handle
         self.dispatch.add_replica(name, pool, capacity)
 
+    def set_capacity(self, name: str, capacity: int) -> None:
+        """``name`` reported its headroom (a lent co-serving replica: the turns its SLO guard admits now)."""
+        self.dispatch.set_capacity(name, capacity)
+
     def set_replacement_wait(self, seconds: float) -> None:
         """A supervisor replaces dead replicas: with none usable, a turn waits this long for one before failing."""
         self.replacement_wait_s = seconds

@@ -11,7 +11,7 @@ can replay recorded events through exactly the decisions the runtime makes
 from __future__ import annotations
 
 from rollarc.config import Config
-from rollarc.policy.dispatcher import Dispatcher
+from rollarc.policy.dispatcher import BORROWED_POOL, Dispatcher
 from rollarc.policy.routing import Route
 from rollarc.policy.scheduler import Admission, Batch, BatchDecision, GroupScheduler
 
@@ -25,8 +25,9 @@ def task_pools(cfg: Config) -> dict[str, str | None]:
 
 
 def make_dispatcher(task_pools: dict[str, str | None], steal_fraction: float = 0.5) -> Dispatcher:
-    """The Router's routing state: sticky, least loaded in the task's pool, bounded stealing."""
-    return Dispatcher(task_pools, steal_fraction=steal_fraction)
+    """The Router's routing state: sticky, least loaded in the task's pool, bounded stealing; a lent co-serving
+    replica (pool ``borrowed``) never holds more turns than the headroom it last reported."""
+    return Dispatcher(task_pools, steal_fraction=steal_fraction, hard_pools=frozenset({BORROWED_POOL}))
 
 
 class RuntimeScheduling:

@@ -8,6 +8,7 @@ import pytest
 
 from rollarc.policy.dispatcher import BORROWED_POOL, Dispatcher
 from rollarc.policy.routing import NoReplicaError
+from rollarc.runtime.scheduling import make_dispatcher
 
 
 def harvest_dispatcher(dedicated: int, borrowed: int, dedicated_first: bool = True) -> Dispatcher:
@@ -98,3 +99,19 @@ def test_without_enforcement_a_full_replica_still_takes_the_turn() -> None:
     d.submit("b", "tb")
     assert placed(d) == {"a": "ded", "b": "ded"}
     assert d.replicas["ded"].outstanding == 2
+
+
+def test_the_routers_dispatcher_holds_a_borrowed_replica_to_its_headroom() -> None:
+    d = make_dispatcher({"t": None})
+    d.add_replica("r0", "compute", 1)
+    d.add_replica("bor", BORROWED_POOL, 1)
+    first = d.start_turn("a", "t")
+    assert first.replica == "bor"  # least loaded, ties by name
+    assert d.start_turn("b", "t").replica == "r0"
+    assert d.start_turn("c", "t").replica == "r0"  # bor is full (hard); the dedicated replica takes the overflow
+    d.set_capacity("bor", 3)  # headroom grew
+    assert d.start_turn("d", "t").replica == "bor"
+    d.set_capacity("bor", 0)  # serving load rose: nothing new goes there
+    assert [d.start_turn(k, "t").replica for k in "efg"] == ["r0", "r0", "r0"]
+    d.remove("bor")  # withdrawn: back on the indexed path
+    assert d.start_turn("h", "t").replica == "r0" and d._hard_members == 0
