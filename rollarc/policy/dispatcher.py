@@ -166,7 +166,9 @@ class Dispatcher:
             raise NoReplicaError("no rollout replica is alive and accepting requests")
         if self.dedicated_first:
             home = self.policy.sticky.get(cache_key) if cache_key is not None else None
-            dedicated = {n: r for n, r in candidates.items() if r.pool != self.borrowed_pool}
+            dedicated = {
+                n: r for n, r in candidates.items() if r.pool != self.borrowed_pool and r.outstanding < r.capacity
+            }
             if dedicated and home not in candidates:
                 candidates = dedicated
         return self.policy.choose(candidates, cache_key, self.preferred_pool(task))

@@ -6,7 +6,7 @@ Set-ups (all on the same cores: the serving worker on ``serving_cores``, the ded
 - ``alone``: the serving worker replays the trace; nothing else runs;
 - ``dedicated``: the same, plus multi-turn rollouts on the dedicated worker only;
 - ``harvest``: the serving worker is a co-serving worker that also takes rollout turns whenever the SLO
-  guard says it has headroom. It is lent and withdrawn by ``rose.lending.LendingPolicy`` and turns are routed
+  guard says it has headroom. It is lent and withdrawn by ``policy.lending.LendingPolicy`` and turns are routed
   by ``policy.dispatcher.Dispatcher`` (capacity from headroom, a wait queue), the decisions training makes.
 
 Rollout throughput counts the turns finished while the trace was being replayed (from ``go`` to the last
@@ -23,8 +23,8 @@ from multiprocessing.connection import Connection, wait
 from typing import Any, Literal
 
 from rollarc.policy.dispatcher import BORROWED_POOL, Dispatcher
+from rollarc.policy.lending import LendingPolicy
 from rollarc.rose.config import RoseConfig
-from rollarc.rose.lending import LendingPolicy
 from rollarc.rose.slo import RequestTiming
 from rollarc.rose.trace import TraceRequest
 from rollarc.rose.turns import Turn
@@ -147,7 +147,7 @@ def _drive(
     seed: int,
     timeout_s: float,
 ) -> SetupResult:
-    # the one routing and lending decision (rollarc.policy.dispatcher, rollarc.rose.lending), as in training
+    # the one routing and lending decision (rollarc.policy.dispatcher, rollarc.policy.lending), as in training
     dispatcher = Dispatcher({}, enforce_capacity=True, dedicated_first=rose.dedicated_first)
     lending = LendingPolicy(rose.lend_after_s, rose.withdraw_after_s, rose.min_capacity)
     trajectories = _Trajectories(shape, policy.vocab_size, seed + 1)

@@ -1,7 +1,7 @@
 """HarvestPool: the driver's side of borrowed serving capacity (``harvest:``, docs/rose.md).
 
 It starts the co-serving replicas (the borrowed site), asks each for its headroom every ``harvest.poll_s``,
-and applies :class:`~rollarc.rose.lending.LendingPolicy`'s decisions with the router's protocol: ``add_replica``
+and applies :class:`~rollarc.policy.lending.LendingPolicy`'s decisions with the router's protocol: ``add_replica``
 into the ``borrowed`` pool to lend, ``remove_replica`` (drain for ``drain_timeout_s``, then abort; the agent
 loops retry the aborted turns on the dedicated replicas) to withdraw. While a replica is lent, the router's
 sticky routing sends a trajectory's next turn where its prefix is cached.
@@ -25,7 +25,7 @@ from ray.exceptions import GetTimeoutError, RayActorError
 from rollarc.config import Config
 from rollarc.harvest_config import HarvestConfig
 from rollarc.policy.dispatcher import BORROWED_POOL
-from rollarc.rose.lending import LendingPolicy
+from rollarc.policy.lending import LendingPolicy
 from rollarc.runtime.coserving_replica import CoServingReplica
 from rollarc.runtime.weight_sync import SyncPayload
 from rollarc.sync.topology import site_route
