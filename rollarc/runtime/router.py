@@ -37,8 +37,8 @@ TurnArgs = tuple[list[int], SamplingParams, str | None, str | None, int | None]
 
 @ray.remote
 class Router:
-    def __init__(self, task_pools: dict[str, str | None], steal_fraction: float = 0.5):
-        self.dispatch = make_dispatcher(task_pools, steal_fraction)
+    def __init__(self, task_pools: dict[str, str | None], steal_fraction: float = 0.5, dedicated_first: bool = False):
+        self.dispatch = make_dispatcher(task_pools, steal_fraction, dedicated_first)
         self.replicas = self.dispatch.replicas
         self.handles: dict[str, Any] = {}
         self._open = asyncio.Event()

@@ -24,10 +24,23 @@ def task_pools(cfg: Config) -> dict[str, str | None]:
     return {t.name: t.rollout_pool for t in cfg.tasks}
 
 
-def make_dispatcher(task_pools: dict[str, str | None], steal_fraction: float = 0.5) -> Dispatcher:
+def make_dispatcher(
+    task_pools: dict[str, str | None], steal_fraction: float = 0.5, dedicated_first: bool = False
+) -> Dispatcher:
     """The Router's routing state: sticky, least loaded in the task's pool, bounded stealing; a lent co-serving
-    replica (pool ``borrowed``) never holds more turns than the headroom it last reported."""
-    return Dispatcher(task_pools, steal_fraction=steal_fraction, hard_pools=frozenset({BORROWED_POOL}))
+    replica (pool ``borrowed``) never holds more turns than the headroom it last reported, and with
+    ``harvest.dedicated_first`` takes only what the dedicated replicas have no place for."""
+    return Dispatcher(
+        task_pools,
+        steal_fraction=steal_fraction,
+        dedicated_first=dedicated_first,
+        hard_pools=frozenset({BORROWED_POOL}),
+    )
+
+
+def dedicated_first(cfg: Config) -> bool:
+    """``harvest.dedicated_first`` (False without ``harvest:``), as the Router is told."""
+    return cfg.harvest is not None and cfg.harvest.dedicated_first
 
 
 class RuntimeScheduling:
@@ -43,7 +56,7 @@ class RuntimeScheduling:
             start_version=start_version,
             next_group=group_index,
         )
-        self.dispatcher = make_dispatcher(task_pools(cfg))
+        self.dispatcher = make_dispatcher(task_pools(cfg), dedicated_first=dedicated_first(cfg))
         self._turns: dict[str, Route] = {}
 
     # ---- what the Controller calls --------------------------------------------------------------------

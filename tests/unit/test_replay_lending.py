@@ -12,7 +12,7 @@ from rollarc.policy.dispatcher import Dispatcher
 from rollarc.policy.lending import LendingPolicy
 from rollarc.policy.replay import Headroom, InProcessDriver, TurnEnds, TurnStarts, replay
 from rollarc.policy.scheduler import GroupScheduler
-from rollarc.runtime.scheduling import make_dispatcher
+from rollarc.runtime.scheduling import RuntimeScheduling, make_dispatcher
 
 REPO = Path(__file__).resolve().parents[2]
 BORROWED = "borrowed-0"
@@ -79,3 +79,9 @@ def test_a_driver_without_lending_refuses_headroom_events() -> None:
 
     with pytest.raises(TypeError, match="lends no replica"):
         replay(RoutesOnly(driver(make_dispatcher({}))), [Headroom(BORROWED, 1, 0.0)])  # type: ignore[arg-type]
+
+
+def test_harvest_dedicated_first_reaches_the_runtimes_dispatcher() -> None:
+    cfg = load_train_config(REPO / "configs/harvest.yaml", ["harvest.dedicated_first=true"])
+    assert RuntimeScheduling(cfg).dispatcher.dedicated_first
+    assert not RuntimeScheduling(load_train_config(REPO / "configs/harvest.yaml", [])).dispatcher.dedicated_first
