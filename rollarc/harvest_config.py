@@ -108,6 +108,11 @@ class HarvestConfig(FrozenModel):
         0.5, ge=0, description="withdraw a lent replica once it has reported no headroom for this long"
     )
     min_capacity: int = Field(1, ge=1, description="headroom (rollout turns the guard admits) needed to lend")
+    dedicated_first: bool = Field(
+        False,
+        description="a turn without a cached prefix to go back to takes a dedicated replica while one has a free "
+        "place, a lent replica only the rest (false: least loaded over both; rollarc.policy.dispatcher)",
+    )
     drain_timeout_s: float = Field(
         0.2, ge=0, description="on withdrawal, in-flight turns may finish this long; the rest are aborted and retried"
     )

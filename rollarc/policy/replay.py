@@ -6,14 +6,19 @@ A *driver* is what turns a world's happenings into calls on the core: the Ray co
 :class:`SchedulingDriver` with the very methods its world calls, so replaying the same events through
 two drivers and comparing the :class:`Decisions` shows that they schedule alike: the same admissions,
 batches and routes.
+
+Borrowed capacity replays too: a :class:`Headroom` event is one co-serving replica's report, on which a
+:class:`LendingDriver` lends, resizes or withdraws it (``LendingPolicy`` and the ``Dispatcher``); a withdrawal's
+moved turns are recorded in :attr:`Decisions.migrations`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from rollarc.policy.dispatcher import Dispatcher
+from rollarc.policy.lending import Decision, LendingPolicy
 from rollarc.policy.routing import Route
 from rollarc.policy.scheduler import Admission, Batch, GroupScheduler
 
@@ -53,7 +58,16 @@ class TrajectoryEnds:
     trajectory: str
 
 
-Event = GroupDone | TrainerFree | WeightsPublished | TurnStarts | TurnEnds | TrajectoryEnds
+@dataclass(frozen=True)
+class Headroom:
+    """Co-serving replica ``replica`` reported ``capacity`` (the rollout turns its SLO guard admits) at ``time`` s."""
+
+    replica: str
+    capacity: int
+    time: float
+
+
+Event = GroupDone | TrainerFree | WeightsPublished | TurnStarts | TurnEnds | TrajectoryEnds | Headroom
 
 
 class SchedulingDriver(Protocol):
@@ -76,11 +90,22 @@ class SchedulingDriver(Protocol):
     def trajectory_ends(self, trajectory: str) -> None: ...
 
 
+@runtime_checkable
+class LendingDriver(SchedulingDriver, Protocol):
+    """A driver that also lends co-serving replicas (the simulator has none: it replays no :class:`Headroom`)."""
+
+    def headroom(self, replica: str, capacity: int, now: float) -> tuple[Decision | None, list[tuple[str, str]]]:
+        """The lending decision on one headroom report, and the turns it moved: ``(trajectory, new replica)``."""
+        ...
+
+
 @dataclass
 class Decisions:
     admissions: list[Admission] = field(default_factory=list)
     batches: list[Batch] = field(default_factory=list)
     routes: list[tuple[str, str]] = field(default_factory=list)  # (trajectory, replica), one per turn
+    lending: list[tuple[str, Decision]] = field(default_factory=list)  # (replica, "lend" or "withdraw")
+    migrations: list[tuple[str, str]] = field(default_factory=list)  # (trajectory, replica it moved to)
 
 
 def replay(driver: SchedulingDriver, events: list[Event]) -> Decisions:
@@ -103,17 +128,34 @@ def replay(driver: SchedulingDriver, events: list[Event]) -> Decisions:
                 driver.turn_ends(trajectory)
             case TrajectoryEnds(trajectory):
                 driver.trajectory_ends(trajectory)
+            case Headroom(replica, capacity, time):
+                if not isinstance(driver, LendingDriver):
+                    raise TypeError(f"{type(driver).__name__} lends no replica: it cannot replay {event}")
+                decision, moved = driver.headroom(replica, capacity, time)
+                if decision is not None:
+                    decisions.lending.append((replica, decision))
+                decisions.migrations += moved
         decisions.admissions += driver.admissions()
     return decisions
 
 
 class InProcessDriver:
-    """The plainest driver: the core's objects called directly (for tests and reasoning by hand)."""
+    """The plainest driver: the core's objects called directly (for tests and reasoning by hand).
 
-    def __init__(self, scheduler: GroupScheduler, dispatcher: Dispatcher):
+    Borrowed replicas: ``lending`` holds one :class:`LendingPolicy` per co-serving replica, which joins the
+    dispatcher's ``borrowed_pool`` when lent. Withdrawn, it takes no new turn; the turns it was running come back
+    and are routed again at once (the Router aborts them and the agent loops retry them), so a migration is
+    recorded as the new route of its trajectory.
+    """
+
+    def __init__(
+        self, scheduler: GroupScheduler, dispatcher: Dispatcher, lending: dict[str, LendingPolicy] | None = None
+    ):
         self.scheduler = scheduler
         self.dispatcher = dispatcher
+        self.lending = dict(lending or {})
         self.turns: dict[str, Route] = {}
+        self.tasks: dict[str, str] = {}  # trajectory -> the task of its turn in flight
 
     def admissions(self) -> list[Admission]:
         return self.scheduler.admit_all()
@@ -130,11 +172,28 @@ class InProcessDriver:
     def turn_starts(self, trajectory: str, task: str) -> str:
         route = self.dispatcher.start_turn(trajectory, task)
         self.turns[trajectory] = route
+        self.tasks[trajectory] = task
         return route.replica
 
     def turn_ends(self, trajectory: str) -> None:
         route = self.turns.pop(trajectory)
+        self.tasks.pop(trajectory)
         self.dispatcher.finish_turn(route)
+
+    def headroom(self, replica: str, capacity: int, now: float) -> tuple[Decision | None, list[tuple[str, str]]]:
+        decision = self.lending[replica].observe(now, capacity)
+        moved: list[tuple[str, str]] = []
+        if decision == "lend":
+            self.dispatcher.add_replica(replica, self.dispatcher.borrowed_pool, capacity)
+        elif decision == "withdraw":
+            self.dispatcher.stop_accepting(replica)
+            for trajectory in sorted(t for t, route in self.turns.items() if route.replica == replica):
+                self.dispatcher.finish_turn(self.turns.pop(trajectory))
+                moved.append((trajectory, self.turn_starts(trajectory, self.tasks[trajectory])))
+            self.dispatcher.remove(replica)
+        elif self.lending[replica].lent:
+            self.dispatcher.set_capacity(replica, capacity)
+        return decision, moved
 
     def trajectory_ends(self, trajectory: str) -> None:
         self.dispatcher.release(trajectory)

@@ -28,6 +28,21 @@ class RoseConfig(FrozenModel):
     rollout_cores: list[int] = Field(
         default_factory=lambda: [1], description="CPU cores of the dedicated rollout worker (disjoint from serving)"
     )
+    lend_after_s: float = Field(
+        0.5, ge=0, description="lend the co-serving worker once it has reported headroom for this long (LendingPolicy)"
+    )
     withdraw_after_s: float = Field(
         0.5, ge=0, description="a borrowed worker with no headroom for this long gives its rollout turns back"
+    )
+    min_capacity: int = Field(1, ge=1, description="headroom (rollout turns the guard admits) needed to lend")
+    dedicated_first: bool = Field(
+        True,
+        description="a turn without a cached prefix to go back to takes the dedicated worker while it has room, "
+        "borrowed capacity only the rest (false: least loaded over both; rollarc.policy.dispatcher)",
+    )
+    slo_alone_factor: float = Field(
+        1.5,
+        ge=0,
+        description="rollarc bench rose: the SLO is this factor times the serving-alone run's TTFT and TPOT p99, "
+        "measured first at each load point (0: use slo: as given)",
     )

@@ -1,4 +1,4 @@
-"""Run one ROSE set-up end to end: worker processes, trajectories, the elastic scheduler, the trace.
+"""Run one ROSE set-up end to end: worker processes, trajectories, the routing and lending decision, the trace.
 
 Set-ups (all on the same cores: the serving worker on ``serving_cores``, the dedicated rollout worker on
 ``rollout_cores``):
@@ -6,7 +6,8 @@ Set-ups (all on the same cores: the serving worker on ``serving_cores``, the ded
 - ``alone``: the serving worker replays the trace; nothing else runs;
 - ``dedicated``: the same, plus multi-turn rollouts on the dedicated worker only;
 - ``harvest``: the serving worker is a co-serving worker that also takes rollout turns whenever the SLO
-  guard says it has headroom; the elastic scheduler routes turns between it and the dedicated worker.
+  guard says it has headroom. It is lent and withdrawn by ``policy.lending.LendingPolicy`` and turns are routed
+  by ``policy.dispatcher.Dispatcher`` (capacity from headroom, a wait queue), the decisions training makes.
 
 Rollout throughput counts the turns finished while the trace was being replayed (from ``go`` to the last
 serving request's completion), in trajectory-equivalents (turns / turns per trajectory) per second.
@@ -21,8 +22,9 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from typing import Any, Literal
 
+from rollarc.policy.dispatcher import BORROWED_POOL, Dispatcher
+from rollarc.policy.lending import LendingPolicy
 from rollarc.rose.config import RoseConfig
-from rollarc.rose.harvest import HarvestScheduler
 from rollarc.rose.slo import RequestTiming
 from rollarc.rose.trace import TraceRequest
 from rollarc.rose.turns import Turn
@@ -145,17 +147,18 @@ def _drive(
     seed: int,
     timeout_s: float,
 ) -> SetupResult:
-    scheduler = HarvestScheduler()
+    # the one routing and lending decision (rollarc.policy.dispatcher, rollarc.policy.lending), as in training
+    dispatcher = Dispatcher({}, enforce_capacity=True, dedicated_first=rose.dedicated_first)
+    lending = LendingPolicy(rose.lend_after_s, rose.withdraw_after_s, rose.min_capacity)
     trajectories = _Trajectories(shape, policy.vocab_size, seed + 1)
     turns: dict[str, Turn] = {}
     if mode != "alone":
-        scheduler.add_worker("ded", "dedicated", policy.max_num_seqs)
+        dispatcher.add_replica("ded", "dedicated", policy.max_num_seqs)
         for _ in range(shape.in_flight):
             turn = trajectories.new()
             turns[turn.turn_id] = turn
-            scheduler.submit(turn.turn_id, turn.traj_id)
-    if mode == "harvest":
-        scheduler.add_worker("serve", "borrowed", 0)
+            dispatcher.submit(turn.turn_id, turn.traj_id)
+    guard_actions = {"lends": 0, "withdrawals": 0}
     for conn in conns.values():
         conn.send(("go",))
     start = time.perf_counter()
@@ -163,14 +166,13 @@ def _drive(
     finished = 0
     turns_done = 0
     versions_ok = True
-    no_headroom_since: float | None = None
-    withdrawing = False
+    withdrawing = False  # a withdraw was sent; its turns have not come back yet
     by_conn = {id(c): name for name, c in conns.items()}
     while window is None:
         if time.perf_counter() - start > timeout_s:
             raise TimeoutError(f"ROSE {mode} set-up did not finish its trace within {timeout_s} s")
-        for assignment in scheduler.dispatch():
-            conns[assignment.worker].send(("turn", turns[assignment.turn_id]))
+        for turn_id, route in dispatcher.dispatch():
+            conns[route.replica].send(("turn", turns[turn_id]))
         for ready in wait(list(conns.values()), timeout=0.01):
             name = by_conn[id(ready)]
             conn = conns[name]
@@ -180,34 +182,37 @@ def _drive(
                 if kind == "done":
                     done: Turn = message[1]
                     turns_done += 1
-                    scheduler.complete(done.turn_id)
+                    dispatcher.complete(done.turn_id)
                     del turns[done.turn_id]
                     versions_ok &= len(done.token_versions) == len(done.output_ids) == done.max_tokens
                     following = trajectories.follow(done)
                     if following is None:
                         finished += 1
+                        dispatcher.release(done.traj_id)
                         following = trajectories.new()
                     turns[following.turn_id] = following
-                    scheduler.submit(following.turn_id, following.traj_id)
-                elif kind == "capacity":
-                    now = time.perf_counter()
+                    dispatcher.submit(following.turn_id, following.traj_id)
+                elif kind == "capacity" and not withdrawing:
                     capacity = int(message[1])
-                    if capacity > 0:
-                        no_headroom_since = None
-                        if not withdrawing:
-                            scheduler.set_capacity(name, capacity)
-                    else:
-                        no_headroom_since = no_headroom_since or now
-                        busy = scheduler.workers[name].in_flight
-                        scheduler.set_capacity(name, 0)  # no new turns while serving has no headroom
-                        if busy and not withdrawing and now - no_headroom_since >= rose.withdraw_after_s:
-                            conn.send(("withdraw",))
-                            withdrawing = True
+                    decision = lending.observe(time.perf_counter(), capacity)
+                    if decision == "lend":
+                        dispatcher.add_replica(name, BORROWED_POOL, capacity)
+                        guard_actions["lends"] += 1
+                    elif decision == "withdraw":
+                        dispatcher.stop_accepting(name)
+                        conn.send(("withdraw",))
+                        withdrawing = True
+                        guard_actions["withdrawals"] += 1
+                    elif lending.lent:
+                        dispatcher.set_capacity(name, capacity)  # headroom follows serving load between decisions
                 elif kind == "withdrawn":
                     moved: list[Turn] = message[1]
                     for turn in moved:
                         turns[turn.turn_id] = turn
-                    scheduler.withdraw(name, [(t.turn_id, t.traj_id) for t in moved])
+                    dispatcher.migrate(name, [t.turn_id for t in moved])
+                    # turns it finished before the withdraw arrived were completed above; none is left on it
+                    dispatcher.migrate(name)
+                    dispatcher.remove(name)
                     withdrawing = False
                 elif kind == "serving_done":
                     window = float(message[1])
@@ -229,7 +234,7 @@ def _drive(
         turns_per_trajectory=shape.turns,
         timings=timings,
         counters={name: r["counters"] for name, r in results.items()},
-        scheduler=dict(scheduler.counters),
+        scheduler={**dispatcher.counters, **guard_actions},
         pinned={name: r["pinned"] for name, r in results.items()},
         turn_versions_ok=versions_ok,
         extra={

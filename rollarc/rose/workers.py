@@ -17,12 +17,11 @@ from typing import Any, Literal
 
 from rollarc.engine.config import EngineConfig
 from rollarc.engine.engine import LLMEngine
-from rollarc.harvest_config import ServingModelConfig
-from rollarc.models.checkpoint import load_policy
 from rollarc.models.presets import build_model
 from rollarc.rose.config import RoseConfig
 from rollarc.rose.coserve import CoServingExecutor, ServingRequest
 from rollarc.rose.pinning import pin
+from rollarc.rose.serving_model import engine_of
 from rollarc.rose.slo import RequestTiming
 from rollarc.rose.trace import TraceRequest
 
@@ -54,18 +53,6 @@ class WorkerSpec:
 
 def serving_engine(rose: RoseConfig) -> LLMEngine:
     return engine_of(rose.serving)
-
-
-def engine_of(cfg: ServingModelConfig) -> LLMEngine:
-    """The serving engine S of ``cfg``: a fresh preset with its own seed, or a checkpoint."""
-    if cfg.checkpoint is not None:
-        model, _ = load_policy(cfg.checkpoint)
-    else:
-        model = build_model(cfg.preset, cfg.vocab_size, cfg.max_model_len, seed=cfg.seed)
-    engine_cfg = EngineConfig(
-        max_num_seqs=cfg.max_num_seqs, max_model_len=cfg.max_model_len, prefix_cache_tokens=0, num_threads=None
-    )
-    return LLMEngine(model, engine_cfg)
 
 
 def policy_engine(policy: PolicySpec) -> LLMEngine:

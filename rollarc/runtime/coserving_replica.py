@@ -35,10 +35,10 @@ from rollarc.harvest_config import HarvestConfig
 from rollarc.models.checkpoint import load_policy
 from rollarc.models.device import resolve_dtype
 from rollarc.rose.coserve import CoServingExecutor, ServingRequest
+from rollarc.rose.serving_model import engine_of
 from rollarc.rose.slo import RequestTiming, summarize
 from rollarc.rose.trace_loop import TraceLoop, harvest_trace
 from rollarc.rose.turns import Turn
-from rollarc.rose.workers import engine_of
 from rollarc.runtime.router import TurnArgs
 from rollarc.runtime.turn_chunks import TurnChunk, chunks_as_completed
 from rollarc.runtime.weight_sync import SyncPayload, engine_weights, receive

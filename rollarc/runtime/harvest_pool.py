@@ -1,7 +1,7 @@
 """HarvestPool: the driver's side of borrowed serving capacity (``harvest:``, docs/rose.md).
 
 It starts the co-serving replicas (the borrowed site), asks each for its headroom every ``harvest.poll_s``,
-and applies :class:`~rollarc.rose.lending.LendingPolicy`'s decisions with the router's protocol: ``add_replica``
+and applies :class:`~rollarc.policy.lending.LendingPolicy`'s decisions with the router's protocol: ``add_replica``
 into the ``borrowed`` pool to lend, ``remove_replica`` (drain for ``drain_timeout_s``, then abort; the agent
 loops resume the aborted turns from their partial output on the dedicated replicas) to withdraw. While a replica
 is lent, the router's sticky routing sends a trajectory's next turn where its prefix is cached.
@@ -24,12 +24,12 @@ from ray.exceptions import GetTimeoutError, RayActorError
 
 from rollarc.config import Config
 from rollarc.harvest_config import HarvestConfig
-from rollarc.rose.lending import LendingPolicy
+from rollarc.policy.dispatcher import BORROWED_POOL
+from rollarc.policy.lending import LendingPolicy
 from rollarc.runtime.coserving_replica import CoServingReplica
 from rollarc.runtime.weight_sync import SyncPayload
 from rollarc.sync.topology import site_route
 
-BORROWED_POOL = "borrowed"
 # Replica counters summed into harvest_<name>: migrated_kept (_tokens) are migrated turns that carried partial output
 # (and its tokens), which the agent loop resumed instead of regenerating.
 COUNTED = (
@@ -176,6 +176,8 @@ class HarvestPool:
             self.counters["withdrawals"] += 1
             self.counters["migrated_turns"] += outcome["aborted"]
             self.counters["drained_turns"] += outcome["drained"]
+        elif self.lending[name].lent:  # between decisions the router's capacity follows the reported headroom
+            self.router.set_capacity.remote(name, capacity)
 
     def lent(self) -> list[str]:
         return [name for name, policy in self.lending.items() if policy.lent]

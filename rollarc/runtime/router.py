@@ -37,8 +37,8 @@ TurnArgs = tuple[list[int], SamplingParams, str | None, str | None, int | None]
 
 @ray.remote
 class Router:
-    def __init__(self, task_pools: dict[str, str | None], steal_fraction: float = 0.5):
-        self.dispatch = make_dispatcher(task_pools, steal_fraction)
+    def __init__(self, task_pools: dict[str, str | None], steal_fraction: float = 0.5, dedicated_first: bool = False):
+        self.dispatch = make_dispatcher(task_pools, steal_fraction, dedicated_first)
         self.replicas = self.dispatch.replicas
         self.handles: dict[str, Any] = {}
         self._open = asyncio.Event()
@@ -67,6 +67,10 @@ class Router:
     def add_replica(self, name: str, handle: Any, pool: str, capacity: int) -> None:
         self.handles[name] = handle
         self.dispatch.add_replica(name, pool, capacity)
+
+    def set_capacity(self, name: str, capacity: int) -> None:
+        """``name`` reported its headroom (a lent co-serving replica: the turns its SLO guard admits now)."""
+        self.dispatch.set_capacity(name, capacity)
 
     def set_replacement_wait(self, seconds: float) -> None:
         """A supervisor replaces dead replicas: with none usable, a turn waits this long for one before failing."""

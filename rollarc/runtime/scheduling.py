@@ -11,7 +11,7 @@ can replay recorded events through exactly the decisions the runtime makes
 from __future__ import annotations
 
 from rollarc.config import Config
-from rollarc.policy.dispatcher import Dispatcher
+from rollarc.policy.dispatcher import BORROWED_POOL, Dispatcher
 from rollarc.policy.routing import Route
 from rollarc.policy.scheduler import Admission, Batch, BatchDecision, GroupScheduler
 
@@ -24,9 +24,23 @@ def task_pools(cfg: Config) -> dict[str, str | None]:
     return {t.name: t.rollout_pool for t in cfg.tasks}
 
 
-def make_dispatcher(task_pools: dict[str, str | None], steal_fraction: float = 0.5) -> Dispatcher:
-    """The Router's routing state: sticky, least loaded in the task's pool, bounded stealing."""
-    return Dispatcher(task_pools, steal_fraction=steal_fraction)
+def make_dispatcher(
+    task_pools: dict[str, str | None], steal_fraction: float = 0.5, dedicated_first: bool = False
+) -> Dispatcher:
+    """The Router's routing state: sticky, least loaded in the task's pool, bounded stealing; a lent co-serving
+    replica (pool ``borrowed``) never holds more turns than the headroom it last reported, and with
+    ``harvest.dedicated_first`` takes only what the dedicated replicas have no place for."""
+    return Dispatcher(
+        task_pools,
+        steal_fraction=steal_fraction,
+        dedicated_first=dedicated_first,
+        hard_pools=frozenset({BORROWED_POOL}),
+    )
+
+
+def dedicated_first(cfg: Config) -> bool:
+    """``harvest.dedicated_first`` (False without ``harvest:``), as the Router is told."""
+    return cfg.harvest is not None and cfg.harvest.dedicated_first
 
 
 class RuntimeScheduling:
@@ -42,7 +56,7 @@ class RuntimeScheduling:
             start_version=start_version,
             next_group=group_index,
         )
-        self.dispatcher = make_dispatcher(task_pools(cfg))
+        self.dispatcher = make_dispatcher(task_pools(cfg), dedicated_first=dedicated_first(cfg))
         self._turns: dict[str, Route] = {}
 
     # ---- what the Controller calls --------------------------------------------------------------------

@@ -21,6 +21,7 @@ from rollarc.runtime.openai_replica import start_openai_backend, sync_openai
 from rollarc.runtime.ray_cluster import actor_options, uses_gpus
 from rollarc.runtime.rollout_worker import RolloutWorker
 from rollarc.runtime.router import Router
+from rollarc.runtime.scheduling import dedicated_first, task_pools
 from rollarc.runtime.train_group import start_train_group
 from rollarc.runtime.train_worker import TrainWorker
 from rollarc.runtime.weight_sync import SyncPayload
@@ -39,7 +40,7 @@ class Workers:
         # retried there; ``heal`` registers the replicas with it again.
         self.router = Router.options(  # type: ignore[attr-defined]  # @ray.remote class
             name="router", num_cpus=0, max_concurrency=10_000, max_restarts=-1, max_task_retries=-1
-        ).remote({t.name: t.rollout_pool for t in cfg.tasks})
+        ).remote(task_pools(cfg), dedicated_first=dedicated_first(cfg))
         self._train_serial = 0
         self.trainer = self._new_trainer(policy_dir)
         if checkpoint is not None:

@@ -10,8 +10,8 @@ import pytest
 
 from rollarc.engine import EngineConfig, LLMEngine
 from rollarc.engine.types import SamplingParams
+from rollarc.policy.dispatcher import BORROWED_POOL, Dispatcher
 from rollarc.rose.coserve import CoServingExecutor, ServingRequest
-from rollarc.rose.harvest import HarvestScheduler
 from rollarc.rose.latency_model import StepLatencyModel, StepShape
 from rollarc.rose.slo import SLOConfig
 from rollarc.rose.turns import Turn
@@ -156,30 +156,33 @@ def test_withdraw_migrates_turns_and_keeps_token_versions() -> None:
 
 
 def test_a_serving_worker_that_disappears_loses_only_its_in_flight_turns() -> None:
-    scheduler = HarvestScheduler()
+    scheduler = Dispatcher({}, enforce_capacity=True, dedicated_first=True)
     workers = {"ded": _executor(serving=False, name="ded"), "bor": _executor(name="bor")}
-    scheduler.add_worker("ded", "dedicated", 1)
-    scheduler.add_worker("bor", "borrowed", 2)
+    scheduler.add_replica("ded", "dedicated", 1)
+    scheduler.add_replica("bor", BORROWED_POOL, 2)
     turns = {t.turn_id: t for t in _turns(3, max_tokens=4)}
     for t in turns.values():
         scheduler.submit(t.turn_id, t.traj_id)
-    for a in scheduler.dispatch():
-        workers[a.worker].submit_turn(turns[a.turn_id])
+    for turn_id, route in scheduler.dispatch():
+        workers[route.replica].submit_turn(turns[turn_id])
     workers["bor"].poll()
     del workers["bor"]  # the serving worker is gone, with its KV and its partial output
-    for turn_id in scheduler.lose("bor"):
+    assert scheduler.mark_dead("bor")
+    lost = scheduler.migrate("bor")
+    assert lost == ["t1.0", "t2.0"]
+    for turn_id in lost:
         turns[turn_id] = Turn(turn_id, turns[turn_id].traj_id, turns[turn_id].prompt_ids, 4)  # restart the turn
     finished = []
     for _ in range(100):
-        for a in scheduler.dispatch():
-            workers[a.worker].submit_turn(turns[a.turn_id])
+        for turn_id, route in scheduler.dispatch():
+            workers[route.replica].submit_turn(turns[turn_id])
         for t in workers["ded"].poll().turns:
             scheduler.complete(t.turn_id)
             finished.append(t.turn_id)
         if len(finished) == 3:
             break
     assert sorted(finished) == ["t0.0", "t1.0", "t2.0"]
-    assert scheduler.counters["lost_turns"] == 2 and scheduler.counters["lost_workers"] == 1
+    assert scheduler.counters["migrations"] == 2
 
 
 def test_a_turn_uses_the_callers_sampling_and_a_cancelled_turn_leaves() -> None:

@@ -7,7 +7,7 @@ import pytest
 
 from rollarc.engine.types import SamplingParams
 from rollarc.harvest_config import HarvestConfig, ReplayConfig
-from rollarc.rose.lending import LendingPolicy
+from rollarc.policy.lending import LendingPolicy
 from rollarc.rose.trace import TraceRequest, write_trace
 from rollarc.rose.trace_loop import TraceLoop, harvest_trace
 from rollarc.rose.turns import Turn

@@ -1,5 +1,5 @@
 """ROSE's pure parts against hand numbers: trace parsing, SLO scoring, the step-latency model, the SLO guard
-and the elastic scheduler's routing decisions."""
+(the routing decisions are tests/unit/test_dispatcher_capacity.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import math
 import pytest
 
 from rollarc.rose.guard import ServingState, judge
-from rollarc.rose.harvest import HarvestScheduler
 from rollarc.rose.latency_model import StepLatencyModel, StepShape, solve
 from rollarc.rose.sites import bytes_per_hop, cross_site_bytes, plan_hops
 from rollarc.rose.slo import RequestTiming, SLOConfig, attains, percentile, summarize
@@ -140,57 +139,6 @@ def test_guard_admits_within_slo_minus_margin_and_names_the_reason() -> None:
     # an arrival now: rollout 8 ms + (4 ms + 50 ms) = 62 ms > 0.5 * 100 ms
     assert judge(StepShape(4), idle, serving, rollout, 100, 1000, 0.5).reason == "ttft_arrival"
     assert judge(StepShape(4), idle, serving, rollout, 100, 1000, 0.3).admit
-
-
-# ------------------------------------------------------------------ elastic scheduler
-
-
-def test_scheduler_prefers_affinity_then_dedicated_then_borrowed() -> None:
-    s = HarvestScheduler()
-    s.add_worker("ded", "dedicated", 2)
-    s.add_worker("bor", "borrowed", 2)
-    for i in range(4):
-        s.submit(f"t{i}.0", f"t{i}")
-    placed = {a.turn_id: a.worker for a in s.dispatch()}
-    assert placed == {"t0.0": "ded", "t1.0": "ded", "t2.0": "bor", "t3.0": "bor"}
-    assert s.counters["dispatched_borrowed"] == 2
-    s.complete("t2.0")
-    s.complete("t0.0")
-    s.submit("t2.1", "t2")  # its prefix is on the borrowed worker, which has a free place
-    s.submit("t0.1", "t0")
-    placed = {a.turn_id: (a.worker, a.affinity) for a in s.dispatch()}
-    assert placed == {"t2.1": ("bor", True), "t0.1": ("ded", True)}
-    assert s.counters["affinity_hits"] == 2
-
-
-def test_scheduler_queues_when_full_and_withdraw_migrates() -> None:
-    s = HarvestScheduler()
-    s.add_worker("ded", "dedicated", 1)
-    s.add_worker("bor", "borrowed", 1)
-    for i in range(3):
-        s.submit(f"t{i}.0", f"t{i}")
-    assert len(s.dispatch()) == 2 and list(s.queue) == [("t2.0", "t2")]
-    s.withdraw("bor", [("t1.0", "t1")])  # serving load rose
-    assert list(s.queue) == [("t1.0", "t1"), ("t2.0", "t2")] and s.counters["migrations"] == 1
-    assert s.dispatch() == []  # dedicated is full, borrowed has capacity 0
-    s.complete("t0.0")
-    assert [(a.turn_id, a.worker) for a in s.dispatch()] == [("t1.0", "ded")]
-    s.set_capacity("bor", 1)  # headroom is back
-    assert [(a.turn_id, a.worker) for a in s.dispatch()] == [("t2.0", "bor")]
-
-
-def test_scheduler_lost_worker_requeues_its_turns() -> None:
-    s = HarvestScheduler()
-    s.add_worker("ded", "dedicated", 1)
-    s.add_worker("bor", "borrowed", 2)
-    for i in range(3):
-        s.submit(f"t{i}.0", f"t{i}")
-    s.dispatch()
-    assert s.lose("bor") == ["t1.0", "t2.0"]
-    assert s.counters["lost_workers"] == 1 and s.counters["lost_turns"] == 2
-    assert list(s.queue) == [("t1.0", "t1"), ("t2.0", "t2")]
-    s.complete("t0.0")
-    assert [(a.turn_id, a.worker) for a in s.dispatch()] == [("t1.0", "ded")]
 
 
 def test_guard_protects_a_request_whose_earlier_gaps_used_its_tpot_slack() -> None:

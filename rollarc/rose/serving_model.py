@@ -1,0 +1,27 @@
+"""The serving model S's engine, built from a ``serving:`` section.
+
+Its own module because both execution paths build S: the co-serving Ray replica of ``rollarc train``
+(``runtime/coserving_replica.py``) and the benchmark's worker processes (``rose/workers.py``); neither should
+import the other to get it.
+"""
+
+from __future__ import annotations
+
+from rollarc.engine.config import EngineConfig
+from rollarc.engine.engine import LLMEngine
+from rollarc.harvest_config import ServingModelConfig
+from rollarc.models.checkpoint import load_policy
+from rollarc.models.presets import build_model
+
+
+def engine_of(cfg: ServingModelConfig) -> LLMEngine:
+    """The serving engine S of ``cfg``: a fresh preset with its own seed, or a checkpoint (no prefix cache: serving
+    requests share no prefix)."""
+    if cfg.checkpoint is not None:
+        model, _ = load_policy(cfg.checkpoint)
+    else:
+        model = build_model(cfg.preset, cfg.vocab_size, cfg.max_model_len, seed=cfg.seed)
+    engine_cfg = EngineConfig(
+        max_num_seqs=cfg.max_num_seqs, max_model_len=cfg.max_model_len, prefix_cache_tokens=0, num_threads=None
+    )
+    return LLMEngine(model, engine_cfg)

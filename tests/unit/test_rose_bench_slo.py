@@ -1,0 +1,32 @@
+"""``rollarc bench rose`` derives its SLO from the serving-alone run and counts the guard's actions per load."""
+
+from __future__ import annotations
+
+import pytest
+
+from rollarc.bench.rose import _actions, derived_slo
+from rollarc.rose.config import RoseConfig
+from rollarc.rose.harness import SetupResult
+from rollarc.rose.slo import RequestTiming
+
+
+def alone(ttft_ms: list[float], tpot_ms: float, tokens: int = 5) -> SetupResult:
+    timings = [
+        RequestTiming(float(i), i + t / 1000, i + t / 1000 + (tokens - 1) * tpot_ms / 1000, tokens)
+        for i, t in enumerate(ttft_ms)
+    ]
+    return SetupResult("alone", 1.0, 0, 0, 1, timings, {}, {}, {})
+
+
+def test_slo_is_the_factor_times_the_alone_p99s() -> None:
+    run = alone([10.0] * 99 + [110.0], tpot_ms=2.0)  # p99 of the TTFTs: 10 + 0.01 * 100 = 11 ms
+    slo = derived_slo(RoseConfig(), run)
+    assert slo.ttft_p99_ms == pytest.approx(1.5 * 11.0)
+    assert slo.tpot_p99_ms == pytest.approx(1.5 * 2.0)
+    configured = RoseConfig.model_validate({"slo_alone_factor": 0, "slo": {"ttft_p99_ms": 7, "tpot_p99_ms": 3}})
+    assert derived_slo(configured, run) == configured.slo
+
+
+def test_guard_actions_sum_pauses_preemptions_and_withdrawals() -> None:
+    assert _actions({"guard_actions": {"pauses": 3, "preemptions": 1, "withdrawals": 2}}) == 6
+    assert _actions({"guard_actions": {"pauses": 0, "preemptions": 0, "withdrawals": 0}}) == 0
