@@ -224,6 +224,8 @@ def main(argv: list[str]) -> int:
         "seeds": seeds,
         **to_target,
         **composition,
+        # per mode, per seed: [RL seconds, held-out success] at each evaluation (docs/async.md#measured)
+        "curves": {label: [[list(point) for point in curve] for curve in runs_of] for label, runs_of in curves.items()},
     }
     rows = [
         [
@@ -275,6 +277,14 @@ def main(argv: list[str]) -> int:
     body += "\n\n" + markdown_table(
         ["mode", "trained success (median over seeds)", "trained / admitted length (median over seeds)"],
         [[label, *(_or_nan(composition[key].get(label)) for key in COMPOSITION_KEYS)] for label in curves],
+    )
+    body += "\n\nHeld-out success at each evaluation (every `--eval-every` steps), per seed:\n\n" + markdown_table(
+        ["mode", "seed", "held-out success"],
+        [
+            [label, i, ", ".join(f"{success:.3f}" for _, success in curve)]
+            for label, runs_of in curves.items()
+            for i, curve in enumerate(runs_of)
+        ],
     )
     publish("async", body, result, command, quick=args.quick, no_docs=args.no_docs, meta=meta)
     emit_json(result)
