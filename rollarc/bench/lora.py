@@ -140,6 +140,7 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="rollarc bench lora", description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="2 groups of 2 and 1 measured step, for smoke tests")
     parser.add_argument("--steps", type=int, default=5, help="measured training steps per mode")
+    parser.add_argument("--json", action="store_true", help="(the JSON line is always printed last)")
     parser.add_argument("--config", default=str(CONFIG), help="an RLVR config with model.lora (default: rlvr_lora)")
     add_docs_flag(parser)
     args = parser.parse_args(argv)
