@@ -36,7 +36,7 @@ from typing import Any
 
 from rollarc.bench import machine_load
 from rollarc.bench.report_file import add_docs_flag, emit_json, git_commit, markdown_table, publish
-from rollarc.bench.time_to_target import first_crossing, select_target, speedup, spread, success_curve
+from rollarc.bench.time_to_target import estimate_noise, first_crossing, select_target, speedup, spread, success_curve
 from rollarc.bench.trained_composition import KEYS as COMPOSITION_KEYS
 from rollarc.bench.trained_composition import bench_run_dirs, composition_of_runs
 from rollarc.bench.trained_composition import trained_composition as trained_composition  # re-exported
@@ -205,6 +205,11 @@ def main(argv: list[str]) -> int:
         _atomic_json(runs / META_FILE, meta)  # so a later --from-runs publishes this run's own record
         command = "rollarc bench async"
     to_target = time_to_target(results["sync"]["success_before"], curves, args.target_fraction)
+    episodes = base.train.eval_episodes
+    noise = estimate_noise(results["sync"]["success_before"], episodes)
+    target_gain = (
+        None if to_target["target_success"] is None else to_target["target_success"] - results["sync"]["success_before"]
+    )
     composition = composition_of_runs(bench_run_dirs(runs, modes=list(curves)))
     sync_s = results["sync"]["rl_wall_s"]
     result = {
@@ -223,6 +228,9 @@ def main(argv: list[str]) -> int:
         "trajectories_per_step": base.train.groups_per_step * base.train.group_size,
         "seeds": seeds,
         **to_target,
+        "heldout_episodes": episodes,
+        "target_noise": noise,  # two standard errors of the start's held-out estimate
+        "target_outside_noise": target_gain is not None and target_gain > noise,
         **composition,
         # per mode, per seed: [RL seconds, held-out success] at each evaluation (docs/async.md#measured)
         "curves": {label: [[list(point) for point in curve] for curve in runs_of] for label, runs_of in curves.items()},
@@ -274,6 +282,11 @@ def main(argv: list[str]) -> int:
         if target is not None
         else "\n\nNo target: synchronous training did not raise held-out success above its start."
     )
+    if target is not None and not result["target_outside_noise"]:
+        body += (
+            f" The target is within two standard errors ({noise:.3f}) of the start's held-out estimate over "
+            f"{episodes} episodes: reaching it first is not evidence of equal quality sooner."
+        )
     body += "\n\n" + markdown_table(
         ["mode", "trained success (median over seeds)", "trained / admitted length (median over seeds)"],
         [[label, *(_or_nan(composition[key].get(label)) for key in COMPOSITION_KEYS)] for label in curves],

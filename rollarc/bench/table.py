@@ -89,6 +89,14 @@ def _async(d: dict[str, Any]) -> Row:
         value = d.get(key)
         return times(value) if value is not None else "none (its median seed missed the target)"
 
+    def noise() -> str:
+        if d.get("target_outside_noise", True):
+            return ""
+        return (
+            f", but the target is within the held-out noise (±{d['target_noise']:.3f}), so this is not yet a "
+            "speed-up at equal quality"
+        )
+
     per_step = (
         f"RL wall time per run {times(d['speedup_k1'])} shorter than synchronous at staleness 1, "
         f"{times(d['speedup_k2'])} at 2"
@@ -98,7 +106,7 @@ def _async(d: dict[str, Any]) -> Row:
     return (
         f"{per_step}; time to a held-out target of {d['target_success']:.3f} over {d['seeds']} seeds: sync reached it in "
         f"{reached('sync')}, k = 1 in {reached('async_k1')}, k = 2 in {reached('async_k2')}; speed-up to target "
-        f"k = 1 {to_target('speedup_to_target_k1')}, k = 2 {to_target('speedup_to_target_k2')} "
+        f"k = 1 {to_target('speedup_to_target_k1')}, k = 2 {to_target('speedup_to_target_k2')}{noise()} "
         "([why](docs/async.md#measured))",
         "`rollarc bench async`",
     )

@@ -14,6 +14,8 @@ waits for. Pure functions over a run's own records (``summary.json`` and ``metri
 - A run's **time to target** is the first ``t`` whose success is at least the target, or ``None`` if the run
   never reached it within its steps. A median over seeds counts ``None`` as infinite, so a mode that misses
   in most seeds has an infinite median and its speed-up is ``None``, never a made-up number.
+- The target's **noise**: two standard errors of the starting estimate (``estimate_noise``). A target no
+  further than that from ``s0`` says little about quality, and the benchmark says so.
 """
 
 from __future__ import annotations
@@ -43,6 +45,14 @@ def success_curve(summary: dict[str, Any], rows: Sequence[dict[str, Any]]) -> Cu
         if version > 0 and evaluation["label"] != "after_rl":
             eval_s += float(evaluation.get("seconds", 0.0))
     return curve
+
+
+def estimate_noise(success: float, episodes: int) -> float:
+    """Two standard errors of a held-out success estimated from ``episodes`` independent episodes: a target
+    closer than this to the start is reached by a lucky evaluation as often as by learning."""
+    if episodes < 1 or not 0.0 <= success <= 1.0:
+        raise ValueError(f"need episodes >= 1 and a success in [0, 1] (got {episodes}, {success})")
+    return 2.0 * math.sqrt(success * (1.0 - success) / episodes)
 
 
 def select_target(start_success: float, sync_curves: Sequence[Curve], fraction: float = 0.8) -> float | None:

@@ -113,3 +113,22 @@ def test_a_readme_without_the_block_is_an_error(tmp_path):
     readme.write_text("# nothing here\n")
     with pytest.raises(ValueError, match="headline"):
         readme_block(readme.read_text())
+
+
+def test_async_row_says_when_the_target_is_inside_the_noise():
+    from rollarc.bench.table import _async
+
+    d = {
+        "speedup_k1": 2.0,
+        "speedup_k2": 2.5,
+        "target_success": 0.41,
+        "seeds": 3,
+        "time_to_target_s": {"sync": [1.0], "async_k1": [1.0], "async_k2": [1.0]},
+        "speedup_to_target_k1": 1.0,
+        "speedup_to_target_k2": 1.0,
+        "target_noise": 0.069,
+        "target_outside_noise": False,
+    }
+    assert "within the held-out noise (±0.069)" in _async(d)[0]
+    d["target_outside_noise"] = True
+    assert "noise" not in _async(d)[0]

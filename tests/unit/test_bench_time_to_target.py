@@ -97,3 +97,13 @@ def test_the_benchmark_recipe_runs_three_seeds_with_the_quickstarts_stabilisers(
     for key in ("lr", "warmup_steps", "lr_decay", "lr_min_ratio"):
         assert getattr(longtail.train, key) == getattr(quickstart.train, key), key
     assert longtail.algo.kl_coef == quickstart.algo.kl_coef > 0
+
+
+def test_estimate_noise_is_two_standard_errors():
+    from rollarc.bench.time_to_target import estimate_noise
+
+    # p = 0.395 over 200 episodes: 2 * sqrt(0.395 * 0.605 / 200) = 2 * 0.034569... = 0.069134
+    assert abs(estimate_noise(0.395, 200) - 0.0691339) < 1e-6
+    assert estimate_noise(0.0, 50) == 0.0
+    with pytest.raises(ValueError):
+        estimate_noise(0.5, 0)
