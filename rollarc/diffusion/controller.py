@@ -11,15 +11,17 @@ Per step ``s`` (trainer at version ``v``):
    gives no candidates trains on its first ``G`` seeds, as in the baseline.
 3. The sampler draws the groups with version ``v`` (SDE, ``sample_steps``); the explorer starts on the
    next step's prompts with version ``v`` while the trainer trains; the trainer steps to ``v + 1``; the
-   new weights go to both. With the bandit, step ``s``'s gains are observed from the sampler's fresh
+   new weights go to both as a versioned ``rollarc.sync`` update (a delta, or a full copy for a
+   receiver that cannot take it). With the bandit, step ``s``'s gains are observed from the sampler's fresh
    rewards *before* step ``s + 1``'s exploration is allocated and launched (:meth:`explore_next`), so
    each allocation uses every gain observed so far.
 
 Logged per step: reward, near-zero-advantage fraction, Kendall τ between the explorer's stale and the
 sampler's fresh rewards of the chosen seeds, the chosen groups' reward variance (stale and fresh) and
 that of random groups (the first G candidates, stale), the explorer's staleness, clip fractions, the
-sampler's SP degree (``sp_degree``) and, on spot capacity, the fleet's cumulative counters (``spot_*``,
-SP regroups and joins included).
+sampler's SP degree (``sp_degree``), the weight sync's bytes and full copies over every hop reported
+during the step (``sync_bytes``, ``sync_full_copies``; :meth:`T2IController.sync`) and, on spot
+capacity, the fleet's cumulative counters (``spot_*``, SP regroups and joins included).
 """
 
 from __future__ import annotations
@@ -75,6 +77,8 @@ class T2IController:
         self.explored_images = int(state.get("explored_images", 0))
         self.sampled_images = int(state.get("sampled_images", 0))
         self.planner = UcbPlanner(cfg.explore.ucb_c)
+        self.fleet_synced = (0, 0)  # the spot workers' (bytes, full copies) already logged
+        self.sync_bytes_total = int(state.get("sync_bytes_total", 0))
         for prompt, arm in state.get("arms", {}).items():
             self.planner.arms[prompt] = Arm(int(arm[0]), float(arm[1]))
 
@@ -135,6 +139,7 @@ class T2IController:
             prompts = self.prompts_for(self.step)
             record: dict[str, Any] = {}
             explored_stale: list[list[float]] | None = None
+            explored: dict[str, Any] | None = None
             if pending is not None:
                 fleet = self.workers.fleet
                 explored = fleet.wait(pending[0]) if fleet is not None else ray.get(pending[0])
@@ -158,14 +163,8 @@ class T2IController:
             rewards = np.array(sampled["rewards"]).reshape(len(prompts), tc.group_size)
             pending = self.explore_next(prompts, explored_stale, rewards)
             stats = ray.get(self.workers.trainer.train.remote(traj, rewards.tolist()))
-            weights = self.workers.trainer.weights.remote()
             version = traj.version + 1
-            syncs = [self.workers.sampler.set_weights.remote(weights, version)]
-            if self.workers.explorer is not None:
-                syncs.append(self.workers.explorer.set_weights.remote(weights, version))
-            if self.workers.fleet is not None:
-                self.workers.fleet.set_weights(weights, version)
-            ray.get(syncs[0])
+            record.update(self.sync(version, explored))
             self.step += 1
             step_s = time.time() - t0
             self.rl_wall_s += step_s
@@ -198,6 +197,40 @@ class T2IController:
             if self.step % cfg.run.checkpoint_every == 0 or self.step == tc.steps:
                 self.checkpoint()
         return self.summary()
+
+    def sync(self, version: int, explored: dict[str, Any] | None) -> dict[str, int]:
+        """Publish the trainer's new weights and bring the sampler (and the explorers that will use them) to them.
+
+        The update is put into the object store once; the sampler applies it before the next step (waited
+        for), the explorer after its running job (reported with its next exploration, so an explorer is
+        only sent a version a later exploration will use), and spot workers fetch it from the fleet's queue
+        when they pull a job of that version (reported through the queue). Returns this step's hops:
+        ``sync_bytes`` and ``sync_full_copies`` over every receiver that reported during the step.
+        """
+        trainer, explorer, fleet = self.workers.trainer, self.workers.explorer, self.workers.fleet
+        update = trainer.publish.remote()
+        sampler = self.workers.sampler.sync_weights.remote(update, trainer)
+        if explorer is not None and self.step + 2 < self.cfg.train.steps:
+            explorer.sync_weights.remote(update, trainer)
+        if fleet is not None:
+            fleet.set_weights(update, trainer.full.remote(), version)
+        got = ray.get(sampler)
+        nbytes, full = got["sync_bytes"], got["sync_full_copies"]
+        if explored is not None and "sync_bytes" in explored:  # the explorer's hop, reported with its exploration
+            nbytes += int(explored["sync_bytes"])
+            full += int(explored["sync_full_copies"])
+        if fleet is not None:
+            spot = fleet.sync_totals()
+            nbytes += spot[0] - self.fleet_synced[0]
+            full += spot[1] - self.fleet_synced[1]
+            self.fleet_synced = spot
+        self.sync_bytes_total += nbytes
+        return {
+            "sync_version": got["version"],
+            "sync_bytes": nbytes,
+            "sync_full_copies": full,
+            "sync_bytes_total": self.sync_bytes_total,
+        }
 
     def _exploration_stats(
         self, prompts: list[str], stale: list[list[float]], chosen_stale: list[list[float] | None], fresh: np.ndarray
@@ -233,6 +266,7 @@ class T2IController:
             "rl_wall_s": self.rl_wall_s,
             "explored_images": self.explored_images,
             "sampled_images": self.sampled_images,
+            "sync_bytes_total": self.sync_bytes_total,
             "arms": {p: [a.pulls, a.total_gain] for p, a in self.planner.arms.items()},
         }
         (tmp / "state.json").write_text(json.dumps(state, indent=1))

@@ -6,9 +6,12 @@ the worker on it, as a cloud reclaiming a VM would. On a real cluster the same w
 pool's real nodes and the cloud's notice takes the injector's place.
 
 - :class:`SpotQueue` (on the head node, which is never preempted) wraps the pure
-  :class:`~rollarc.spotlight.job_queue.JobQueue` with a monotonic clock, and keeps the object-store
-  reference of each weight version, so a worker, or a replacement that just joined, fetches the weights
-  of a job's version from memory rather than from disk.
+  :class:`~rollarc.spotlight.job_queue.JobQueue` with a monotonic clock, and keeps, for the last two
+  weight versions, the object-store references of the trainer's ``rollarc.sync`` update (the delta from
+  the version before) and of a full copy. A worker holding the version before takes the delta; any other
+  (one that missed a version, or a replacement that just joined with the run's start weights) takes the
+  full copy; either way from memory rather than from disk, and the bytes are counted (``sync_bytes``,
+  ``sync_full_copies``).
 - :class:`SpotExplorer` pulls a job (a prompt's candidate seeds), samples it one denoising step at a
   time, heartbeats after each step, commits its in-flight latent on a NOTICE, and hands in the rewards.
 - :class:`SpotFleet` (driver side) starts one worker per spot slot, runs the injector's schedule in a
@@ -43,6 +46,7 @@ from rollarc.diffusion.resumable import InFlight, advance, start
 from rollarc.diffusion.sampling import to_images
 from rollarc.diffusion.sp_policy import SPPolicy
 from rollarc.diffusion.tasks.registry import make_task
+from rollarc.diffusion.weight_sync import DiTReceiver
 from rollarc.diffusion.workers import load_weights, reward_table, sampling_policy, score
 from rollarc.placement import CATALOGUE, pool_resource
 from rollarc.spotlight.job_queue import Beat, JobQueue, JobSpec, Lease
@@ -56,7 +60,8 @@ POLL_S = 0.05
 class SpotQueue:
     def __init__(self, lease_s: float):
         self.queue = JobQueue(lease_s)
-        self.weights: dict[int, list[Any]] = {}
+        self.weights: dict[int, tuple[int | None, list[Any]]] = {}
+        self.synced: list[tuple[str, int, int, bool]] = []  # (worker, version, bytes, full copy)
         self.closed = False
         self.sp_orders: dict[str, list[str]] = {}
         self.sp_done: list[tuple[str, str, int, float]] = []  # (worker, order, degree after it, seconds)
@@ -102,14 +107,18 @@ class SpotQueue:
     def sp_done_by(self, worker: str, order: str, degree: int, seconds: float) -> None:
         self.sp_done.append((worker, order, degree, seconds))
 
-    def put_weights(self, version: int, wrapped_ref: list[Any]) -> None:
-        """Keep the reference (wrapped in a list so Ray does not resolve it) of one weight version."""
-        self.weights[version] = wrapped_ref
+    def put_weights(self, version: int, base: int | None, wrapped_refs: list[Any]) -> None:
+        """Keep the references (wrapped in a list so Ray does not resolve them) of one weight version's update
+        from ``base`` (None: the update is itself a full copy) and of its full copy."""
+        self.weights[version] = (base, wrapped_refs)
         for old in [v for v in self.weights if v < version - 1]:
             del self.weights[old]
 
-    def weights_of(self, version: int) -> list[Any] | None:
+    def weights_of(self, version: int) -> tuple[int | None, list[Any]] | None:
         return self.weights.get(version)
+
+    def synced_by(self, worker: str, version: int, nbytes: int, full: bool) -> None:
+        self.synced.append((worker, version, nbytes, full))
 
     def held(self) -> dict[int, tuple[str, int]]:
         """Leased jobs: id -> (worker, steps it reported done)."""
@@ -131,6 +140,9 @@ class SpotQueue:
             "sp_joins": sum(1 for _, order, _, _ in self.sp_done if order == "grow"),
             "sp_regroup_s": [round(sec, 4) for _, order, _, sec in self.sp_done if order == "shrink"],
             "sp_degrees_after": [degree for _, _, degree, _ in self.sp_done],
+            "sync_bytes": sum(nbytes for _, _, nbytes, _ in self.synced),
+            "sync_full_copies": sum(1 for _, _, _, full in self.synced if full),
+            "syncs": len(self.synced),
         }
 
     def close(self) -> None:
@@ -157,6 +169,7 @@ class SpotExplorer:
         self.policy = sampling_policy(policy_dir, sp_degree, threads)
         self.table = reward_table([make_task(t, Path(cache_dir)) for t in tasks])
         self.version = version
+        self.receiver = DiTReceiver(self.policy.transformer.state_dict(), version)
 
     def serve(self, queue: Any, noise_level: float) -> str:
         """Pull and run jobs until the queue closes ("closed") or a notice arrives ("noticed")."""
@@ -221,13 +234,18 @@ class SpotExplorer:
             ray.get(queue.sp_done_by.remote(self.name, order, self.policy.degree, seconds))
 
     def _use_version(self, queue: Any, version: int) -> None:
+        """Bring the weights to ``version``: the delta if it starts at the held version, else a full copy."""
         if version == self.version:
             return
-        wrapped = ray.get(queue.weights_of.remote(version))
-        if wrapped is None:
+        kept = ray.get(queue.weights_of.remote(version))
+        if kept is None:
             raise RuntimeError(f"{self.name}: no weights of version {version} in the queue")
-        load_weights(self.policy, ray.get(wrapped[0]))
-        self.version = version
+        base, (update, full) = kept
+        sent = ray.get(update if base is None or base == self.receiver.version else full)
+        got = self.receiver.sync(sent, lambda _have: ray.get(full))
+        load_weights(self.policy, self.receiver.state)
+        self.version = got.version
+        ray.get(queue.synced_by.remote(self.name, got.version, got.nbytes, got.full))
 
 
 @dataclass
@@ -429,10 +447,17 @@ class SpotFleet:
         self._add(slot)
 
     # --- what the controller calls ---------------------------------------------------------------
-    def set_weights(self, weights: Any, version: int) -> None:
+    def set_weights(self, update: Any, full: Any, version: int) -> None:
+        """Offer workers ``version``: ``update`` (a ref to the trainer's update from ``version - 1``, or a full
+        copy when there was no previous version) and ``full`` (a ref to a full copy)."""
         self.pump()
-        ray.get(self.queue.put_weights.remote(version, [weights]))
+        ray.get(self.queue.put_weights.remote(version, version - 1, [update, full]))
         self.version = version
+
+    def sync_totals(self) -> tuple[int, int]:
+        """The workers' weight-sync bytes and full copies so far."""
+        stats = ray.get(self.queue.stats.remote())
+        return int(stats["sync_bytes"]), int(stats["sync_full_copies"])
 
     def launch(self, prompts: list[str], seeds: list[list[int]], steps: int, version: int) -> list[int]:
         self.pump()
@@ -483,6 +508,8 @@ class SpotFleet:
             "duplicate_jobs",
             "sp_regroups",
             "sp_joins",
+            "sync_bytes",
+            "sync_full_copies",
         )
         return {**{k: int(stats[k]) for k in keys}, "preemptions": self._preemptions()}
 

@@ -1,10 +1,12 @@
 """The t2i Ray roles: a sampler (on-policy groups, evaluation, and, on the spot pool, seed exploration) and a trainer.
 
 Weights are versioned: the trainer's version is its optimiser step count; every batch of samples carries
-the version of the weights that drew it. After each step the controller hands the trainer's new DiT
-weights (an object-store reference) to the samplers with the new version; an explorer busy on the previous
-version finishes its job first (a Ray actor runs one caller's calls in order), which is what makes its
-exploration exactly one version stale.
+the version of the weights that drew it. After each step the trainer publishes its new DiT weights through
+``rollarc.sync`` (:mod:`rollarc.diffusion.weight_sync`) and the controller hands the update (a delta from
+the previous version, one object-store reference) to the samplers; each applies it to its own copy, or
+fetches a catch-up or full copy from the trainer when it does not fit, and reports the bytes. An explorer
+busy on the previous version finishes its job first (a Ray actor runs one caller's calls in order), which
+is what makes its exploration exactly one version stale.
 
 With ``sp_degree > 1`` a sampler's DiT forwards run through an elastic Ulysses SP group of that many
 member processes (:func:`sampling_policy`), one per device the role stands for.
@@ -26,6 +28,8 @@ from rollarc.diffusion.sp_policy import SPPolicy
 from rollarc.diffusion.tasks.base import Task
 from rollarc.diffusion.tasks.registry import make_task
 from rollarc.diffusion.trainer import FlowGrpoTrainer, GroupBatch
+from rollarc.diffusion.weight_sync import DiTReceiver, Received, dit_publisher
+from rollarc.sync.versions import WHOLE, VersionedUpdate
 
 
 def sampling_policy(policy_dir: str, sp_degree: int, threads: int) -> T2IPolicy:
@@ -40,6 +44,10 @@ def load_weights(policy: T2IPolicy, state: dict[str, torch.Tensor]) -> None:
         policy.set_weights(state)
     else:
         policy.transformer.load_state_dict(state)
+
+
+def received_record(got: Received) -> dict[str, int]:
+    return {"version": got.version, "sync_bytes": got.nbytes, "sync_full_copies": int(got.full)}
 
 
 def sp_degree_of(policy: T2IPolicy) -> int:
@@ -64,11 +72,20 @@ class T2ISampler:
         self.policy: T2IPolicy = sampling_policy(policy_dir, sp_degree, threads)
         self.table = reward_table([make_task(name, Path(cache_dir)) for name in tasks])
         self.version = version
+        self.receiver = DiTReceiver(self.policy.transformer.state_dict(), version)
+        self.unreported = (0, 0)  # (bytes, full copies) received since an exploration last reported them
 
-    def set_weights(self, state: dict[str, torch.Tensor], version: int) -> int:
-        load_weights(self.policy, state)
-        self.version = version
-        return version
+    def sync_weights(self, updates: tuple[VersionedUpdate, ...], trainer: Any) -> dict[str, int]:
+        """Apply the trainer's published update (fetching a catch-up or full copy from it if it does not fit)."""
+        got = self.receiver.sync(updates, lambda have: ray.get(trainer.fetch.remote(have)))
+        load_weights(self.policy, self.receiver.state)
+        self.version = got.version
+        self.unreported = (self.unreported[0] + got.nbytes, self.unreported[1] + int(got.full))
+        return received_record(got)
+
+    def weights(self) -> dict[str, torch.Tensor]:
+        """The DiT weights the sampler draws with (for checks)."""
+        return {k: v.detach().clone() for k, v in self.policy.transformer.state_dict().items()}
 
     def sample(self, prompts: list[str], seeds: list[int], steps: int, noise_level: float) -> dict[str, Any]:
         traj = sample_sde(self.policy, prompts, seeds, steps, noise_level, self.version)
@@ -88,7 +105,15 @@ class T2ISampler:
         for s in seeds:
             out.append(rewards[start : start + len(s)])
             start += len(s)
-        return {"rewards": out, "version": self.version, "images": len(flat_seeds)}
+        nbytes, full = self.unreported
+        self.unreported = (0, 0)
+        return {
+            "rewards": out,
+            "version": self.version,
+            "images": len(flat_seeds),
+            "sync_bytes": nbytes,
+            "sync_full_copies": full,
+        }
 
     def evaluate(self, prompts: list[str], seeds: list[int], steps: int) -> dict[str, Any]:
         images = sample_ode(self.policy, prompts, seeds, steps)
@@ -102,6 +127,7 @@ class T2ITrainer:
         reference = load_policy(base_dir) if cfg.kl_coef > 0 else None  # the KL's reference is the base, also on resume
         self.trainer = FlowGrpoTrainer(load_policy(policy_dir), cfg, reference)
         self.version = version
+        self.publisher = dit_publisher(self.trainer.policy.transformer.state_dict(), version)
 
     def train(self, trajectories: Trajectories, rewards: list[list[float]]) -> dict[str, float]:
         if trajectories.version != self.version:
@@ -114,6 +140,21 @@ class T2ITrainer:
 
     def weights(self) -> dict[str, torch.Tensor]:
         return {k: v.detach().clone() for k, v in self.trainer.policy.transformer.state_dict().items()}
+
+    def publish(self) -> tuple[VersionedUpdate, ...]:
+        """Publish the current weights as ``self.version``; returns the update a receiver one version behind
+        needs (the delta, or a full copy if no delta could be made)."""
+        if self.publisher.version != self.version:
+            self.publisher.publish(self.trainer.policy.transformer.state_dict(), self.version)
+        return self.publisher.latest(WHOLE)
+
+    def fetch(self, have: int | None) -> tuple[VersionedUpdate, ...]:
+        """What a receiver at ``have`` (None: holding nothing usable) needs: a delta chain or a full copy."""
+        return self.publisher.fetch(WHOLE, have)
+
+    def full(self) -> tuple[VersionedUpdate, ...]:
+        """A full copy of the published version (what a spot replacement that just joined takes)."""
+        return (self.publisher.full(WHOLE),)
 
     def save(self, path: str) -> None:
         out = Path(path)
