@@ -48,6 +48,10 @@ def test_t2i_train_explores_trains_reports_and_resumes(tmp_path):
     # the bandit's allocation is logged (a 2-step base scores every image 0: no gain, so a uniform split)
     assert [(r["explored_fraction"], r["candidates_std"]) for r in rows] == [(1.0, 0.0), (1.0, 0.0)]
     assert rows[-1]["explored_images"] > rows[-1]["sampled_images"] - 4  # explorer scored candidates
+    # weights went through rollarc.sync: the trainer published its start weights, so each step is a delta
+    assert [(r["sync_version"], r["sync_full_copies"]) for r in rows] == [(1, 0), (2, 0)]
+    assert all(r["sync_bytes"] > 0 for r in rows)
+    assert rows[-1]["sync_bytes_total"] == sum(r["sync_bytes"] for r in rows)
     for name in ("report.md", "learning_curve.png", "summary.json", "samples/heldout_step_00000.png"):
         assert (run_dir / name).is_file(), name
     base, trained = load_policy(tmp_path / "base"), load_policy(latest_checkpoint(run_dir) / "policy")
@@ -61,4 +65,6 @@ def test_t2i_train_explores_trains_reports_and_resumes(tmp_path):
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [1, 2, 3]
     assert rows[-1]["sample_version"] == 2
+    # the resumed sampler loads the checkpoint the resumed trainer publishes from: a delta, not a full copy
+    assert (rows[-1]["sync_version"], rows[-1]["sync_full_copies"]) == (3, 0)
     assert json.loads((run_dir / "summary.json").read_text())["steps"] == 3
