@@ -51,6 +51,7 @@ from rollarc.diffusion.workers import load_weights, reward_table, sampling_polic
 from rollarc.placement import CATALOGUE, pool_resource
 from rollarc.spotlight.job_queue import Beat, JobQueue, JobSpec, Lease
 from rollarc.spotlight.preemption import Hit, Preemption, Target, at_rate, busy_slot, from_trace, what_is_hit
+from rollarc.sync.codec import state_checksums
 
 HEAD_RESOURCE = "spot_head"
 POLL_S = 0.05
@@ -62,6 +63,7 @@ class SpotQueue:
         self.queue = JobQueue(lease_s)
         self.weights: dict[int, tuple[int | None, list[Any]]] = {}
         self.synced: list[tuple[str, int, int, bool]] = []  # (worker, version, bytes, full copy)
+        self.holds: dict[str, tuple[int, dict[str, int]]] = {}  # worker -> (version, checksums of its weights)
         self.closed = False
         self.sp_orders: dict[str, list[str]] = {}
         self.sp_done: list[tuple[str, str, int, float]] = []  # (worker, order, degree after it, seconds)
@@ -117,8 +119,15 @@ class SpotQueue:
     def weights_of(self, version: int) -> tuple[int | None, list[Any]] | None:
         return self.weights.get(version)
 
-    def synced_by(self, worker: str, version: int, nbytes: int, full: bool) -> None:
+    def synced_by(self, worker: str, version: int, nbytes: int, full: bool, checksums: dict[str, int]) -> None:
+        """Record a worker's sync, with the checksums of the weights it now holds (an audit: a delta's
+        application already checks its base)."""
         self.synced.append((worker, version, nbytes, full))
+        self.holds[worker] = (version, checksums)
+
+    def held_weights(self, worker: str) -> tuple[int, dict[str, int]] | None:
+        """The version and weight checksums ``worker`` reported at its last sync (None: it has not synced)."""
+        return self.holds.get(worker)
 
     def held(self) -> dict[int, tuple[str, int]]:
         """Leased jobs: id -> (worker, steps it reported done)."""
@@ -245,7 +254,8 @@ class SpotExplorer:
         got = self.receiver.sync(sent, lambda _have: ray.get(full))
         load_weights(self.policy, self.receiver.state)
         self.version = got.version
-        ray.get(queue.synced_by.remote(self.name, got.version, got.nbytes, got.full))
+        checksums = state_checksums(self.receiver.state)
+        ray.get(queue.synced_by.remote(self.name, got.version, got.nbytes, got.full, checksums))
 
 
 @dataclass
