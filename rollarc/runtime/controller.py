@@ -599,7 +599,7 @@ class Controller:
         if time.time() - self._last_heal < 2.0:
             return
         self._last_heal = time.time()
-        self.workers.heal(self.version)
+        self.workers.heal(self.version, self.harvest.registrations() if self.harvest is not None else ())
 
     def _check_health(self, result: GroupResult) -> None:
         reasons = [t.failure_reason or "" for t in result.failed]

@@ -45,6 +45,22 @@ COUNTED = (
 )
 
 
+def lent_registrations(
+    lending: dict[str, LendingPolicy], replicas: dict[str, Any], reports: dict[str, dict[str, Any]]
+) -> list[tuple[str, Any, str, int]]:
+    """The router's registrations ``(name, handle, pool, capacity)`` of the replicas lent now.
+
+    A router that Ray restarted knows no replica; without these, borrowed capacity would be silently lost
+    until the replica was withdrawn and lent again. Each comes back at the headroom it last reported (the
+    router's capacity follows the reports between decisions). Pure: a unit test calls it.
+    """
+    return [
+        (name, replicas[name], BORROWED_POOL, int(reports[name]["capacity"]))
+        for name, policy in lending.items()
+        if policy.lent and name in replicas
+    ]
+
+
 class HarvestPool:
     def __init__(self, cfg: Config, router: Any, trainer: Any, policy_dir: str, version: int) -> None:
         assert cfg.harvest is not None
@@ -181,6 +197,10 @@ class HarvestPool:
 
     def lent(self) -> list[str]:
         return [name for name, policy in self.lending.items() if policy.lent]
+
+    def registrations(self) -> list[tuple[str, Any, str, int]]:
+        """What a restarted router must learn again of the borrowed site (``Workers.heal`` passes it on)."""
+        return lent_registrations(self.lending, self.replicas, self.reports)
 
     # ---- weights ----------------------------------------------------------------------------------------
     def sync(self, payload: SyncPayload) -> list[Any]:
