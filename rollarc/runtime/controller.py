@@ -799,7 +799,8 @@ class Controller:
         self.last_checkpoint_version = version
 
     def collect_spans(self) -> None:
-        self.timeline.write(self.workers.drain_spans())
+        borrowed = self.harvest.drain_spans() if self.harvest is not None else []
+        self.timeline.write(self.workers.drain_spans() + borrowed)
 
     def _cancel_pending(self) -> None:
         for ref, (spec, worker) in list(self.pending.items()):

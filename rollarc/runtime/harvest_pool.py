@@ -237,6 +237,16 @@ class HarvestPool:
         )
 
     # ---- metrics ----------------------------------------------------------------------------------------
+    def drain_spans(self) -> list[dict[str, Any]]:
+        """The borrowed replicas' generate spans (role ``borrowed``), for the controller's timeline.jsonl."""
+        spans: list[dict[str, Any]] = []
+        for ref in [handle.drain_spans.remote() for handle in self.replicas.values()]:
+            try:
+                spans.extend(ray.get(ref))
+            except RayActorError:
+                continue  # a replica that died takes its unsent spans with it; tick() counts its death
+        return spans
+
     def _counted(self, report: dict[str, Any]) -> Counter[str]:
         counters = report.get("counters", {})
         return Counter({key: int(counters.get(key, 0)) for key in COUNTED})

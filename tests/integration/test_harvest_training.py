@@ -52,7 +52,7 @@ HARVEST: dict[str, Any] = {
 
 
 def _kill_when(run_root: Path, steps: int, name: str, killed: list[str]) -> None:
-    """Kill the co-serving actor ``name`` once the run has logged ``steps`` steps (the run's driver is this process)."""
+    """Kill the actor ``name`` once the run has logged ``steps`` steps (the run's driver is this process)."""
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline:
         rows = list(run_root.glob("*/metrics.jsonl"))
@@ -99,6 +99,11 @@ def test_training_on_borrowed_capacity_counts_withdrawals_migrations_and_a_dead_
     assert 0 <= harvest["migrated_kept"] <= harvest["migrated"]
     assert harvest["migrated_kept_tokens"] >= harvest["migrated_kept"]
     assert rows[-1]["harvest_deaths"] == 1 and rows[-1]["harvest_withdrawals"] == harvest["withdrawals"]
+    # borrowed turns are on the timeline (role borrowed, one lane per replica), so the report's figures include them
+    spans = [json.loads(line) for line in (run / "timeline.jsonl").read_text().splitlines()]
+    borrowed = [sp for sp in spans if sp["role"] == "borrowed"]
+    assert borrowed and all(sp["kind"] == "generate" and sp["worker"].startswith("borrowed-") for sp in borrowed)
+    assert sum(sp["new_tokens"] for sp in borrowed) > 0
     print("harvest summary:", json.dumps({k: v for k, v in harvest.items() if k != "replicas"}))
 
 
@@ -146,6 +151,18 @@ def test_borrowed_site_syncs_bitwise_preempts_migrates_and_replaces_a_dead_membe
         done = ray.get(pool.replicas["borrowed-0"].generate.remote(prompt, long_turn, "traj-a"))
         assert done.finish_reason == "length" and len(done.token_ids) == 200 and set(done.token_versions) == {2}
         assert ray.get(pool.replicas["borrowed-0"].headroom.remote())["counters"]["preemptions"] >= 1
+        # the turn is on the timeline as a RolloutWorker's would be: role borrowed, its tokens, the batch it joined
+        (span,) = pool.drain_spans()
+        assert {k: span[k] for k in ("worker", "role", "kind", "traj", "prompt_tokens", "new_tokens", "batch")} == {
+            "worker": "borrowed-0",
+            "role": "borrowed",
+            "kind": "generate",
+            "traj": "traj-a",
+            "prompt_tokens": len(prompt),
+            "new_tokens": 200,
+            "batch": 0,
+        }
+        assert span["t1"] > span["t0"] and pool.drain_spans() == []
 
         # migration: lent to the router, withdrawn mid-turn; the turn comes back aborted with its partial output,
         # and resumes from it (as the agent loop does: prompt + partial, the rest of the budget, the draws skipped)
@@ -170,6 +187,10 @@ def test_borrowed_site_syncs_bitwise_preempts_migrates_and_replaces_a_dead_membe
         counters = ray.get(pool.replicas["borrowed-1"].headroom.remote())["counters"]
         assert counters["migrated"] == 1
         assert (counters["migrated_kept"], counters["migrated_kept_tokens"]) == (int(kept > 0), kept)
+        # the migrated turn's span on borrowed-1 counts the tokens it generated there before it was withdrawn
+        assert [(sp["worker"], sp["traj"], sp["new_tokens"]) for sp in pool.drain_spans()] == [
+            ("borrowed-1", "traj-b", kept)
+        ]
 
         # a member dies; its replacement starts from the old checkpoint and gets a full copy of version 2
         ray.kill(pool.replicas["borrowed-1"])
