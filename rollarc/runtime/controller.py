@@ -560,8 +560,6 @@ class Controller:
             if self.workers.handoff is not None
             else "FSDP training"
             if self.cfg.cluster.roles.train.replicas > 1 or self.cfg.train.fsdp.on_one_replica
-            else "harvest (borrowed co-serving replicas)"
-            if self.harvest is not None
             else None
         )
         if unsupported is not None:
@@ -589,6 +587,8 @@ class Controller:
                 f"internal error: groups to run again {restart} differ from those admitted {sorted(self.specs)}"
             )
         self.workers.restart_from(policy_dir, checkpoint, restored)
+        if self.harvest is not None:  # the borrowed site too: new replicas at the restored weights, the new trainer
+            self.harvest.restart_from(policy_dir, self.workers.trainer, restored)
         self.steps_lost += version - restored
         self.trainer_restarts += 1
         self.counters.retried_groups += len(restart)

@@ -74,7 +74,7 @@ class HarvestPool:
         self.reports: dict[str, dict[str, Any]] = {}  # the last headroom report of each replica
         self.retired: Counter[str] = Counter()  # counters of replicas that died, as last reported
         self.counters: Counter[str] = Counter(
-            lends=0, withdrawals=0, migrated_turns=0, drained_turns=0, deaths=0, replacements=0
+            lends=0, withdrawals=0, migrated_turns=0, drained_turns=0, deaths=0, replacements=0, restarts=0
         )
         self.hops: list[dict[str, Any]] = []  # this step's weight hops
         self._serial = 0
@@ -160,6 +160,30 @@ class HarvestPool:
         """Start a replacement now; it joins the site (and may be lent) once it has caught up with a full copy."""
         self._start(None)
         self.counters["replacements"] += 1
+
+    def restart_from(self, policy_dir: str, trainer: Any, version: int) -> None:
+        """The trainer was lost: the borrowed site starts over from ``policy_dir`` at ``version``.
+
+        Its replicas hold weights of the lost steps and the lost trainer's handle (they catch up from it), so,
+        as ``Workers.restart_from`` does for the dedicated replicas, each is taken out of the router and
+        replaced by a new one that loads the restored checkpoint and follows the new trainer. Their counters
+        so far are kept (``retired``); lending starts over (``lend_after_s`` again).
+        """
+        for name in self.lent():
+            ray.get(self.router.remove_replica.remote(name, 0.0))
+        for name, handle in [*self.replicas.items(), *self._joining.values()]:
+            self.retired.update(self._counted(self.reports.pop(name, {})))
+            ray.kill(handle)
+        self.replicas.clear()
+        self.lending.clear()
+        self._joining.clear()
+        self._headroom.clear()
+        self._syncs.clear()  # updates of the lost versions: nobody waits for them
+        self.hops.clear()
+        self.trainer, self.policy_dir = trainer, policy_dir
+        for _ in range(self.harvest.replicas):
+            self._start(version)
+        self.counters["restarts"] += 1
 
     # ---- lending ----------------------------------------------------------------------------------------
     def tick(self) -> None:

@@ -107,6 +107,30 @@ def test_training_on_borrowed_capacity_counts_withdrawals_migrations_and_a_dead_
     print("harvest summary:", json.dumps({k: v for k, v in harvest.items() if k != "replicas"}))
 
 
+def test_a_lost_trainer_recovers_with_harvest_and_the_borrowed_site_restarts_from_the_checkpoint(
+    nano_policy_dir, tmp_path
+):
+    cfg = config(
+        nano_policy_dir,
+        tmp_path,
+        harvest=HARVEST,
+        train={"steps": 6, "groups_per_step": 2, "group_size": 4, "checkpoint_every": 2},
+        env_kwargs={"turns": 2},
+        sync={"method": "delta"},
+    )
+    killed: list[str] = []
+    killer = threading.Thread(target=_kill_when, args=(tmp_path, 3, "train-0", killed), daemon=True)
+    killer.start()
+    assert run_training(cfg) == 0
+    killer.join(timeout=5)
+    assert killed == ["train-0"]
+    summary = json.loads((only_run(tmp_path) / "summary.json").read_text())
+    assert summary["steps"] == 6 and summary["trainer_restarts"] == 1
+    # the borrowed site was replaced once, from the checkpoint: its new replica (the next name) is the one left
+    harvest = summary["harvest"]
+    assert harvest["restarts"] == 1 and [r["name"] for r in harvest["replicas"]] == ["borrowed-1"]
+
+
 def test_borrowed_site_syncs_bitwise_preempts_migrates_and_replaces_a_dead_member(nano_policy_dir, tmp_path):
     # serving: a 64-token prompt, 16 output tokens, every 0.1 s; a KV budget that holds one long borrowed turn
     # alone (about 20 + 200 tokens) but not beside a serving request (80): every arrival preempts it
