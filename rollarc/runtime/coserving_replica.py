@@ -244,10 +244,15 @@ class CoServingReplica:
         return cancelled
 
     # ---- headroom and stats ---------------------------------------------------------------------------
-    def headroom(self) -> dict[str, Any]:
-        """What the driver lends from: the rollout turns the guard admits now, and the executor's counters."""
+    def headroom(self, spans: bool = False) -> dict[str, Any]:
+        """What the driver lends from: the rollout turns the guard admits now, and the executor's counters.
+
+        ``spans``: also hand over the generate spans since the last call (``drain_spans``), so a replica that is
+        killed loses at most one poll's worth of its timeline.
+        """
         self._check_loop()
         return {
+            **({"spans": self.drain_spans()} if spans else {}),
             "capacity": self.executor.capacity(limit=self.max_turns, turn_tokens=max(1, round(self.turn_tokens))),
             "counters": {
                 **self.executor.counters,

@@ -79,6 +79,7 @@ class HarvestPool:
         self.hops: list[dict[str, Any]] = []  # this step's weight hops
         self._serial = 0
         self._headroom: dict[Any, str] = {}
+        self._spans: list[dict[str, Any]] = []  # generate spans that came with the headroom reports
         self._syncs: dict[Any, str] = {}
         self._last_poll = 0.0
         self._joining: dict[Any, tuple[str, Any]] = {}  # catch-up ref -> (name, handle) of a starting replacement
@@ -198,13 +199,14 @@ class HarvestPool:
                 except RayActorError:
                     self._on_death(name)
                     continue
+                self._spans += report.pop("spans", [])
                 if name in self.replicas:
                     self.reports[name] = report
                     self._decide(name, report["capacity"])
         now = time.monotonic()
         if not self._headroom and now - self._last_poll >= self.harvest.poll_s:
             self._last_poll = now
-            self._headroom = {handle.headroom.remote(): name for name, handle in self.replicas.items()}
+            self._headroom = {handle.headroom.remote(True): name for name, handle in self.replicas.items()}
 
     def _decide(self, name: str, capacity: int) -> None:
         decision = self.lending[name].observe(time.monotonic(), capacity)
@@ -262,8 +264,9 @@ class HarvestPool:
 
     # ---- metrics ----------------------------------------------------------------------------------------
     def drain_spans(self) -> list[dict[str, Any]]:
-        """The borrowed replicas' generate spans (role ``borrowed``), for the controller's timeline.jsonl."""
-        spans: list[dict[str, Any]] = []
+        """The borrowed replicas' generate spans (role ``borrowed``), for the controller's timeline.jsonl: those
+        that came with the headroom reports (every poll_s), and those since."""
+        spans, self._spans = self._spans, []
         for ref in [handle.drain_spans.remote() for handle in self.replicas.values()]:
             try:
                 spans.extend(ray.get(ref))
