@@ -51,13 +51,14 @@ HARVEST: dict[str, Any] = {
 }
 
 
-def _kill_when(run_root: Path, steps: int, name: str, killed: list[str]) -> None:
-    """Kill the actor ``name`` once the run has logged ``steps`` steps (the run's driver is this process)."""
+def _kill_when(run_root: Path, steps: int, name: str, killed: list[str], restart: bool = False) -> None:
+    """Kill the actor ``name`` once the run has logged ``steps`` steps (the run's driver is this process);
+    ``restart``: as a crash would, so that Ray restarts an actor that has ``max_restarts``."""
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline:
         rows = list(run_root.glob("*/metrics.jsonl"))
         if rows and len(rows[0].read_text().splitlines()) >= steps:
-            ray.kill(ray.get_actor(name))
+            ray.kill(ray.get_actor(name), no_restart=not restart)
             killed.append(name)
             return
         time.sleep(0.05)
@@ -129,6 +130,30 @@ def test_a_lost_trainer_recovers_with_harvest_and_the_borrowed_site_restarts_fro
     # the borrowed site was replaced once, from the checkpoint: its new replica (the next name) is the one left
     harvest = summary["harvest"]
     assert harvest["restarts"] == 1 and [r["name"] for r in harvest["replicas"]] == ["borrowed-1"]
+
+
+def test_a_restarted_router_routes_to_the_replica_still_lent(nano_policy_dir, tmp_path):
+    # a guard that admits rollout beside this light serving load, and a replica that is never withdrawn: after the
+    # router's restart only its re-registration (HarvestPool.registrations) can bring borrowed turns back
+    harvest = {**HARVEST, "slo": {"ttft_p99_ms": 2000.0, "tpot_p99_ms": 200.0}, "withdraw_after_s": 1e6}
+    cfg = config(
+        nano_policy_dir,
+        tmp_path,
+        harvest=harvest,
+        train={"steps": 6, "groups_per_step": 2, "group_size": 4, "checkpoint_every": 0},
+        env_kwargs={"turns": 2},
+    )
+    killed: list[str] = []
+    killer = threading.Thread(target=_kill_when, args=(tmp_path, 2, "router", killed, True), daemon=True)
+    killer.start()
+    assert run_training(cfg) == 0
+    killer.join(timeout=5)
+    assert killed == ["router"]
+    summary = json.loads((only_run(tmp_path) / "summary.json").read_text())
+    assert summary["steps"] == 6 and summary["router_restarts"] == 1
+    assert summary["harvest"]["withdrawals"] == 0 and summary["harvest"]["lent_at_end"] == ["borrowed-0"]
+    # the restarted router's counts start at its restart: the borrowed replica ran turns after it
+    assert summary["routing"]["replica_turns"].get("borrowed-0", 0) > 0
 
 
 def test_borrowed_site_syncs_bitwise_preempts_migrates_and_replaces_a_dead_member(nano_policy_dir, tmp_path):
