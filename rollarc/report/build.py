@@ -175,7 +175,7 @@ def plot_timeline(spans: list[Span], path: Path, max_lanes: int = 40) -> Path:
     for kind, color in KIND_COLORS.items():
         for lane in lanes:
             bars = [(s.t0, s.t1 - s.t0) for s in spans if s.kind == kind and (s.role, s.worker) == lane]
-            if lane[0] in ("env", "rollout") and kind in ("generate", "env_step"):
+            if lane[0] in ("env", "rollout", "borrowed") and kind in ("generate", "env_step"):
                 # Many overlapping per-trajectory spans: draw the busy union instead of thousands of bars.
                 bars = [
                     (t0, t1 - t0)

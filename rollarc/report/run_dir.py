@@ -47,7 +47,7 @@ class Span:
     t0: float
     t1: float
     worker: str = ""  # e.g. rollout-0, env-1, train-0, controller
-    role: str = ""  # rollout | env | reward | train | controller
+    role: str = ""  # rollout | borrowed (a lent co-serving replica, harvest:) | env | reward | train | controller
     step: int | None = None  # the step (policy version) the work belongs to
     version: int | None = None  # sync spans: the version published or received
     task: str | None = None  # per-trajectory spans: the task

@@ -560,8 +560,6 @@ class Controller:
             if self.workers.handoff is not None
             else "FSDP training"
             if self.cfg.cluster.roles.train.replicas > 1 or self.cfg.train.fsdp.on_one_replica
-            else "harvest (borrowed co-serving replicas)"
-            if self.harvest is not None
             else None
         )
         if unsupported is not None:
@@ -589,6 +587,8 @@ class Controller:
                 f"internal error: groups to run again {restart} differ from those admitted {sorted(self.specs)}"
             )
         self.workers.restart_from(policy_dir, checkpoint, restored)
+        if self.harvest is not None:  # the borrowed site too: new replicas at the restored weights, the new trainer
+            self.harvest.restart_from(policy_dir, self.workers.trainer, restored)
         self.steps_lost += version - restored
         self.trainer_restarts += 1
         self.counters.retried_groups += len(restart)
@@ -599,7 +599,7 @@ class Controller:
         if time.time() - self._last_heal < 2.0:
             return
         self._last_heal = time.time()
-        self.workers.heal(self.version)
+        self.workers.heal(self.version, self.harvest.registrations() if self.harvest is not None else ())
 
     def _check_health(self, result: GroupResult) -> None:
         reasons = [t.failure_reason or "" for t in result.failed]
@@ -799,7 +799,8 @@ class Controller:
         self.last_checkpoint_version = version
 
     def collect_spans(self) -> None:
-        self.timeline.write(self.workers.drain_spans())
+        borrowed = self.harvest.drain_spans() if self.harvest is not None else []
+        self.timeline.write(self.workers.drain_spans() + borrowed)
 
     def _cancel_pending(self) -> None:
         for ref, (spec, worker) in list(self.pending.items()):

@@ -34,11 +34,13 @@ from rollarc.engine.types import Completion, SamplingParams
 from rollarc.harvest_config import HarvestConfig
 from rollarc.models.checkpoint import load_policy
 from rollarc.models.device import resolve_dtype
+from rollarc.policy.dispatcher import BORROWED_POOL
 from rollarc.rose.coserve import CoServingExecutor, ServingRequest
 from rollarc.rose.serving_model import engine_of
 from rollarc.rose.slo import RequestTiming, summarize
 from rollarc.rose.trace_loop import TraceLoop, harvest_trace
 from rollarc.rose.turns import Turn
+from rollarc.runtime.generate_span import generate_span
 from rollarc.runtime.router import TurnArgs
 from rollarc.runtime.turn_chunks import TurnChunk, chunks_as_completed
 from rollarc.runtime.weight_sync import SyncPayload, engine_weights, receive
@@ -104,6 +106,8 @@ class CoServingReplica:
         self._task: asyncio.Task[None] | None = None
         self._requests = 0
         self.turn_tokens = TURN_TOKENS_PRIOR  # KV a rollout turn reserves (prompt + max tokens), a running mean
+        self._spans: list[dict[str, Any]] = []  # generate spans since the driver last drained them (timeline.jsonl)
+        self._wall_offset = time.time() - time.perf_counter()
 
     # ---- the loop ------------------------------------------------------------------------------------
     async def start(self) -> str:
@@ -159,6 +163,7 @@ class CoServingReplica:
         await self.gate.wait()
         self._check_loop()
         t0 = time.perf_counter()
+        batch = self.executor.rollout_turns
         turn_id = uuid.uuid4().hex
         future: asyncio.Future[Turn] = asyncio.get_running_loop().create_future()
         self.waiting[turn_id] = (future, t0)
@@ -172,7 +177,23 @@ class CoServingReplica:
             self.waiting.pop(turn_id, None)
             self.executor.cancel(turn_id)
             raise
-        return self._completion(turn, t0)
+        completion = self._completion(turn, t0)
+        self._spans.append(
+            generate_span(
+                worker=self.name,
+                role=BORROWED_POOL,
+                pool=BORROWED_POOL,
+                completion=completion,
+                t0=t0,
+                t1=time.perf_counter(),
+                wall_offset=self._wall_offset,
+                cache_key=cache_key,
+                task=task,
+                step=step,
+                batch=batch,
+            )
+        )
+        return completion
 
     async def generate_batch(self, turns: list[TurnArgs]) -> AsyncIterator[TurnChunk]:
         """``generate`` for many turns at once, streamed back in chunks of the turns finished so far (the router's
@@ -223,10 +244,15 @@ class CoServingReplica:
         return cancelled
 
     # ---- headroom and stats ---------------------------------------------------------------------------
-    def headroom(self) -> dict[str, Any]:
-        """What the driver lends from: the rollout turns the guard admits now, and the executor's counters."""
+    def headroom(self, spans: bool = False) -> dict[str, Any]:
+        """What the driver lends from: the rollout turns the guard admits now, and the executor's counters.
+
+        ``spans``: also hand over the generate spans since the last call (``drain_spans``), so a replica that is
+        killed loses at most one poll's worth of its timeline.
+        """
         self._check_loop()
         return {
+            **({"spans": self.drain_spans()} if spans else {}),
             "capacity": self.executor.capacity(limit=self.max_turns, turn_tokens=max(1, round(self.turn_tokens))),
             "counters": {
                 **self.executor.counters,
@@ -246,6 +272,11 @@ class CoServingReplica:
             "serving": summarize(list(self.timings), self.harvest.slo),
             **self.headroom(),
         }
+
+    def drain_spans(self) -> list[dict[str, Any]]:
+        """The generate spans of the turns finished since the last call, as a RolloutWorker's (timeline.jsonl)."""
+        spans, self._spans = self._spans, []
+        return spans
 
     def ping(self) -> str:
         return self.name

@@ -45,6 +45,22 @@ COUNTED = (
 )
 
 
+def lent_registrations(
+    lending: dict[str, LendingPolicy], replicas: dict[str, Any], reports: dict[str, dict[str, Any]]
+) -> list[tuple[str, Any, str, int]]:
+    """The router's registrations ``(name, handle, pool, capacity)`` of the replicas lent now.
+
+    A router that Ray restarted knows no replica; without these, borrowed capacity would be silently lost
+    until the replica was withdrawn and lent again. Each comes back at the headroom it last reported (the
+    router's capacity follows the reports between decisions). Pure: a unit test calls it.
+    """
+    return [
+        (name, replicas[name], BORROWED_POOL, int(reports[name]["capacity"]))
+        for name, policy in lending.items()
+        if policy.lent and name in replicas
+    ]
+
+
 class HarvestPool:
     def __init__(self, cfg: Config, router: Any, trainer: Any, policy_dir: str, version: int) -> None:
         assert cfg.harvest is not None
@@ -58,11 +74,12 @@ class HarvestPool:
         self.reports: dict[str, dict[str, Any]] = {}  # the last headroom report of each replica
         self.retired: Counter[str] = Counter()  # counters of replicas that died, as last reported
         self.counters: Counter[str] = Counter(
-            lends=0, withdrawals=0, migrated_turns=0, drained_turns=0, deaths=0, replacements=0
+            lends=0, withdrawals=0, migrated_turns=0, drained_turns=0, deaths=0, replacements=0, restarts=0
         )
         self.hops: list[dict[str, Any]] = []  # this step's weight hops
         self._serial = 0
         self._headroom: dict[Any, str] = {}
+        self._spans: list[dict[str, Any]] = []  # generate spans that came with the headroom reports
         self._syncs: dict[Any, str] = {}
         self._last_poll = 0.0
         self._joining: dict[Any, tuple[str, Any]] = {}  # catch-up ref -> (name, handle) of a starting replacement
@@ -145,6 +162,30 @@ class HarvestPool:
         self._start(None)
         self.counters["replacements"] += 1
 
+    def restart_from(self, policy_dir: str, trainer: Any, version: int) -> None:
+        """The trainer was lost: the borrowed site starts over from ``policy_dir`` at ``version``.
+
+        Its replicas hold weights of the lost steps and the lost trainer's handle (they catch up from it), so,
+        as ``Workers.restart_from`` does for the dedicated replicas, each is taken out of the router and
+        replaced by a new one that loads the restored checkpoint and follows the new trainer. Their counters
+        so far are kept (``retired``); lending starts over (``lend_after_s`` again).
+        """
+        for name in self.lent():
+            ray.get(self.router.remove_replica.remote(name, 0.0))
+        for name, handle in [*self.replicas.items(), *self._joining.values()]:
+            self.retired.update(self._counted(self.reports.pop(name, {})))
+            ray.kill(handle)
+        self.replicas.clear()
+        self.lending.clear()
+        self._joining.clear()
+        self._headroom.clear()
+        self._syncs.clear()  # updates of the lost versions: nobody waits for them
+        self.hops.clear()
+        self.trainer, self.policy_dir = trainer, policy_dir
+        for _ in range(self.harvest.replicas):
+            self._start(version)
+        self.counters["restarts"] += 1
+
     # ---- lending ----------------------------------------------------------------------------------------
     def tick(self) -> None:
         """Collect the headroom reports that arrived, act on the lending decisions, and ask again every poll_s."""
@@ -158,13 +199,14 @@ class HarvestPool:
                 except RayActorError:
                     self._on_death(name)
                     continue
+                self._spans += report.pop("spans", [])
                 if name in self.replicas:
                     self.reports[name] = report
                     self._decide(name, report["capacity"])
         now = time.monotonic()
         if not self._headroom and now - self._last_poll >= self.harvest.poll_s:
             self._last_poll = now
-            self._headroom = {handle.headroom.remote(): name for name, handle in self.replicas.items()}
+            self._headroom = {handle.headroom.remote(True): name for name, handle in self.replicas.items()}
 
     def _decide(self, name: str, capacity: int) -> None:
         decision = self.lending[name].observe(time.monotonic(), capacity)
@@ -181,6 +223,10 @@ class HarvestPool:
 
     def lent(self) -> list[str]:
         return [name for name, policy in self.lending.items() if policy.lent]
+
+    def registrations(self) -> list[tuple[str, Any, str, int]]:
+        """What a restarted router must learn again of the borrowed site (``Workers.heal`` passes it on)."""
+        return lent_registrations(self.lending, self.replicas, self.reports)
 
     # ---- weights ----------------------------------------------------------------------------------------
     def sync(self, payload: SyncPayload) -> list[Any]:
@@ -217,6 +263,17 @@ class HarvestPool:
         )
 
     # ---- metrics ----------------------------------------------------------------------------------------
+    def drain_spans(self) -> list[dict[str, Any]]:
+        """The borrowed replicas' generate spans (role ``borrowed``), for the controller's timeline.jsonl: those
+        that came with the headroom reports (every poll_s), and those since."""
+        spans, self._spans = self._spans, []
+        for ref in [handle.drain_spans.remote() for handle in self.replicas.values()]:
+            try:
+                spans.extend(ray.get(ref))
+            except RayActorError:
+                continue  # a replica that died takes its unsent spans with it; tick() counts its death
+        return spans
+
     def _counted(self, report: dict[str, Any]) -> Counter[str]:
         counters = report.get("counters", {})
         return Counter({key: int(counters.get(key, 0)) for key in COUNTED})

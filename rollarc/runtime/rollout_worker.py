@@ -34,6 +34,7 @@ from rollarc.engine.types import Completion, SamplingParams
 from rollarc.models.checkpoint import load_policy
 from rollarc.models.device import resolve_device, resolve_dtype
 from rollarc.report.metrics import process_rss_mb
+from rollarc.runtime.generate_span import generate_span
 from rollarc.runtime.router import TurnArgs
 from rollarc.runtime.turn_chunks import TurnChunk, chunks_as_completed
 from rollarc.runtime.weight_sync import SyncPayload, engine_weights, receive
@@ -150,20 +151,18 @@ class RolloutWorker:
         self.generated_tokens += completion.num_tokens
         self.prompt_tokens += completion.prompt_len
         self._spans.append(
-            {
-                "worker": self.name,
-                "role": "rollout",
-                "kind": "generate",
-                "t0": t0 + self._wall_offset,
-                "t1": (completion.finish_time if completion.finish_time else t1) + self._wall_offset,
-                "traj": cache_key,
-                "task": task,
-                "step": step,
-                "prompt_tokens": completion.prompt_len,
-                "new_tokens": completion.num_tokens,
-                "cached_tokens": completion.cached_prompt_tokens,
-                "pool": self.pool,
-            }
+            generate_span(
+                worker=self.name,
+                role="rollout",
+                pool=self.pool,
+                completion=completion,
+                t0=t0,
+                t1=t1,
+                wall_offset=self._wall_offset,
+                cache_key=cache_key,
+                task=task,
+                step=step,
+            )
         )
 
     async def update_weights(self, payload: SyncPayload) -> dict[str, float]:

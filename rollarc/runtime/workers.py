@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import ray
@@ -223,11 +223,12 @@ class Workers:
             self.add_rollout(self._next_rollout_name(name), groups[pool], version)
         self.dead_rollouts = []
 
-    def heal(self, version: int) -> dict[str, int]:
+    def heal(self, version: int, borrowed: Sequence[tuple[str, Any, str, int]] = ()) -> dict[str, int]:
         """Register the replicas with a restarted router; replace rollout replicas that died. Returns what it did.
 
         ``version`` is the one the trainer has published (no publish or sync in flight): a replacement catches
-        up to it.
+        up to it. ``borrowed`` are the co-serving replicas lent now (``HarvestPool.registrations``): they are
+        registered in the same call, so the router opens its door with the borrowed capacity already known.
         """
         healed = {"router": 0, "rollout": 0}
         if ray.get(self.router.needs_replicas.remote()):
@@ -235,7 +236,8 @@ class Workers:
             capacity = self.cfg.engine.max_num_seqs
             ray.get(
                 self.router.reregister.remote(
-                    [(n, self.rollout[n], self.rollout_pool[n], capacity) for n in alive], self.replacement_wait_s
+                    [(n, self.rollout[n], self.rollout_pool[n], capacity) for n in alive] + list(borrowed),
+                    self.replacement_wait_s,
                 )
             )
             self.router_restarts += 1

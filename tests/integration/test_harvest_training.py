@@ -51,13 +51,14 @@ HARVEST: dict[str, Any] = {
 }
 
 
-def _kill_when(run_root: Path, steps: int, name: str, killed: list[str]) -> None:
-    """Kill the co-serving actor ``name`` once the run has logged ``steps`` steps (the run's driver is this process)."""
+def _kill_when(run_root: Path, steps: int, name: str, killed: list[str], restart: bool = False) -> None:
+    """Kill the actor ``name`` once the run has logged ``steps`` steps (the run's driver is this process);
+    ``restart``: as a crash would, so that Ray restarts an actor that has ``max_restarts``."""
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline:
         rows = list(run_root.glob("*/metrics.jsonl"))
         if rows and len(rows[0].read_text().splitlines()) >= steps:
-            ray.kill(ray.get_actor(name))
+            ray.kill(ray.get_actor(name), no_restart=not restart)
             killed.append(name)
             return
         time.sleep(0.05)
@@ -99,7 +100,60 @@ def test_training_on_borrowed_capacity_counts_withdrawals_migrations_and_a_dead_
     assert 0 <= harvest["migrated_kept"] <= harvest["migrated"]
     assert harvest["migrated_kept_tokens"] >= harvest["migrated_kept"]
     assert rows[-1]["harvest_deaths"] == 1 and rows[-1]["harvest_withdrawals"] == harvest["withdrawals"]
+    # borrowed turns are on the timeline (role borrowed, one lane per replica), so the report's figures include them
+    spans = [json.loads(line) for line in (run / "timeline.jsonl").read_text().splitlines()]
+    borrowed = [sp for sp in spans if sp["role"] == "borrowed"]
+    assert borrowed and all(sp["kind"] == "generate" and sp["worker"].startswith("borrowed-") for sp in borrowed)
+    assert sum(sp["new_tokens"] for sp in borrowed) > 0
     print("harvest summary:", json.dumps({k: v for k, v in harvest.items() if k != "replicas"}))
+
+
+def test_a_lost_trainer_recovers_with_harvest_and_the_borrowed_site_restarts_from_the_checkpoint(
+    nano_policy_dir, tmp_path
+):
+    cfg = config(
+        nano_policy_dir,
+        tmp_path,
+        harvest=HARVEST,
+        train={"steps": 6, "groups_per_step": 2, "group_size": 4, "checkpoint_every": 2},
+        env_kwargs={"turns": 2},
+        sync={"method": "delta"},
+    )
+    killed: list[str] = []
+    killer = threading.Thread(target=_kill_when, args=(tmp_path, 3, "train-0", killed), daemon=True)
+    killer.start()
+    assert run_training(cfg) == 0
+    killer.join(timeout=5)
+    assert killed == ["train-0"]
+    summary = json.loads((only_run(tmp_path) / "summary.json").read_text())
+    assert summary["steps"] == 6 and summary["trainer_restarts"] == 1
+    # the borrowed site was replaced once, from the checkpoint: its new replica (the next name) is the one left
+    harvest = summary["harvest"]
+    assert harvest["restarts"] == 1 and [r["name"] for r in harvest["replicas"]] == ["borrowed-1"]
+
+
+def test_a_restarted_router_routes_to_the_replica_still_lent(nano_policy_dir, tmp_path):
+    # a guard that admits rollout beside this light serving load, and a replica that is never withdrawn: after the
+    # router's restart only its re-registration (HarvestPool.registrations) can bring borrowed turns back
+    harvest = {**HARVEST, "slo": {"ttft_p99_ms": 2000.0, "tpot_p99_ms": 200.0}, "withdraw_after_s": 1e6}
+    cfg = config(
+        nano_policy_dir,
+        tmp_path,
+        harvest=harvest,
+        train={"steps": 6, "groups_per_step": 2, "group_size": 4, "checkpoint_every": 0},
+        env_kwargs={"turns": 2},
+    )
+    killed: list[str] = []
+    killer = threading.Thread(target=_kill_when, args=(tmp_path, 2, "router", killed, True), daemon=True)
+    killer.start()
+    assert run_training(cfg) == 0
+    killer.join(timeout=5)
+    assert killed == ["router"]
+    summary = json.loads((only_run(tmp_path) / "summary.json").read_text())
+    assert summary["steps"] == 6 and summary["router_restarts"] == 1
+    assert summary["harvest"]["withdrawals"] == 0 and summary["harvest"]["lent_at_end"] == ["borrowed-0"]
+    # the restarted router's counts start at its restart: the borrowed replica ran turns after it
+    assert summary["routing"]["replica_turns"].get("borrowed-0", 0) > 0
 
 
 def test_borrowed_site_syncs_bitwise_preempts_migrates_and_replaces_a_dead_member(nano_policy_dir, tmp_path):
@@ -146,6 +200,18 @@ def test_borrowed_site_syncs_bitwise_preempts_migrates_and_replaces_a_dead_membe
         done = ray.get(pool.replicas["borrowed-0"].generate.remote(prompt, long_turn, "traj-a"))
         assert done.finish_reason == "length" and len(done.token_ids) == 200 and set(done.token_versions) == {2}
         assert ray.get(pool.replicas["borrowed-0"].headroom.remote())["counters"]["preemptions"] >= 1
+        # the turn is on the timeline as a RolloutWorker's would be: role borrowed, its tokens, the batch it joined
+        (span,) = pool.drain_spans()
+        assert {k: span[k] for k in ("worker", "role", "kind", "traj", "prompt_tokens", "new_tokens", "batch")} == {
+            "worker": "borrowed-0",
+            "role": "borrowed",
+            "kind": "generate",
+            "traj": "traj-a",
+            "prompt_tokens": len(prompt),
+            "new_tokens": 200,
+            "batch": 0,
+        }
+        assert span["t1"] > span["t0"] and pool.drain_spans() == []
 
         # migration: lent to the router, withdrawn mid-turn; the turn comes back aborted with its partial output,
         # and resumes from it (as the agent loop does: prompt + partial, the rest of the budget, the draws skipped)
@@ -170,6 +236,10 @@ def test_borrowed_site_syncs_bitwise_preempts_migrates_and_replaces_a_dead_membe
         counters = ray.get(pool.replicas["borrowed-1"].headroom.remote())["counters"]
         assert counters["migrated"] == 1
         assert (counters["migrated_kept"], counters["migrated_kept_tokens"]) == (int(kept > 0), kept)
+        # the migrated turn's span on borrowed-1 counts the tokens it generated there before it was withdrawn
+        assert [(sp["worker"], sp["traj"], sp["new_tokens"]) for sp in pool.drain_spans()] == [
+            ("borrowed-1", "traj-b", kept)
+        ]
 
         # a member dies; its replacement starts from the old checkpoint and gets a full copy of version 2
         ray.kill(pool.replicas["borrowed-1"])
