@@ -67,7 +67,7 @@ class Workers:
             self.reward_backend = start_reward_backend(cfg.reward, cfg)
         self.dataset_rewards = None
         if any(t.dataset is not None and t.dataset.reward_placement == "serverless" for t in cfg.tasks):
-            from rollarc.data.reward_deployment import start_dataset_rewards  # deferred: Ray Serve is heavy
+            from rollarc.rewards.dataset_service import start_dataset_rewards  # deferred: Ray Serve is heavy
 
             self.dataset_rewards = start_dataset_rewards(cfg)
         self.env: dict[str, Any] = {}
