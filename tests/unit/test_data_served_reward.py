@@ -118,7 +118,7 @@ def test_retries_exhausted_timeouts_service_errors_and_function_errors_fail_with
     with pytest.raises(RewardFunctionError, match="service error: Broken: boom"):
         served.scores(ANSWER)
     served, _ = client(Script(Outcome(error="reward function m:f raised ValueError: bad")))
-    with pytest.raises(RewardFunctionError, match="^reward function m:f raised ValueError: bad$"):
+    with pytest.raises(RewardFunctionError, match=r"^reward function m:f raised ValueError: bad$"):
         served.scores(ANSWER)
     assert served.stats.failures == 1
 
@@ -128,3 +128,36 @@ def test_the_call_gets_the_time_left_of_the_whole_budget():
     served, _ = client(script)
     served.scores(ANSWER)
     assert script.budgets == [10.0]
+
+
+def test_start_deploys_nothing_without_served_tasks_and_checks_the_pool_before_serve_starts():
+    from rollarc.config import Config
+    from rollarc.configio import ConfigError, validate
+    from rollarc.rewards.dataset_service import served_datasets, start_dataset_rewards
+
+    def cfg(placement: str, max_replicas: int) -> Config:
+        task = {"path": "rows.jsonl", "reward": [{"function": "m:f"}], "reward_placement": placement}
+        return validate(
+            Config,
+            {
+                "tasks": [{"name": "a", "dataset": task}, {"name": "b", "dataset": {**task, "split_seed": 1}}],
+                "reward": {"autoscaling": {"max_replicas": max_replicas}},
+                "cluster": {
+                    "pools": {"compute": {"count": 2}, "cpu": {"count": 4}, "reward": {"count": 2}},
+                    "roles": {"reward": {"pool": "reward", "replicas": 0}},
+                },
+            },
+        )
+
+    assert start_dataset_rewards(cfg("local", 2)) is None
+    served = served_datasets(cfg("serverless", 2))
+    assert list(served) == [app_name_of(served)]  # two tasks, the same functions: one application
+    with pytest.raises(ConfigError, match=r"reward\.autoscaling\.max_replicas=3 x cluster\.roles\.reward\.units=1"):
+        start_dataset_rewards(cfg("serverless", 3))
+
+
+def app_name_of(served: dict[str, DatasetConfig]) -> str:
+    from rollarc.data.reward_deployment import app_name
+
+    (dataset,) = served.values()
+    return app_name(dataset)
