@@ -22,8 +22,8 @@ their styles) but run in a Ray Serve deployment (:mod:`rollarc.data.reward_deplo
 calls through :class:`~rollarc.data.served_client.ServedRewards`; the rewards are bitwise the same.
 
 A reward function that raises or returns a non-number (run here or served), or a served call that
-times out or runs out of retries, raises :class:`RewardFunctionError` from ``step``; the env worker fails that trajectory alone and counts it
-(``env_step_error:RewardFunctionError``). Observations are the dataset's text, which may hold
+times out or runs out of retries, raises :class:`RewardFunctionError` from ``step``; the env worker
+fails that trajectory alone and counts it (``env_step_error:RewardFunctionError``). Observations are the dataset's text, which may hold
 characters outside the ``Text`` space's charset (gymnasium does not check them).
 """
 
