@@ -187,6 +187,11 @@ class TaskConfig(FrozenModel):
     def _env_or_dataset(self) -> TaskConfig:
         if (self.env is None) == (self.dataset is None):
             raise ValueError(f"task {self.name!r}: give exactly one of env or dataset")
+        if self.inline_env_steps and self.dataset is not None and self.dataset.reward_placement == "serverless":
+            raise ValueError(
+                f"task {self.name!r}: dataset.reward_placement 'serverless' waits for the reward service in env "
+                "steps, which must not block the env worker's event loop; set inline_env_steps: false"
+            )
         return self
 
     @property

@@ -16,6 +16,7 @@ from pydantic import Field, model_validator
 from rollarc.configio import FrozenModel
 
 RewardStyle = Literal["auto", "trl", "verl"]
+RewardPlacement = Literal["local", "serverless"]
 HELDOUT_OPTION = "heldout"  # env.reset(options={HELDOUT_OPTION: True}) plays a held-out row
 
 
@@ -82,6 +83,12 @@ class DatasetConfig(FrozenModel):
     )
     reward: list[RewardFunctionConfig] = Field(
         ..., min_length=1, description="the reward functions; the first one also decides success"
+    )
+    reward_placement: RewardPlacement = Field(
+        "local",
+        description="`local`: the reward functions run inside the env workers; `serverless`: they run in an "
+        "autoscaled Ray Serve deployment (sized by reward.autoscaling, placed on cluster.roles.reward, "
+        "retried as reward.timeout_s/max_retries/retry_backoff_s say) that the env workers call",
     )
     success_threshold: float = Field(
         1.0, description="an episode is a success when the first reward function scores at least this"

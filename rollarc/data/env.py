@@ -17,9 +17,13 @@ with no second code path.
   0 and ``info["tool_call"]`` set, up to ``max_tool_calls`` calls; the first reply without a call (or the
   one after the last allowed call) is the answer. A row naming a tool that ``tools`` lacks stops start-up.
 
-A reward function that raises or returns a non-number raises :class:`RewardFunctionError` from
-``step``; the env worker fails that trajectory alone and counts it
-(``env_step_error:RewardFunctionError``). Observations are the dataset's text, which may hold
+With ``reward_placement: serverless`` the functions are still imported here (to check them and to read
+their styles) but run in a Ray Serve deployment (:mod:`rollarc.data.reward_deployment`) that ``step``
+calls through :class:`~rollarc.data.served_client.ServedRewards`; the rewards are bitwise the same.
+
+A reward function that raises or returns a non-number (run here or served), or a served call that
+times out or runs out of retries, raises :class:`RewardFunctionError` from ``step``; the env worker
+fails that trajectory alone and counts it (``env_step_error:RewardFunctionError``). Observations are the dataset's text, which may hold
 characters outside the ``Text`` space's charset (gymnasium does not check them).
 """
 
@@ -33,6 +37,7 @@ from gymnasium.spaces import Text
 from rollarc.configio import validate
 from rollarc.data.config import HELDOUT_OPTION, DatasetConfig
 from rollarc.data.reward_fn import Answer, load_reward_function
+from rollarc.data.served_client import ServedRewards
 from rollarc.data.table import column, load_table
 from rollarc.data.tools import Tool, ToolLoadError, load_tool, result_text, tool_call
 from rollarc.envs.base import CHARSET
@@ -54,6 +59,7 @@ class DatasetEnv(gymnasium.Env[str, str]):
         self.action_space = Text(max_length=MAX_TEXT, min_length=0, charset=CHARSET)
         self.tools = {name: load_tool(name, path) for name, path in self.config.tools.items()}
         self._check_row_tools()
+        self.served: ServedRewards | None = None  # connected at the first answer: start-up checks build this env too
         self._row: dict[str, Any] | None = None
         self._tool: Tool | None = None
         self._calls = 0
@@ -114,11 +120,22 @@ class DatasetEnv(gymnasium.Env[str, str]):
             ground_truth=column(row, cfg.ground_truth_column) if cfg.ground_truth_column else None,
             extra_info=column(row, cfg.extra_info_column) if cfg.extra_info_column else None,
         )
-        scores = [f.score(answer) for f in self.functions]
+        if cfg.reward_placement == "serverless":
+            scores = self._served().scores(answer)
+        else:
+            scores = [f.score(answer) for f in self.functions]
         reward = sum(f.weight * s for f, s in zip(self.functions, scores, strict=True) if s is not None)
         success = scores[0] is not None and scores[0] >= cfg.success_threshold
         info = {"turn": self._turn, "invalid_action": False, "success": success, "scores": scores}
         return "", float(reward), True, False, info
+
+    def _served(self) -> ServedRewards:
+        """The client of the served functions, connected once (the driver deployed them before env workers start)."""
+        if self.served is None:
+            from rollarc.data.reward_deployment import connect  # deferred: Ray Serve is heavy
+
+            self.served = connect(self.config)
+        return self.served
 
     def expert_action(self) -> str | None:
         """The current row's reference completion (None without ``reference_column`` or after the answer)."""

@@ -18,12 +18,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ray import serve
-from ray.exceptions import RayActorError, RayTaskError
 from ray.serve.config import ProxyLocation
-from ray.serve.exceptions import RayServeException, ReplicaUnavailableError
 
 from rollarc.cluster_config import ClusterConfig
 from rollarc.configio import ConfigError
+from rollarc.data.reward_deployment import ERRORS, LOST  # one list of what is retried, for every reward client
 from rollarc.rewards.client import RewardClient
 from rollarc.rewards.config import RewardConfig, placement_problems
 from rollarc.rewards.deployment import DEPLOYMENT_NAME, build_app
@@ -33,9 +32,6 @@ from rollarc.rewards.train import policy_tokenizer, train_reward_model
 
 if TYPE_CHECKING:
     from rollarc.config import Config  # type only: the training config is above rewards/
-
-LOST = (RayActorError, ReplicaUnavailableError)  # the replica went away: worth a retry
-ERRORS = (RayTaskError, RayServeException)  # the service answered with an error: fail the trajectory
 
 
 @dataclass(frozen=True)

@@ -65,6 +65,11 @@ class Workers:
             from rollarc.rewards.service import start_reward_backend  # deferred: Ray Serve is heavy
 
             self.reward_backend = start_reward_backend(cfg.reward, cfg)
+        self.dataset_rewards = None
+        if any(t.dataset is not None and t.dataset.reward_placement == "serverless" for t in cfg.tasks):
+            from rollarc.rewards.dataset_service import start_dataset_rewards  # deferred: Ray Serve is heavy
+
+            self.dataset_rewards = start_dataset_rewards(cfg)
         self.env: dict[str, Any] = {}
         self._env_serial = 0
         for _ in range(roles.env.replicas):
@@ -186,7 +191,9 @@ class Workers:
         return min(self.env, key=lambda n: (load[n], n))
 
     def shutdown(self) -> None:
-        """Stop services that outlive their callers (the serverless reward app); actors die with Ray."""
+        """Stop services that outlive their callers (the serverless reward apps); actors die with Ray."""
+        if self.dataset_rewards is not None:
+            self.dataset_rewards.shutdown()
         if self.reward_backend is not None:
             self.reward_backend.shutdown()
 

@@ -24,7 +24,7 @@ def write_rows(path: Path) -> None:
     path.write_text("".join(json.dumps(row) + "\n" for row in rows))
 
 
-def config(policy: Path, data: Path, runs: Path) -> Config:
+def config(policy: Path, data: Path, runs: Path, placement: str = "local") -> Config:
     def task(name: str, function: str) -> dict[str, Any]:
         return {
             "name": name,
@@ -32,6 +32,7 @@ def config(policy: Path, data: Path, runs: Path) -> Config:
                 "path": str(data),
                 "heldout_fraction": 0.25,
                 "reward": [{"function": function}, {"function": "byo_rewards:length_trl", "weight": 0.1}],
+                "reward_placement": placement,
             },
             "agent": {"max_turns": 1, "max_tokens_per_turn": 4, "context_limit": 64, "instructions": False},
         }
@@ -57,17 +58,24 @@ def config(policy: Path, data: Path, runs: Path) -> Config:
             },
             "cluster": {
                 "num_cpus": 2,
-                "pools": {"compute": {"count": 2}, "cpu": {"count": 2}},
-                "roles": {"train": {"pool": "compute"}, "rollout": {"pool": "compute"}, "env": {"pool": "cpu"}},
+                "pools": {"compute": {"count": 2}, "cpu": {"count": 2}, "reward": {"count": 4}},
+                "roles": {
+                    "train": {"pool": "compute"},
+                    "rollout": {"pool": "compute"},
+                    "env": {"pool": "cpu"},
+                    "reward": {"pool": "reward", "replicas": 0},
+                },
             },
             "run": {"dir": str(runs), "progress": False},
         },
     )
 
 
-def test_trl_and_verl_reward_functions_each_train_a_dataset_task(nano_policy_dir, tmp_path):
+@pytest.mark.parametrize("placement", ["local", "serverless"])
+def test_trl_and_verl_reward_functions_each_train_a_dataset_task(nano_policy_dir, tmp_path, placement):
+    """Run in the env workers, or served by Ray Serve (``reward_placement: serverless``): the same run."""
     write_rows(tmp_path / "rows.jsonl")
-    assert run_training(config(nano_policy_dir, tmp_path / "rows.jsonl", tmp_path / "runs")) == 0
+    assert run_training(config(nano_policy_dir, tmp_path / "rows.jsonl", tmp_path / "runs", placement)) == 0
     (run,) = [p for p in (tmp_path / "runs").iterdir() if p.is_dir()]
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [1, 2]

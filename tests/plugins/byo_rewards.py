@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import time
 from typing import Any
 
 
@@ -43,3 +45,16 @@ def neither(answer: str) -> float:
 def number_tool(argument: str) -> str:
     """A buggy tool (tests/unit/test_data_tools.py): it returns a number, not text."""
     return len(argument)  # type: ignore[return-value]
+
+
+def marked_trl(completions: list[Any], **_: Any) -> list[float]:
+    """TRL style, for the served-reward test: raises on 'boom', takes 2 s on 'slow', scores its process id on
+    'pid' (which replica to kill), else scores 0.25."""
+    text = completions[0] if isinstance(completions[0], str) else completions[0][-1]["content"]
+    if "boom" in text:
+        raise ZeroDivisionError("boom")
+    if "slow" in text:
+        time.sleep(2.0)
+    if "pid" in text:
+        return [float(os.getpid())]
+    return [0.25]
