@@ -34,7 +34,7 @@ def test_pull_and_push_on_ray_under_one_trace(tmp_path):
     assert (push["completed"], push["lost_jobs"], push["duplicate_jobs"]) == (8, 0, 0)
     assert pull["preemptions"] == push["preemptions"] == 2
     assert out["throughput_ratio"] == pytest.approx(pull["jobs_per_s"] / push["jobs_per_s"])
-    # Not asserted: that push redid a job. Whether the loss at 0.2 s (wall clock) catches slot 0 mid-job depends on how fast the machine runs:
-    # under load a clean CI run saw push redo nothing. So this test asserts only what holds at any speed;
-    # the restart of a lost job from step 0 is tested deterministically in tests/unit/test_spot_push_plan.py.
+    # Not asserted: that push redid a job. Whether the loss at 0.2 s (wall clock) catches slot 0 mid-job
+    # depends on the machine's speed: under load a clean CI run saw push redo nothing. The restart of a lost
+    # job from step 0 is tested deterministically in tests/unit/test_spot_push_plan.py.
     assert pull["redone_jobs"] + pull["committed_on_notice"] >= 1  # its lease expired (or a notice committed it)
