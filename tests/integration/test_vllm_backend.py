@@ -162,7 +162,9 @@ def test_updates_load_in_place_bitwise_and_a_turn_continues_across_one(replica, 
     digests = ray.get(replica.weights_digest.remote())
     assert digests["loaded"] == digests["expected"] == digest(publisher.shard(WHOLE).items())
     engine_params = ray.get(replica.engine_params.remote(READABLE))
-    assert engine_params and all(torch.equal(engine_params[n], v1_state[n]) for n in engine_params)
+    assert engine_params.keys() >= {"model.embed_tokens.weight", "model.norm.weight"}
+    for name, got in engine_params.items():  # vLLM pads the vocabulary dimension (102 ids -> 128 rows)
+        assert torch.equal(got[: v1_state[name].shape[0]], v1_state[name]), name
     model.load_state_dict(v1_state)
     greedy = SamplingParams(temperature=0.0, max_tokens=16, ignore_eos=True)
     served = ray.get(replica.generate.remote(PROMPTS[0], greedy))
