@@ -133,16 +133,16 @@ def run_hf_continuous(model: PreTrainedModel, workload: Workload, num_blocks: in
     hints = WorkloadHints(
         max_prompt_length=max(len(p) for p in prompts), max_generated_length=max(max_tokens), num_requests=len(prompts)
     )
-    with (
-        torch.inference_mode(),
-        model.continuous_batching_context_manager(  # type: ignore[operator]  # a causal LM's
-            generation_config=config,
-            continuous_batching_config=ContinuousBatchingConfig(num_blocks=num_blocks),
-            workload_hints=hints,
-            block=True,
-            timeout=60,
-        ) as manager,
-    ):  # entering it warms the manager up
+    # Not under torch.inference_mode: the manager generates on a thread of its own, and transformers 5.19 (the
+    # release vLLM 0.32 pins) updates in place, on that thread, tensors created here, which fails for inference
+    # tensors ("Inplace update to inference tensor outside InferenceMode"); its thread sets its own grad mode.
+    with model.continuous_batching_context_manager(  # type: ignore[operator]  # a causal LM's
+        generation_config=config,
+        continuous_batching_config=ContinuousBatchingConfig(num_blocks=num_blocks),
+        workload_hints=hints,
+        block=True,
+        timeout=60,
+    ) as manager:  # entering it warms the manager up
         start = time.perf_counter()
         for index, (prompt, tokens) in enumerate(zip(prompts, max_tokens, strict=True)):
             manager.add_request(prompt, request_id=f"r{index}", max_new_tokens=tokens, eos_token_id=-1)

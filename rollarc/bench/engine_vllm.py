@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 def run_vllm(model: Any, tokenizer: Any, workload: Workload, max_num_seqs: int, threads: int) -> dict[str, float]:
     """Seconds to generate ``workload`` with vLLM (greedy, EOS ignored), and its start-up seconds."""
-    from vllm import SamplingParams
+    from vllm import SamplingParams  # deferred: vLLM is an optional extra, and heavy
     from vllm.engine.arg_utils import AsyncEngineArgs
     from vllm.inputs import TokensPrompt
     from vllm.sampling_params import RequestOutputKind

@@ -107,7 +107,7 @@ class VLLMRolloutWorker:
     async def _engine_ready(self) -> Any:
         async with self._start_lock:
             if self._engine is None:
-                from vllm.engine.arg_utils import AsyncEngineArgs
+                from vllm.engine.arg_utils import AsyncEngineArgs  # deferred: vLLM is an optional extra
                 from vllm.v1.engine.async_llm import AsyncLLM
 
                 t0 = time.perf_counter()
@@ -138,7 +138,7 @@ class VLLMRolloutWorker:
 
     async def _run(self, request_id: str, prompt_ids: list[int], params: SamplingParams) -> Completion:
         """One request, its output streamed in deltas: an aborted request keeps what was delivered so far."""
-        from vllm import SamplingParams as VLLMSamplingParams
+        from vllm import SamplingParams as VLLMSamplingParams  # deferred: vLLM is an optional extra
         from vllm.inputs import TokensPrompt
         from vllm.sampling_params import RequestOutputKind
 

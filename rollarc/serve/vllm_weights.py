@@ -61,7 +61,10 @@ class WeightLoader:
 
     def rollarc_load(self, packed: Packed) -> dict[str, Any]:
         """Load a full set of checkpoint-format tensors into the running model; returns what was loaded."""
-        from vllm.model_executor.model_loader.reload import finalize_layerwise_reload, initialize_layerwise_reload
+        from vllm.model_executor.model_loader.reload import (  # deferred: vLLM, optional, loaded in its worker only
+            finalize_layerwise_reload,
+            initialize_layerwise_reload,
+        )
 
         named = unpack(packed)
         model = self.model_runner.model
