@@ -71,6 +71,11 @@ def shard_routes(members: Sequence[str], layouts: Sequence[ShardSpec], fanout: i
     return routes
 
 
+def fp32_nbytes(state: Mapping[str, torch.Tensor]) -> int:
+    """Bytes of one full copy of ``state`` with its floating-point tensors in fp32 (what a plain copy would send)."""
+    return sum(t.numel() * (4 if t.is_floating_point() else t.element_size()) for t in state.values())
+
+
 class SiteReceiver:
     """A member's receiver for every layout of its site; the weights are whole once all layouts are at one version."""
 
