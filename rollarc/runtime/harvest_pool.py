@@ -254,12 +254,12 @@ class HarvestPool:
         if not names:
             return []
         handles = dict(self.replicas)
-        self._round_members, self._reached = names, {name: set() for name in names}
+        refs = []
         for layout, route in shard_routes(names, self.layouts, self.harvest.fanout):
-            ref = handles[route.member].relay.remote(payload.of(layout), route, handles, "origin", True)
-            self._syncs[ref] = route.member
-            self._round.add(ref)
-        return list(self._round)
+            refs.append(handles[route.member].relay.remote(payload.of(layout), route, handles, "origin", True))
+            self._syncs[refs[-1]] = route.member
+        self._round, self._round_members, self._reached = set(refs), names, {name: set() for name in names}
+        return refs
 
     def owns(self, ref: Any) -> bool:
         return ref in self._syncs
