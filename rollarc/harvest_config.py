@@ -62,7 +62,12 @@ class HarvestConfig(FrozenModel):
     reports headroom and withdraws it when serving load rises.
     """
 
-    replicas: int = Field(1, ge=1, description="co-serving replicas: the members of the borrowed site")
+    replicas: int = Field(
+        1,
+        ge=1,
+        description="co-serving replicas: the members of the borrowed site; each weight update crosses into it once, "
+        "in this many shards, one to each member, which forwards its shard to the others (docs/weight-sync.md)",
+    )
     serving: ServingModelConfig = Field(
         default_factory=ServingModelConfig, description="the serving model S (not the policy)"
     )

@@ -9,9 +9,10 @@ To the router it looks like a rollout replica (``generate``, ``generate_batch``,
 (drain, then abort; the agent loops resume the aborted turns elsewhere from their partial output) when serving
 load rises. Every token keeps the policy version that produced it.
 
-Weights: it is another site. ``relay`` receives one update, forwards it to its children in the site's fan-out
-route, applies it, and reports each hop's bytes; a member that fell behind catches up from the trainer
-(a delta chain or a full copy), and that is reported too.
+Weights: it is another site, whose members hold the weights in shards (``rollarc.sync.site``). ``relay``
+receives one shard's update, forwards it to its children in that shard's fan-out route, applies it, and reports
+each hop's bytes; once every shard is at the new version, the whole weights go into the rollout engine. A shard
+that fell behind catches up from the trainer (a delta chain or a full copy), and that is reported too.
 """
 
 from __future__ import annotations
@@ -43,10 +44,12 @@ from rollarc.rose.turns import Turn
 from rollarc.runtime.generate_span import generate_span
 from rollarc.runtime.router import TurnArgs
 from rollarc.runtime.turn_chunks import TurnChunk, chunks_as_completed
-from rollarc.runtime.weight_sync import SyncPayload, engine_weights, receive
+from rollarc.runtime.weight_sync import ShardPayload, engine_state, receive
 from rollarc.sync.config import SyncConfig
+from rollarc.sync.shard import ShardSpec
+from rollarc.sync.site import SiteReceiver
 from rollarc.sync.topology import Route
-from rollarc.sync.versions import WHOLE, VersionedUpdate, WeightPublisher, WeightReceiver, updates_nbytes
+from rollarc.sync.versions import WHOLE, VersionedUpdate, WeightPublisher, updates_nbytes
 
 LOOKAHEAD_S = 0.5  # serving requests are queued this far ahead of their arrival (the executor admits them on time)
 IDLE_SLEEP_S = 0.002
@@ -67,8 +70,12 @@ class CoServingReplica:
         trainer: Any,
         dtype: str = "float32",
         seed: int = 0,
+        layouts: tuple[ShardSpec, ...] = (WHOLE,),
     ) -> None:
-        """``version`` None: a replacement started mid-run; it must ``catch_up`` (a full copy) before it is lent."""
+        """``version`` None: a replacement started mid-run; it must ``catch_up`` (a full copy) before it is lent.
+
+        ``layouts``: the site's shard layouts (``TrainWorker.register_site``); the replica holds every one.
+        """
         torch.set_num_threads(harvest.threads)
         self.name = name
         self.harvest = harvest
@@ -79,7 +86,9 @@ class CoServingReplica:
             sync_cfg
         )  # the receiver's copy starts bit-identical to the trainer's (as RolloutWorker)
         start.publish(model.state_dict(), version=version or 0)
-        self.receiver = WeightReceiver(WHOLE, state=dict(start.shard(WHOLE)), version=version)
+        self.site = SiteReceiver(layouts, start.shard(WHOLE), version)
+        self._engine_at = version  # the version whose weights the rollout engine holds (None: the checkpoint's)
+        self._swapping = asyncio.Lock()
         model = model.to(resolve_dtype(dtype))  # type: ignore[arg-type]  # transformers types .to for a device only
         self._engine_like = dict(model.state_dict())
         rollout = LLMEngine(model, engine_cfg.model_copy(update={"num_threads": None}))
@@ -261,7 +270,7 @@ class CoServingReplica:
                 "migrated_kept_tokens": self.migrated_kept_tokens,
                 "served": self.served,
             },
-            "version": self.receiver.version,
+            "version": self.site.version,
             "turns": self.executor.rollout_turns,
         }
 
@@ -283,23 +292,21 @@ class CoServingReplica:
 
     # ---- weights ----------------------------------------------------------------------------------------
     async def relay(
-        self, payload: SyncPayload, route: Route, handles: dict[str, Any], source: str, cross_site: bool
+        self, payload: ShardPayload, route: Route, handles: dict[str, Any], source: str, cross_site: bool
     ) -> list[dict[str, Any]]:
-        """Receive one version, forward it down ``route`` (a new object per hop), apply it; every hop's bytes.
+        """Receive one shard of a version, forward it down ``route`` (a new object per hop), apply it; every hop.
 
-        Returns one record per member reached: ``source``, ``target``, ``bytes`` (the pushed update),
-        ``catch_up_bytes`` and ``full_copy`` (what a member that fell behind fetched from the trainer) and
-        ``cross_site``. A child that died is left out; the driver counts its death.
+        Returns one record per member reached: ``source``, ``target``, ``shard`` (the layout), ``bytes`` (the
+        pushed update), ``catch_up_bytes`` and ``full_copy`` (what a member whose shard fell behind fetched from
+        the trainer) and ``cross_site``. A child that died is left out; the driver catches its subtree up.
         """
         (updates,) = await asyncio.gather(*payload.refs)
         pending = []
         for child in route.children:
-            forward = SyncPayload(
-                payload.version, payload.method, [ray.put(updates)], payload.nbytes, payload.model_bytes
-            )
+            forward = ShardPayload(payload.version, payload.layout, [ray.put(updates)], payload.nbytes)
             pending.append(handles[child.member].relay.remote(forward, child, handles, self.name, False))
-        hop = await self._apply(payload.version, updates)
-        hops = [{"source": source, "target": self.name, "cross_site": cross_site, **hop}]
+        hop = await self._apply(payload.version, payload.layout, updates)
+        hops = [{"source": source, "target": self.name, "cross_site": cross_site, "shard": payload.layout, **hop}]
         for result in await asyncio.gather(*pending, return_exceptions=True):
             if isinstance(result, RayActorError):
                 continue
@@ -308,27 +315,36 @@ class CoServingReplica:
             hops += result
         return hops
 
-    async def _apply(self, version: int, updates: tuple[VersionedUpdate, ...]) -> dict[str, Any]:
+    async def _apply(self, version: int, layout: ShardSpec, updates: tuple[VersionedUpdate, ...]) -> dict[str, Any]:
         pushed = updates_nbytes(updates)
-        if version <= (self.receiver.version if self.receiver.version is not None else -1):
+        receiver = self.site.receivers[layout]
+        if version <= (receiver.version if receiver.version is not None else -1):
             return {"bytes": pushed, "catch_up_bytes": 0, "full_copy": False}
         fetched: list[tuple[VersionedUpdate, ...]] = []
 
         async def fetch(have: int | None) -> tuple[VersionedUpdate, ...]:
-            got: tuple[VersionedUpdate, ...] = await self.trainer.fetch_weights.remote(have)
+            got: tuple[VersionedUpdate, ...] = await self.trainer.fetch_weights.remote(have, layout)
             fetched.append(got)
             return got
 
-        report = await receive(self.receiver, updates, fetch)
-        await self._swap(report.version)
+        await receive(receiver, updates, fetch)
+        await self._swap_when_whole()
         return {
             "bytes": pushed,
             "catch_up_bytes": sum(updates_nbytes(u) for u in fetched),
             "full_copy": any(u.full for got in fetched for u in got),
         }
 
+    async def _swap_when_whole(self) -> None:
+        """Once every shard is at one new version, put the whole weights into the rollout engine (once)."""
+        async with self._swapping:
+            version = self.site.version
+            if version is not None and version != self._engine_at:
+                await self._swap(version)
+                self._engine_at = version
+
     async def _swap(self, version: int) -> None:
-        """Put the receiver's weights into the rollout engine, honouring ``async.in_flight_update``."""
+        """Put the site receiver's weights into the rollout engine, honouring ``async.in_flight_update``."""
         assert self.executor.rollout is not None
         if self.in_flight_update == "finish":
             self.gate.clear()
@@ -338,25 +354,29 @@ class CoServingReplica:
             for turn in self.executor.withdraw():
                 self._resolve(turn)
         try:
-            self.executor.rollout.update_weights(engine_weights(self.receiver, self._engine_like), version)
+            self.executor.rollout.update_weights(engine_state(self.site.weights(), self._engine_like), version)
         finally:
             self.gate.set()
 
     async def catch_up(self) -> dict[str, Any]:
-        """A replacement holds no version: fetch a full copy of the trainer's current weights and swap it in."""
+        """Bring every shard up to the trainer's current version (a delta chain or a full copy, whichever is fewer
+        bytes; a replacement holds no version, so full copies) and swap the whole weights in."""
+        fetched: list[tuple[VersionedUpdate, ...]] = []
+        for layout, receiver in self.site.receivers.items():
 
-        async def fetch(have: int | None) -> tuple[VersionedUpdate, ...]:
-            got: tuple[VersionedUpdate, ...] = await self.trainer.fetch_weights.remote(have)
-            return got
+            async def fetch(have: int | None, layout: ShardSpec = layout) -> tuple[VersionedUpdate, ...]:
+                got: tuple[VersionedUpdate, ...] = await self.trainer.fetch_weights.remote(have, layout)
+                fetched.append(got)
+                return got
 
-        updates = await fetch(self.receiver.version)
-        if updates:
-            report = await receive(self.receiver, updates, fetch)
-            await self._swap(report.version)
+            updates = await fetch(receiver.version)
+            if updates:
+                await receive(receiver, updates, fetch)
+        await self._swap_when_whole()
         return {
-            "version": self.receiver.version,
-            "bytes": updates_nbytes(updates),
-            "full_copy": any(u.full for u in updates),
+            "version": self.site.version,
+            "bytes": sum(updates_nbytes(u) for u in fetched),
+            "full_copy": any(u.full for got in fetched for u in got),
         }
 
     def engine_weights(self) -> dict[str, torch.Tensor]:

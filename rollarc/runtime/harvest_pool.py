@@ -6,10 +6,13 @@ into the ``borrowed`` pool to lend, ``remove_replica`` (drain for ``drain_timeou
 loops resume the aborted turns from their partial output on the dedicated replicas) to withdraw. While a replica
 is lent, the router's sticky routing sends a trajectory's next turn where its prefix is cached.
 
-Weights: one update crosses into the borrowed site, to its first member, and fans out inside it
-(``rollarc.sync.topology.site_route``); bytes per hop, cross-site and in-site, and full copies are counted per
-step. A replica that dies is counted, taken out of the router, and replaced (``replace_dead``); the replacement
-catches up with a full copy. Plumbing only: the decisions are the pure policy's.
+Weights: one copy of each update crosses into the borrowed site, split into ``harvest.replicas`` shards (the
+trainer encodes one delta per shard, ``TrainWorker.register_site``): each shard goes to one member, its owner,
+and fans out from there to the others (``rollarc.sync.site.shard_routes``), so every member ends with the whole
+weights. Bytes per hop, cross-site and in-site, and full copies are counted per step; a member that missed a
+shard (a member on its route died) catches up from the trainer before the step ends. A replica that dies is
+counted, taken out of the router, and replaced (``replace_dead``); the replacement catches up with full copies
+of every shard. Plumbing only: the decisions are the pure policy's.
 """
 
 from __future__ import annotations
@@ -28,7 +31,8 @@ from rollarc.policy.dispatcher import BORROWED_POOL
 from rollarc.policy.lending import LendingPolicy
 from rollarc.runtime.coserving_replica import CoServingReplica
 from rollarc.runtime.weight_sync import SyncPayload
-from rollarc.sync.topology import site_route
+from rollarc.sync.shard import ShardSpec
+from rollarc.sync.site import shard_routes
 
 # Replica counters summed into harvest_<name>: migrated_kept (_tokens) are migrated turns that carried partial output
 # (and its tokens), which the agent loop resumed instead of regenerating.
@@ -77,6 +81,12 @@ class HarvestPool:
             lends=0, withdrawals=0, migrated_turns=0, drained_turns=0, deaths=0, replacements=0, restarts=0
         )
         self.hops: list[dict[str, Any]] = []  # this step's weight hops
+        self.layouts: tuple[ShardSpec, ...] = ()  # the site's shard layouts, registered with the trainer
+        self.full_copy_bytes = 0  # one fp32 copy of the weights: the yardstick of the site's bytes
+        self._register()
+        self._round: set[Any] = set()  # the sync refs of the version being delivered
+        self._round_members: list[str] = []  # the members it was sent to
+        self._reached: dict[str, set[ShardSpec]] = {}  # the shards each member applied (or already held)
         self._serial = 0
         self._headroom: dict[Any, str] = {}
         self._spans: list[dict[str, Any]] = []  # generate spans that came with the headroom reports
@@ -85,6 +95,11 @@ class HarvestPool:
         self._joining: dict[Any, tuple[str, Any]] = {}  # catch-up ref -> (name, handle) of a starting replacement
         for _ in range(self.harvest.replicas):
             self._start(version)
+
+    def _register(self) -> None:
+        """Have the trainer encode every update in ``harvest.replicas`` shards, from its next version on."""
+        site = ray.get(self.trainer.register_site.remote(self.harvest.replicas))
+        self.layouts, self.full_copy_bytes = tuple(site["layouts"]), int(site["full_copy_bytes"])
 
     # ---- membership -------------------------------------------------------------------------------------
     def _start(self, version: int | None) -> str:
@@ -103,6 +118,7 @@ class HarvestPool:
             self.trainer,
             self.cfg.engine.dtype or self.cfg.model.dtype,
             self.cfg.seed * 1000 + self._serial,
+            self.layouts,
         )
         if version is None:  # a replacement: its checkpoint is older than the trainer's weights; joins when caught up
             self._joining[handle.catch_up.remote()] = (name, handle)
@@ -180,8 +196,10 @@ class HarvestPool:
         self._joining.clear()
         self._headroom.clear()
         self._syncs.clear()  # updates of the lost versions: nobody waits for them
+        self._round.clear()
         self.hops.clear()
         self.trainer, self.policy_dir = trainer, policy_dir
+        self._register()  # the new trainer encodes the site's shards too
         for _ in range(self.harvest.replicas):
             self._start(version)
         self.counters["restarts"] += 1
@@ -230,24 +248,59 @@ class HarvestPool:
 
     # ---- weights ----------------------------------------------------------------------------------------
     def sync(self, payload: SyncPayload) -> list[Any]:
-        """One update into the borrowed site, fanned out inside it; returns the ref to wait for (or none)."""
+        """One copy of the update into the borrowed site, a shard to each owner, each fanned out inside the site;
+        returns the refs to wait for (one per shard, or none without members)."""
         names = list(self.replicas)
         if not names:
             return []
-        route = site_route(names, "tree", self.harvest.fanout)
-        ref = self.replicas[route.member].relay.remote(payload, route, dict(self.replicas), "origin", True)
-        self._syncs[ref] = route.member
-        return [ref]
+        handles = dict(self.replicas)
+        refs = []
+        for layout, route in shard_routes(names, self.layouts, self.harvest.fanout):
+            refs.append(handles[route.member].relay.remote(payload.of(layout), route, handles, "origin", True))
+            self._syncs[refs[-1]] = route.member
+        self._round, self._round_members, self._reached = set(refs), names, {name: set() for name in names}
+        return refs
 
     def owns(self, ref: Any) -> bool:
         return ref in self._syncs
 
     def on_sync(self, ref: Any) -> None:
+        """One shard's delivery ended; after the last one, members that missed a shard catch up from the trainer."""
         head = self._syncs.pop(ref)
+        self._round.discard(ref)
         try:
-            self.hops += ray.get(ref)
+            hops = ray.get(ref)
         except RayActorError:
-            self._on_death(head)  # its children missed this version: they catch up at the next sync
+            self._on_death(head)  # the members below it on this shard's route missed it: caught up below
+        else:
+            self.hops += hops
+            for hop in hops:
+                self._reached.setdefault(hop["target"], set()).add(hop["shard"])
+        if not self._round:
+            self._complete_round()
+
+    def _complete_round(self) -> None:
+        """Every member of the round that lacks a shard (a member on its route died) fetches what it lacks from the
+        trainer now, so that the step ends with every live member holding the new version whole."""
+        for name in self._round_members:
+            if name not in self.replicas or self._reached.get(name, set()) >= set(self.layouts):
+                continue
+            try:
+                caught = ray.get(self.replicas[name].catch_up.remote())
+            except RayActorError:
+                self._on_death(name)
+                continue
+            self.hops.append(
+                {
+                    "source": "origin",
+                    "target": name,
+                    "cross_site": True,
+                    "bytes": 0,
+                    "catch_up_bytes": caught["bytes"],
+                    "full_copy": caught["full_copy"],
+                }
+            )
+        self._round_members, self._reached = [], {}
 
     def note_dedicated(self, name: str, nbytes: float) -> None:
         """A dedicated replica (the trainer's own site) received ``nbytes``."""
@@ -285,16 +338,22 @@ class HarvestPool:
         return total
 
     def step_metrics(self) -> dict[str, Any]:
-        """This step's weight traffic by hop, and the harvest counters so far (metrics.jsonl)."""
+        """This step's weight traffic by hop, and the harvest counters so far (metrics.jsonl).
+
+        ``cross_site_bytes``: the encoded updates sent into the borrowed site (each shard to its owner, plus any
+        catch-up from the trainer); ``in_site_bytes``: those forwarded member to member inside it. The dedicated
+        replicas' fetches are in ``sync_hops`` (``origin->rollout-*``) and the controller's ``sync_bytes``.
+        """
         hops, self.hops = self.hops, []
         per_hop: Counter[str] = Counter()
         for hop in hops:
             per_hop[f"{hop['source']}->{hop['target']}"] += hop["bytes"] + hop["catch_up_bytes"]
         totals = self.totals()
         return {
-            "sync_cross_site_bytes": sum(h["bytes"] for h in hops if h["cross_site"])
+            "cross_site_bytes": sum(h["bytes"] for h in hops if h["cross_site"])
             + sum(h["catch_up_bytes"] for h in hops),
-            "sync_in_site_bytes": sum(h["bytes"] for h in hops if not h["cross_site"]),
+            "in_site_bytes": sum(h["bytes"] for h in hops if h["source"] != "origin"),
+            "full_copy_bytes": self.full_copy_bytes,
             "sync_full_copies": sum(bool(h["full_copy"]) for h in hops),
             "sync_hops": dict(per_hop),
             "harvest_lent": len(self.lent()),

@@ -31,8 +31,9 @@ from rollarc.models.checkpoint import REFERENCE_FILE, atomic_directory, load_pol
 from rollarc.models.device import resolve_device
 from rollarc.report.metrics import process_rss_mb
 from rollarc.runtime.ray_cluster import actor_options
-from rollarc.runtime.train_worker import latest_payload, sync_span
+from rollarc.runtime.train_worker import latest_payload, register_site, sync_span
 from rollarc.runtime.weight_sync import SyncPayload
+from rollarc.sync.shard import ShardSpec
 from rollarc.sync.versions import WHOLE, VersionedUpdate, WeightPublisher
 from rollarc.train.fsdp import SHARDED_DIR, free_port, init_process_group
 from rollarc.train.fsdp_trainer import ShardedPolicyTrainer
@@ -163,9 +164,14 @@ class FSDPTrainRank:
         self._spans.append(sync_span(t0, self.trainer.version))
         return payload
 
-    def fetch_weights(self, have: int | None) -> tuple[VersionedUpdate, ...]:
+    def fetch_weights(self, have: int | None, layout: ShardSpec = WHOLE) -> tuple[VersionedUpdate, ...]:
         assert self.publisher is not None
-        return self.publisher.fetch(WHOLE, have)
+        return self.publisher.fetch(layout, have)
+
+    def register_site(self, world: int) -> dict[str, Any]:
+        """Encode each update in ``world`` shards for the borrowed site too (``TrainWorker.register_site``)."""
+        assert self.publisher is not None
+        return register_site(self.publisher, world)
 
     def version(self) -> int:
         return self.trainer.version
@@ -195,8 +201,11 @@ class FSDPTrainRank:
                 "resume it with cluster.roles.train.replicas=1 and train.fsdp.on_one_replica=false"
             )
         self._on_all("rank_load", path)
+        layouts = self.publisher.layouts if self.publisher is not None else []
         self.publisher = WeightPublisher(self.cfg.sync)
         self._on_all("rank_gather")
+        for layout in layouts:  # the borrowed site's, if registered: still encoded after the load
+            self.publisher.register(layout)
         return json.loads((path_ / "state.json").read_text())
 
     def drain_spans(self) -> list[dict[str, Any]]:

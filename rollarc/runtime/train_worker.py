@@ -20,7 +20,9 @@ from rollarc.agent.trajectory import Trajectory
 from rollarc.config import Config
 from rollarc.models.checkpoint import REFERENCE_FILE, atomic_directory, load_policy
 from rollarc.report.metrics import process_rss_mb
-from rollarc.runtime.weight_sync import SyncPayload
+from rollarc.runtime.weight_sync import ShardPayload, SyncPayload
+from rollarc.sync.shard import ShardSpec
+from rollarc.sync.site import fp32_nbytes, site_layouts
 from rollarc.sync.versions import WHOLE, VersionedUpdate, WeightPublisher, updates_nbytes
 from rollarc.train.policy_trainer import PolicyTrainer
 from rollarc.train.trainer_options import trainer_options
@@ -75,9 +77,13 @@ class TrainWorker:
         self._spans.append(sync_span(t0, self.trainer.version))
         return payload
 
-    def fetch_weights(self, have: int | None) -> tuple[VersionedUpdate, ...]:
-        """Catch-up for a receiver at version ``have``: a delta chain or a full copy, whichever is fewer bytes."""
-        return self.publisher.fetch(WHOLE, have)
+    def fetch_weights(self, have: int | None, layout: ShardSpec = WHOLE) -> tuple[VersionedUpdate, ...]:
+        """Catch-up for a receiver of ``layout`` at version ``have``: a delta chain or a full copy, by bytes."""
+        return self.publisher.fetch(layout, have)
+
+    def register_site(self, world: int) -> dict[str, Any]:
+        """Encode each update in ``world`` shards for the borrowed site too, from the next version on."""
+        return register_site(self.publisher, world)
 
     def version(self) -> int:
         return self.trainer.version
@@ -125,8 +131,11 @@ class TrainWorker:
             self.model.load_state_dict(model.state_dict())
         self.trainer.load_optimizer_state(torch.load(path_ / "trainer_state.pt", weights_only=False))
         self.trainer.load_reference(path_ / REFERENCE_FILE)
+        layouts = self.publisher.layouts  # the borrowed site's, if registered: still encoded after the load
         self.publisher = WeightPublisher(self.cfg.sync)
         self.publisher.publish(self.trainer.named_weights(), version=self.trainer.version)
+        for layout in layouts:
+            self.publisher.register(layout)
         return json.loads((path_ / "state.json").read_text())
 
     def drain_spans(self) -> list[dict[str, Any]]:
@@ -135,15 +144,35 @@ class TrainWorker:
 
 
 def latest_payload(publisher: WeightPublisher, version: int, method: str) -> SyncPayload:
-    """The update just published (full or delta), put into the object store once for every receiver."""
+    """The update just published (full or delta), put into the object store once for every receiver; and, with
+    a borrowed site registered (``register_site``), one object per shard layout, each sent to one member."""
     updates = publisher.latest(WHOLE)
+    shards = {}
+    for layout in publisher.layouts:
+        if layout != WHOLE:
+            shard = publisher.latest(layout)
+            shards[layout] = ShardPayload(version, layout, [ray.put(shard)], updates_nbytes(shard))
     return SyncPayload(
         version=version,
         method=method,
         refs=[ray.put(updates)],
         nbytes=updates_nbytes(updates),
         model_bytes=sum(u.model_bytes for u in updates),
+        shards=shards,
     )
+
+
+def register_site(publisher: WeightPublisher, world: int) -> dict[str, Any]:
+    """Register the ``world`` shard layouts of a borrowed site (``rollarc.sync.site``) with ``publisher``.
+
+    Returns the layouts (rank order) and ``full_copy_bytes``, one fp32 copy of the weights: what a plain
+    copy into the site would cost, the yardstick of its measured bytes.
+    """
+    state = publisher.shard(WHOLE)
+    layouts = site_layouts({name: tuple(t.shape) for name, t in state.items()}, world)
+    for layout in layouts:
+        publisher.register(layout)
+    return {"layouts": layouts, "full_copy_bytes": fp32_nbytes(state)}
 
 
 def sync_span(t0: float, version: int) -> dict[str, Any]:

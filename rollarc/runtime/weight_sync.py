@@ -11,14 +11,25 @@ applied silently.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
 from rollarc.sync.codec import SyncIntegrityError
-from rollarc.sync.versions import VersionedUpdate, VersionGap, WeightReceiver, updates_nbytes
+from rollarc.sync.shard import ShardSpec
+from rollarc.sync.versions import WHOLE, VersionedUpdate, VersionGap, WeightReceiver, updates_nbytes
+
+
+@dataclass
+class ShardPayload:
+    """One layout's update of a version, as a hop into or inside the borrowed site carries it."""
+
+    version: int
+    layout: ShardSpec
+    refs: list[Any] = field(default_factory=list)  # one object ref to the tuple of VersionedUpdates
+    nbytes: int = 0
 
 
 @dataclass
@@ -28,6 +39,15 @@ class SyncPayload:
     refs: list[Any] = field(default_factory=list)  # one object ref to the tuple of VersionedUpdates
     nbytes: int = 0
     model_bytes: int = 0
+    shards: dict[ShardSpec, ShardPayload] = field(default_factory=dict)  # the borrowed site's layouts, if any
+
+    def of(self, layout: ShardSpec) -> ShardPayload:
+        """The update of ``layout``: the whole-model one every dedicated replica fetches, or a registered shard's."""
+        if layout == WHOLE:
+            return ShardPayload(self.version, WHOLE, self.refs, self.nbytes)
+        if layout not in self.shards:
+            raise KeyError(f"no update of {layout.describe()} was published; register the layout with the trainer")
+        return self.shards[layout]
 
 
 @dataclass
@@ -61,4 +81,9 @@ async def receive(receiver: WeightReceiver, updates: Sequence[VersionedUpdate], 
 
 def engine_weights(receiver: WeightReceiver, like: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """The receiver's weights in the engine's dtypes (a bf16 wire format is widened exactly)."""
-    return {name: tensor.to(like[name].dtype) for name, tensor in receiver.state.items()}
+    return engine_state(receiver.state, like)
+
+
+def engine_state(state: Mapping[str, torch.Tensor], like: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """``state`` in the engine's dtypes (a bf16 wire format is widened exactly)."""
+    return {name: tensor.to(like[name].dtype) for name, tensor in state.items()}

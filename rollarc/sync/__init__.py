@@ -11,4 +11,5 @@ config (``rollarc.sync.config``) does not pay for torch:
 - ``versions``  ``WeightPublisher`` / ``WeightReceiver``: version tracking, delta chains or a full copy.
 - ``topology``  pure fan-out routes inside a site (tree or ring).
 - ``relay``     Ray actors: one copy crosses to each site, then fans out inside it; bytes are counted.
+- ``site``      a site that takes one copy in shards, one per member, then fans each out (``harvest:``).
 """

@@ -28,6 +28,7 @@ from rollarc.runtime.entry import run_training
 from rollarc.runtime.harvest_pool import HarvestPool
 from rollarc.runtime.ray_cluster import start_ray
 from rollarc.runtime.workers import Workers
+from rollarc.sync.versions import WeightReceiver
 from tests.integration.test_runtime import config, metrics, only_run
 from tests.integration.test_weight_sync_and_failover import scripted_group
 
@@ -90,10 +91,11 @@ def test_training_on_borrowed_capacity_counts_withdrawals_migrations_and_a_dead_
     assert harvest["lends"] >= 1 and harvest["withdrawals"] >= 1
     # killed mid-run: counted and replaced (the replacement joins once its full copy has arrived)
     assert harvest["deaths"] == 1 and harvest["replacements"] == 1
-    # one delta into the borrowed site while it had a member, in-site bytes to the dedicated replica every step
+    # one delta into the borrowed site while it had a member; the dedicated replica's fetch every step
     for row in rows[:6]:
-        assert row["sync_cross_site_bytes"] > 0 and "origin->borrowed-0" in row["sync_hops"]
-    assert all(row["sync_in_site_bytes"] > 0 and "origin->rollout-0" in row["sync_hops"] for row in rows)
+        assert row["cross_site_bytes"] > 0 and "origin->borrowed-0" in row["sync_hops"]
+        assert row["full_copy_bytes"] > 0  # fp32 deltas here (no sync.dtype): dense, about a full copy each
+    assert all(row["sync_bytes"] > 0 and "origin->rollout-0" in row["sync_hops"] for row in rows)
     for key in ("preemptions", "pauses", "migrated_turns", "withdrawals", "lends", "deaths", "replacements"):
         assert f"harvest_{key}" in rows[-1] and key in harvest
     # migrated turns that carried partial output were resumed from it (their tokens counted), not regenerated
@@ -180,19 +182,28 @@ def test_borrowed_site_syncs_bitwise_preempts_migrates_and_replaces_a_dead_membe
             ray.get(workers.trainer.train_step.remote([group], version - 1))
             payload = ray.get(workers.trainer.publish.remote())
             assert payload.version == version and payload.method == "delta"
-            (ref,) = pool.sync(payload)
+            refs = pool.sync(payload)  # one per shard
             ray.get(workers.sync_all(payload))
-            pool.on_sync(ref)
+            for ref in refs:
+                ray.wait([ref], timeout=120)
+                pool.on_sync(ref)
         metrics_row = pool.step_metrics()
         trainer = ray.get(workers.trainer.gathered_weights.remote())
         for name in ("borrowed-0", "borrowed-1"):
             got = ray.get(pool.replicas[name].engine_weights.remote())
             assert set(got) == set(trainer)
             assert all(torch.equal(got[k], trainer[k]) for k in trainer), name
-        # two versions: each crossed into the site once (origin -> borrowed-0) and went on inside it
-        assert set(metrics_row["sync_hops"]) == {"origin->borrowed-0", "borrowed-0->borrowed-1"}
-        assert metrics_row["sync_cross_site_bytes"] == metrics_row["sync_hops"]["origin->borrowed-0"]
-        assert metrics_row["sync_in_site_bytes"] == metrics_row["sync_hops"]["borrowed-0->borrowed-1"]
+        # two versions: each crossed into the site once, half of it to each member, and each half went on to the other
+        hops = metrics_row["sync_hops"]
+        assert set(hops) == {
+            "origin->borrowed-0",
+            "origin->borrowed-1",
+            "borrowed-0->borrowed-1",
+            "borrowed-1->borrowed-0",
+        }
+        assert metrics_row["cross_site_bytes"] == hops["origin->borrowed-0"] + hops["origin->borrowed-1"]
+        assert metrics_row["in_site_bytes"] == hops["borrowed-0->borrowed-1"] + hops["borrowed-1->borrowed-0"]
+        assert metrics_row["in_site_bytes"] == metrics_row["cross_site_bytes"]  # each shard forwarded once
         assert metrics_row["sync_full_copies"] == 0
 
         # preemption: serving arrivals overflow the shared KV budget; the turn resumes and keeps its versions
@@ -280,3 +291,103 @@ def test_a_sync_run_with_harvest_trains_the_batches_of_the_same_run_without_it(n
     assert len({r["batch_digest"] for r in harvest}) == 3  # three different batches, not one repeated
     for a, b in zip(harvest, dedicated, strict=True):
         assert a["loss"] == pytest.approx(b["loss"], abs=1e-5)
+
+
+def _published(trainer: Any) -> dict[str, torch.Tensor]:
+    """The weights the trainer published last, as a full copy to a fresh receiver rebuilds them."""
+    receiver = WeightReceiver()
+    receiver.apply(ray.get(trainer.fetch_weights.remote(None)))
+    return dict(receiver.state)
+
+
+def test_each_update_crosses_once_in_shards_and_every_member_holds_the_published_weights_bitwise(
+    nano_policy_dir, tmp_path
+):
+    """Three members, chains inside the site (fanout 1): after every update, each member's engine holds bitwise the
+    trainer's published (bf16) weights: while lent, withdrawn and lent again, and after a shard's owner dies
+    mid-sync (the members it did not reach catch up) and its replacement joins."""
+    harvest = {
+        **HARVEST,
+        "replicas": 3,
+        "fanout": 1,
+        "slo": {"ttft_p99_ms": 2000.0, "tpot_p99_ms": 200.0},
+        "synthetic": {"rate_per_s": 0.5, "burst_every_s": 0.0},
+    }
+    cfg = config(
+        nano_policy_dir, tmp_path, harvest=harvest, train={"lr": 0.05}, sync={"method": "delta", "dtype": "bfloat16"}
+    )
+    start_ray(cfg.cluster)
+    try:
+        workers = Workers(cfg, str(nano_policy_dir))
+        pool = HarvestPool(cfg, workers.router, workers.trainer, str(nano_policy_dir), 0)
+        assert len(pool.layouts) == 3 and pool.full_copy_bytes > 0
+        renderer = ChatRenderer(load_tokenizer(nano_policy_dir))
+        prompt = renderer.prompt_ids([Message("user", "t0..")])
+        group = scripted_group(prompt, renderer)
+
+        def step(version: int) -> tuple[Any, dict[str, Any]]:
+            ray.get(workers.trainer.train_step.remote([group], version - 1))
+            payload = ray.get(workers.trainer.publish.remote())
+            assert payload.version == version and set(payload.shards) == set(pool.layouts)
+            refs = pool.sync(payload)
+            ray.get(workers.sync_all(payload))
+            for ref in refs:
+                ray.wait([ref], timeout=120)
+                pool.on_sync(ref)
+            return payload, pool.step_metrics()
+
+        def assert_bitwise(version: int) -> None:
+            published = _published(workers.trainer)
+            assert all(t.dtype == torch.bfloat16 for t in published.values())
+            for name, handle in pool.replicas.items():
+                got = ray.get(handle.engine_weights.remote())
+                assert set(got) == set(published), name
+                assert all(torch.equal(got[k], published[k].float()) for k in published), (name, version)
+                assert ray.get(handle.headroom.remote())["version"] == version, name
+
+        for version in (1, 2):
+            payload, row = step(version)
+            assert_bitwise(version)
+            # one copy crossed, a third to each member; each third went on to the two others
+            shard_bytes = [payload.shards[layout].nbytes for layout in pool.layouts]
+            hops = row["sync_hops"]
+            assert [hops[f"origin->borrowed-{i}"] for i in range(3)] == shard_bytes
+            assert row["cross_site_bytes"] == sum(shard_bytes) < 1.5 * payload.nbytes < row["full_copy_bytes"]
+            assert row["in_site_bytes"] == 2 * row["cross_site_bytes"]
+            assert row["sync_full_copies"] == 0
+
+        # lent, withdrawn (it keeps receiving updates), lent again: the same weights as everyone
+        for version, capacity in ((3, 4), (4, 0), (5, 4)):
+            pool._decide("borrowed-1", capacity)  # the lending policy's decision, acted on with the router
+            assert pool.lent() == (["borrowed-1"] if capacity else [])
+            step(version)
+            assert_bitwise(version)
+        assert (pool.counters["lends"], pool.counters["withdrawals"]) == (2, 1)
+        step(6)
+        assert_bitwise(6)
+        params = SamplingParams(temperature=1.0, max_tokens=4, ignore_eos=True)
+        done = ray.get(pool.replicas["borrowed-1"].generate.remote(prompt, params, "traj-c"))
+        assert set(done.token_versions) == {6}
+
+        # the owner of shard 0 dies before the next sync: the others missed shards and catch up from the trainer
+        ray.kill(pool.replicas["borrowed-0"])
+        payload, row = step(7)
+        assert pool.counters["deaths"] == 1 and "borrowed-0" not in pool.replicas
+        # shards 1 and 2 went to their owners; the shards that did not reach a member came from the trainer
+        assert row["cross_site_bytes"] > sum(payload.shards[layout].nbytes for layout in pool.layouts)
+        assert row["sync_full_copies"] <= 2  # a delta chain or a full copy (fewer bytes) for each survivor
+        assert_bitwise(7)
+        deadline = time.monotonic() + 120
+        while "borrowed-3" not in pool.replicas:  # the replacement joins once its full copies have arrived
+            assert time.monotonic() < deadline
+            pool.tick()
+            time.sleep(0.05)
+        joined = pool.step_metrics()
+        assert joined["sync_full_copies"] == 1 and joined["sync_hops"]["origin->borrowed-3"] > 0
+        assert_bitwise(7)
+        _, row = step(8)  # the shards' owners are now borrowed-1, borrowed-2, borrowed-3
+        assert {f"origin->borrowed-{i}" for i in (1, 2, 3)} <= set(row["sync_hops"])
+        assert list(pool.replicas) == ["borrowed-1", "borrowed-2", "borrowed-3"]
+        assert_bitwise(8)
+    finally:
+        ray.shutdown()
