@@ -220,8 +220,8 @@ def run_setup(
                 DEDICATED_POOL,
                 0,
                 cfg.sync,
-                None,
-                "cpu",
+                None,  # no trainer: no weight update runs in a set-up
+                "cpu",  # as the co-serving replica, which builds its engines on the CPU: the same hardware for both
                 cfg.engine.dtype or cfg.model.dtype,
                 cores=rose.rollout_cores,
             )
