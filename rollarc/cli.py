@@ -192,7 +192,7 @@ def build_parser() -> argparse.ArgumentParser:
         add_help=False,
     )
     p.add_argument("rest", nargs=argparse.REMAINDER)
-    p.set_defaults(func=lambda a: _passthrough("rollarc.rose.loadgen")(a.rest))
+    p.set_defaults(func=lambda a: _passthrough("rollarc.bench.loadgen")(a.rest))
 
     p = sub.add_parser("simulate", help="discrete-event simulation of a cluster", add_help=False)
     p.add_argument("rest", nargs=argparse.REMAINDER)
@@ -205,7 +205,7 @@ PASSTHROUGH = {
     "simulate": "rollarc.sim.cli",
     "reward": "rollarc.reward_cli",
     "serve": "rollarc.serve.app",
-    "loadgen": "rollarc.rose.loadgen",
+    "loadgen": "rollarc.bench.loadgen",
 }
 
 

@@ -1,11 +1,16 @@
 """``rollarc bench rose``: rollouts on dedicated workers only vs dedicated plus borrowed co-serving capacity.
 
-Three set-ups on the same cores (serving worker on ``serving_cores``, dedicated rollout on ``rollout_cores``),
-each replaying the same trace against the serving model S:
+It runs the actors of ``rollarc train`` with ``harvest:`` (``rollarc.runtime.rose_setup``): the co-serving
+replica started and lent by the HarvestPool, a dedicated RolloutWorker, and the Router in front of both. Three
+set-ups on the same cores (the co-serving replica pinned to ``serving_cores``, the dedicated worker to
+``rollout_cores``), each replaying the same trace window against the serving model S:
 
-- **serving alone**: the SLO attainment and p99 TTFT the serving worker reaches by itself;
-- **dedicated only**: multi-turn rollouts of the policy R on the dedicated worker; trajectories per second;
-- **dedicated + borrowed**: the serving worker also runs R's turns whenever the SLO guard lets it (ROSE).
+- **serving alone**: the SLO attainment and p99 TTFT the co-serving replica reaches by itself (never lent);
+- **dedicated only**: multi-turn rollouts of the policy R through the Router on the dedicated worker only;
+- **dedicated + borrowed**: the co-serving replica is also lent to the Router while its guard reports headroom.
+
+Rollout throughput is measured alike in both: turns finished through the Router while the window was served,
+in trajectory-equivalents per second (turns / turns per trajectory / window), and generated tokens per second.
 
 **The SLO binds**: unless ``slo_alone_factor`` is 0, the SLO is derived first from a serving-alone run at the
 default load (``slo_alone_factor`` x its TTFT and TPOT p99, recorded under ``slo``) and used for every set-up
@@ -13,25 +18,42 @@ and load point. The guard keeps that SLO, so it has to act. ``speedup_harvest`` 
 / without. ``slo_attainment_coserving`` must stay within 0.005 of ``slo_attainment_alone``. ``loads`` repeats
 the comparison at several trace time scales (heavier load to the right); a full run adds heavier points until
 the guard acts at the heaviest (``guard_binds``), up to 16x the default. ``guard_actions`` counts pauses,
-preemptions and withdrawals at the default load. ``cross_site_bytes_ratio``: bytes that cross into the borrowed site per policy version
-(one sparse bf16 delta of a real tiny-policy AdamW step, fanned out inside the site) over full bf16 copies
-sent to each borrowed worker.
+preemptions and withdrawals at the default load. ``cross_site_bytes_per_step``: bytes that crossed into the borrowed site per step of a short real
+``rollarc train configs/harvest.yaml`` at its training lr (``bench/rose_bytes.py``; ``in_site_bytes_per_step`` the
+bytes fanned out inside it). ``cross_site_bytes_ratio_modelled``: bytes that cross into the
+borrowed site per policy version (one sparse bf16 delta of a real tiny-policy AdamW step at lr 1e-6, fanned out
+inside the site, planned by ``rose.sites``: a model, not a measurement) over full bf16 copies sent to each
+borrowed worker.
 """
 
 from __future__ import annotations
 
 import argparse
+import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rollarc.bench.report_file import add_docs_flag, emit_json, markdown_table, publish
+from rollarc.bench.rose_bytes import measured_cross_site_bytes
 from rollarc.bench.weightsync import real_updates
 from rollarc.configio import load_config
 from rollarc.rose.config import RoseConfig
-from rollarc.rose.harness import Mode, SetupResult, run_setup
 from rollarc.rose.sites import bytes_per_hop, cross_site_bytes, plan_hops
 from rollarc.rose.slo import SLOConfig, summarize
 from rollarc.rose.trace import TraceRequest, read_trace, scale, synthetic_trace
+from rollarc.runtime.rose_setup import Mode, PolicySpec, SetupResult, rose_cluster, run_setup, write_policy
+
+
+@dataclass(frozen=True)
+class Policy:
+    """The policy checkpoint every set-up's replicas load, and its vocabulary (the prompts' ids)."""
+
+    path: str
+    vocab_size: int
+
+    def run(self, mode: Mode, rose: RoseConfig, window: list[TraceRequest]) -> SetupResult:
+        return run_setup(mode, rose, window, policy_dir=self.path, vocab_size=self.vocab_size)
 
 
 def load_trace(path: str | None, seed: int) -> list[TraceRequest]:
@@ -86,37 +108,44 @@ def derived_slo(rose: RoseConfig, alone: SetupResult) -> SLOConfig:
     )
 
 
-def run_alone(rose: RoseConfig, window: list[TraceRequest], time_scale: float) -> SetupResult:
+def run_alone(policy: Policy, rose: RoseConfig, window: list[TraceRequest], time_scale: float) -> SetupResult:
     print(f"time scale {time_scale:g}: alone ({len(window)} serving requests)", flush=True)
-    return run_setup("alone", rose, window)
+    return policy.run("alone", rose, window)
 
 
 def one_load(
-    rose: RoseConfig, trace: list[TraceRequest], time_scale: float, alone_run: SetupResult | None = None
+    policy: Policy,
+    rose: RoseConfig,
+    trace: list[TraceRequest],
+    time_scale: float,
+    alone_run: SetupResult | None = None,
 ) -> dict[str, Any]:
     """The three set-ups at one load, scored against ``rose.slo`` (the derived SLO); ``alone_run``: already run."""
     window = load_window(rose, trace, time_scale)
-    runs: dict[str, SetupResult] = {"alone": alone_run or run_alone(rose, window, time_scale)}
+    runs: dict[str, SetupResult] = {"alone": alone_run or run_alone(policy, rose, window, time_scale)}
     modes: tuple[Mode, ...] = ("dedicated", "harvest")
     for mode in modes:
         print(f"time scale {time_scale:g}: {mode} ({len(window)} serving requests)", flush=True)
-        runs[mode] = run_setup(mode, rose, window)
+        runs[mode] = policy.run(mode, rose, window)
     alone = summarize(runs["alone"].timings, rose.slo)
     dedicated = summarize(runs["dedicated"].timings, rose.slo)
     coserving = summarize(runs["harvest"].timings, rose.slo)
     harvest = runs["harvest"]
-    serve_counters = harvest.counters["serve"]
+    serve_counters = harvest.counters
     guard_actions = {
         "pauses": serve_counters["pauses"],
         "preemptions": serve_counters["preemptions"],
-        "withdrawals": harvest.scheduler["withdrawals"],
+        "withdrawals": harvest.lending["withdrawals"],
     }
+    dedicated_turns = harvest.routed.get("dedicated", 0)
     row = {
         "time_scale": time_scale,
         "requests": len(window),
         "requests_per_s": len(window) / rose.replay.duration_s,
         "rollout_traj_s_dedicated": runs["dedicated"].traj_per_s,
         "rollout_traj_s_harvest": harvest.traj_per_s,
+        "rollout_tokens_s_dedicated": runs["dedicated"].tokens_per_s,
+        "rollout_tokens_s_harvest": harvest.tokens_per_s,
         "speedup_harvest": harvest.traj_per_s / runs["dedicated"].traj_per_s if runs["dedicated"].traj_per_s else 0.0,
         "slo_attainment_alone": alone["slo_attainment"],
         "slo_attainment_dedicated_setup": dedicated["slo_attainment"],
@@ -129,16 +158,13 @@ def one_load(
         "pauses": serve_counters["pauses"],
         "borrowed_rollout_steps": serve_counters["rollout_steps"],
         "rollout_overruns": serve_counters["rollout_overruns"],  # steps > 1.5x their prediction (+2 ms)
-        "withdrawals": harvest.scheduler["withdrawals"],
-        "lends": harvest.scheduler["lends"],
+        "withdrawals": harvest.lending["withdrawals"],
+        "lends": harvest.lending["lends"],
         "guard_actions": guard_actions,
-        "migrations": harvest.scheduler["migrations"],
-        "borrowed_turns": serve_counters["turns_done"],
+        "migrated_turns": harvest.lending["migrated_turns"],  # aborted on withdrawal, resumed from partial output
+        "borrowed_turns": harvest.routed.get("borrowed", 0),
         # within the harvest run alone (immune to load drift between runs): all turns / the dedicated worker's
-        "speedup_within_run": (serve_counters["turns_done"] + harvest.counters["ded"]["turns_done"])
-        / max(1, harvest.counters["ded"]["turns_done"]),
-        "affinity_hits": harvest.scheduler["affinity_hits"],
-        "affinity_misses": harvest.scheduler["affinity_misses"],
+        "speedup_within_run": sum(harvest.routed.values()) / max(1, dedicated_turns),
         "versions_kept": harvest.turn_versions_ok and runs["dedicated"].turn_versions_ok,
         "pinned": harvest.pinned,
     }
@@ -198,10 +224,31 @@ def docs_body(result: dict[str, Any], curve: list[dict[str, Any]]) -> str:
     slo = result["slo"]
     return (
         f"SLO: TTFT p99 {slo['ttft_p99_ms']:.1f} ms, TPOT p99 {slo['tpot_p99_ms']:.1f} ms ({slo['source']}).\n\n"
-        f"{table}\n\nCross-site bytes per version, one sparse delta vs full copies: "
-        f"{result['cross_site_bytes_ratio']:.4f}. Measured on a shared, loaded 2-core machine: ratios within one run "
+        f"{table}\n\nMeasured in a short `rollarc train configs/harvest.yaml` at its training lr: "
+        f"{result['cross_site_bytes_per_step'] / 1e6:.2f} MB per step crossed into the borrowed site "
+        f"({result['in_site_bytes_per_step'] / 1e6:.2f} MB inside it; one fp32 copy is "
+        f"{result['full_copy_bytes'] / 1e6:.2f} MB). Modelled cross-site bytes per version, one sparse delta "
+        f"at lr 1e-6 vs full copies: {result['cross_site_bytes_ratio_modelled']:.4f}. Measured on a shared, loaded 2-core machine: ratios within one run "
         "are meaningful, absolute times are not. See docs/rose.md.\n"
     )
+
+
+def sweep(
+    policy: Policy, rose: RoseConfig, trace: list[TraceRequest], scales: list[float], extend: bool
+) -> tuple[SLOConfig, dict[float, dict[str, Any]]]:
+    """The derived SLO, and the three set-ups at each time scale; ``extend``: heavier loads until the guard acts."""
+    base = rose.replay.time_scale
+    # the SLO, derived from serving alone at the default load before anything else runs
+    first_alone = run_alone(policy, rose, load_window(rose, trace, base), base)
+    slo = derived_slo(rose, first_alone)
+    rose = rose.model_copy(update={"slo": slo})
+    print(f"SLO: TTFT p99 {slo.ttft_p99_ms:.1f} ms, TPOT p99 {slo.tpot_p99_ms:.1f} ms", flush=True)
+    loads = {s: one_load(policy, rose, trace, s, first_alone if s == base else None) for s in scales}
+    heaviest = max(loads)
+    while extend and _actions(loads[heaviest]) == 0 and heaviest < 16 * base:
+        heaviest *= 2  # the guard has not acted yet: heavier serving load until it must
+        loads[heaviest] = one_load(policy, rose, trace, heaviest)
+    return slo, loads
 
 
 def main(argv: list[str]) -> int:
@@ -235,19 +282,13 @@ def main(argv: list[str]) -> int:
         else [base / 2, base, base * 2]
     )
     trace = load_trace(args.trace, seed=0)
-    # the SLO, derived from serving alone at the default load before anything else runs
-    first_alone = run_alone(rose, load_window(rose, trace, base), base)
-    slo = derived_slo(rose, first_alone)
-    rose = rose.model_copy(update={"slo": slo})
-    print(f"SLO: TTFT p99 {slo.ttft_p99_ms:.1f} ms, TPOT p99 {slo.tpot_p99_ms:.1f} ms", flush=True)
-    loads = {s: one_load(rose, trace, s, first_alone if s == base else None) for s in scales}
-    heaviest = max(loads)
-    while not args.quick and not args.time_scales and _actions(loads[heaviest]) == 0 and heaviest < 16 * base:
-        heaviest *= 2  # the guard has not acted yet: heavier serving load until it must
-        loads[heaviest] = one_load(rose, trace, heaviest)
+    with tempfile.TemporaryDirectory(prefix="rollarc-bench-rose-") as scratch, rose_cluster():
+        policy = Policy(*write_policy(PolicySpec(), Path(scratch)))
+        slo, loads = sweep(policy, rose, trace, scales, extend=not args.quick and not args.time_scales)
     curve = [loads[s] for s in sorted(loads)]
     main_point = loads.get(base, curve[0])
     ratio, delta, full, hops = cross_site_bytes_ratio(1, args.quick)
+    measured = measured_cross_site_bytes(args.quick)  # a short `rollarc train configs/harvest.yaml` at train.lr
     result = {
         key: main_point[key]
         for key in (
@@ -260,10 +301,15 @@ def main(argv: list[str]) -> int:
             "ttft_p99_ms_coserving",
             "preemptions",
             "guard_actions",
+            "rollout_tokens_s_dedicated",
+            "rollout_tokens_s_harvest",
         )
     }
     guard_binds = _actions(curve[-1]) > 0
-    result["cross_site_bytes_ratio"] = ratio
+    result["cross_site_bytes_ratio_modelled"] = ratio
+    result["cross_site_bytes_per_step"] = measured["cross_site_bytes_per_step"]
+    result["in_site_bytes_per_step"] = measured["in_site_bytes_per_step"]
+    result["full_copy_bytes"] = measured["full_copy_bytes"]
     result.update(
         guard_binds=guard_binds,
         goal_met=bool(

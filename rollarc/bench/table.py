@@ -183,8 +183,9 @@ def _spot(d: dict[str, Any]) -> Row:
 
 
 def _rose(d: dict[str, Any]) -> Row:
-    speedups = [c["speedup_harvest"] for c in d["curve"]]
-    rates = [c["requests_per_s"] for c in d["curve"]]
+    points = d["loads"] if "loads" in d else d["curve"]  # "curve": the JSON of the harness's runs, before "loads"
+    speedups = [c["speedup_harvest"] for c in points]
+    rates = [c["requests_per_s"] for c in points]
     return (
         f"rollouts {times(min(speedups))}–{times(max(speedups))} faster with borrowed serving capacity at "
         f"{min(rates):.0f}–{max(rates):.0f} req/s of the Azure conversation trace; serving SLO attainment "

@@ -19,26 +19,27 @@ class RoseConfig(FrozenModel):
     memory_tokens: int = Field(
         4096,
         ge=1,
-        description="KV tokens the serving and rollout engines of one co-serving worker share (small by default, so a "
+        description="KV tokens the serving and rollout engines of the co-serving replica share (small by default, so a "
         "burst of serving traffic preempts rollout turns on the CPU demo)",
     )
     serving_cores: list[int] = Field(
-        default_factory=lambda: [0], description="CPU cores of the serving (co-serving) worker"
+        default_factory=lambda: [0], description="CPU cores the co-serving replica (a Ray actor) is pinned to"
     )
     rollout_cores: list[int] = Field(
-        default_factory=lambda: [1], description="CPU cores of the dedicated rollout worker (disjoint from serving)"
+        default_factory=lambda: [1],
+        description="CPU cores the dedicated RolloutWorker is pinned to (disjoint from serving)",
     )
     lend_after_s: float = Field(
-        0.5, ge=0, description="lend the co-serving worker once it has reported headroom for this long (LendingPolicy)"
+        0.5, ge=0, description="lend the co-serving replica once it has reported headroom for this long (LendingPolicy)"
     )
     withdraw_after_s: float = Field(
-        0.5, ge=0, description="a borrowed worker with no headroom for this long gives its rollout turns back"
+        0.5, ge=0, description="a lent replica with no headroom for this long is withdrawn (its turns resume elsewhere)"
     )
     min_capacity: int = Field(1, ge=1, description="headroom (rollout turns the guard admits) needed to lend")
     dedicated_first: bool = Field(
         True,
-        description="a turn without a cached prefix to go back to takes the dedicated worker while it has room, "
-        "borrowed capacity only the rest (false: least loaded over both; rollarc.policy.dispatcher)",
+        description="a turn without a cached prefix to go back to takes the dedicated worker while it has a free "
+        "place, the lent replica only the rest (false: least loaded over both; rollarc.policy.dispatcher)",
     )
     slo_alone_factor: float = Field(
         1.5,

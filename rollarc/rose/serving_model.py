@@ -1,8 +1,8 @@
 """The serving model S's engine, built from a ``serving:`` section.
 
-Its own module because both execution paths build S: the co-serving Ray replica of ``rollarc train``
-(``runtime/coserving_replica.py``) and the benchmark's worker processes (``rose/workers.py``); neither should
-import the other to get it.
+Its own module, below the runtime: what S is belongs to ``rollarc.rose``; the co-serving Ray replica
+(``runtime/coserving_replica.py``, which ``rollarc train``, ``rollarc bench rose`` and ``rollarc loadgen`` all
+run) builds it from here.
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 
 A co-serving replica in ``rollarc train`` serves from start-up to the end of the run, whose length is not
 known in advance. :class:`TraceLoop` repeats the trace window (``replay.offset_s`` .. ``+ duration_s`` of the
-scaled trace) end to end: the ``k``-th pass arrives ``k x duration_s`` later. Pure: the caller passes times.
+scaled trace) end to end: the ``k``-th pass arrives ``k x duration_s`` later; ``rollarc bench rose`` replays it
+once (``laps=1``), so every set-up serves the same requests. Pure: the caller passes times.
 """
 
 from __future__ import annotations
@@ -48,11 +49,15 @@ def harvest_trace(cfg: HarvestConfig) -> list[TraceRequest]:
 class TraceLoop:
     """Hands out the requests of an endlessly repeated window, in arrival order, up to a given time."""
 
-    def __init__(self, window: Sequence[TraceRequest], period_s: float) -> None:
+    def __init__(self, window: Sequence[TraceRequest], period_s: float, laps: int | None = None) -> None:
+        """``laps``: passes over the window before it runs dry (None: endless)."""
         if period_s <= 0:
             raise ValueError(f"period_s must be > 0, got {period_s}")
+        if laps is not None and laps < 1:
+            raise ValueError(f"laps must be >= 1 or None, got {laps}")
         self.window = sorted(window, key=lambda r: r.arrival_s)
         self.period_s = period_s
+        self.laps = laps
         self.index = 0  # requests handed out so far, over all passes
 
     def until(self, t: float) -> list[TraceRequest]:
@@ -62,6 +67,8 @@ class TraceLoop:
             return out
         while True:
             lap, i = divmod(self.index, len(self.window))
+            if self.laps is not None and lap >= self.laps:
+                return out
             request = self.window[i]
             arrival = lap * self.period_s + request.arrival_s
             if arrival > t:

@@ -37,8 +37,10 @@ from rollarc.models.checkpoint import load_policy
 from rollarc.models.device import resolve_dtype
 from rollarc.policy.dispatcher import BORROWED_POOL
 from rollarc.rose.coserve import CoServingExecutor, ServingRequest
+from rollarc.rose.pinning import pin
 from rollarc.rose.serving_model import engine_of
 from rollarc.rose.slo import RequestTiming, summarize
+from rollarc.rose.trace import TraceRequest
 from rollarc.rose.trace_loop import TraceLoop, harvest_trace
 from rollarc.rose.turns import Turn
 from rollarc.runtime.generate_span import generate_span
@@ -71,12 +73,18 @@ class CoServingReplica:
         dtype: str = "float32",
         seed: int = 0,
         layouts: tuple[ShardSpec, ...] = (WHOLE,),
+        trace: list[TraceRequest] | None = None,
+        cores: list[int] | None = None,
     ) -> None:
         """``version`` None: a replacement started mid-run; it must ``catch_up`` (a full copy) before it is lent.
 
         ``layouts``: the site's shard layouts (``TrainWorker.register_site``); the replica holds every one.
+        ``trace``: a window to replay once instead of ``harvest``'s trace in a loop, and ``cores``: the CPU cores
+        to pin this actor to (``rose.pinning``); ``rollarc bench rose`` passes both, so that every set-up serves
+        the same requests on the same cores.
         """
         torch.set_num_threads(harvest.threads)
+        self.pinned = pin(cores) if cores else []
         self.name = name
         self.harvest = harvest
         self.in_flight_update = in_flight_update
@@ -102,7 +110,11 @@ class CoServingReplica:
             memory_tokens=harvest.memory_tokens,
             name=name,
         )
-        self.trace = TraceLoop(harvest_trace(harvest), harvest.replay.duration_s)
+        self.trace = (
+            TraceLoop(harvest_trace(harvest), harvest.replay.duration_s)
+            if trace is None
+            else TraceLoop(trace, harvest.replay.duration_s, laps=1)
+        )
         self.rng = random.Random(seed)
         self.timings: deque[RequestTiming] = deque(maxlen=100_000)
         self.waiting: dict[str, tuple[asyncio.Future[Turn], float]] = {}  # turn id -> (its future, arrival)
@@ -280,6 +292,18 @@ class CoServingReplica:
             "name": self.name,
             "serving": summarize(list(self.timings), self.harvest.slo),
             **self.headroom(),
+        }
+
+    def served_timings(self) -> dict[str, Any]:
+        """Every serving request finished so far, ``(arrival, first token, finish, output tokens)`` on this actor's
+        clock, the cores it is pinned to, and the latency models' coefficients (``rollarc bench rose``)."""
+        self._check_loop()
+        ex = self.executor
+        return {
+            "timings": [(t.arrival_s, t.first_token_s, t.finish_s, t.output_tokens) for t in self.timings],
+            "pinned": self.pinned,
+            "serving_model": ex.serving_model.coefficients() if ex.serving_model.fitted else None,
+            "rollout_model": ex.rollout_model.coefficients() if ex.rollout_model.fitted else None,
         }
 
     def drain_spans(self) -> list[dict[str, Any]]:

@@ -66,8 +66,19 @@ def lent_registrations(
 
 
 class HarvestPool:
-    def __init__(self, cfg: Config, router: Any, trainer: Any, policy_dir: str, version: int) -> None:
+    def __init__(
+        self,
+        cfg: Config,
+        router: Any,
+        trainer: Any,
+        policy_dir: str,
+        version: int,
+        replica_options: dict[str, Any] | None = None,
+    ) -> None:
+        """``replica_options``: extra keyword arguments of every ``CoServingReplica`` (``rollarc bench rose`` passes
+        the trace window it replays once and the cores it is pinned to)."""
         assert cfg.harvest is not None
+        self.replica_options = dict(replica_options or {})
         self.cfg = cfg
         self.harvest: HarvestConfig = cfg.harvest
         self.router = router
@@ -119,6 +130,7 @@ class HarvestPool:
             self.cfg.engine.dtype or self.cfg.model.dtype,
             self.cfg.seed * 1000 + self._serial,
             self.layouts,
+            **self.replica_options,
         )
         if version is None:  # a replacement: its checkpoint is older than the trainer's weights; joins when caught up
             self._joining[handle.catch_up.remote()] = (name, handle)

@@ -34,6 +34,7 @@ from rollarc.engine.types import Completion, SamplingParams
 from rollarc.models.checkpoint import load_policy
 from rollarc.models.device import resolve_device, resolve_dtype
 from rollarc.report.metrics import process_rss_mb
+from rollarc.rose.pinning import pin
 from rollarc.runtime.generate_span import generate_span
 from rollarc.runtime.router import TurnArgs
 from rollarc.runtime.turn_chunks import TurnChunk, chunks_as_completed
@@ -59,13 +60,16 @@ class RolloutWorker:
         device: str = "auto",
         dtype: str = "float32",
         lora_scaling: float | None = None,
+        cores: list[int] | None = None,
     ):
-        """``device``: ``model.device``; ``dtype``: the engine's (``engine.dtype`` or else ``model.dtype``).
+        """``device``: ``model.device``; ``dtype``: the engine's (``engine.dtype`` or else ``model.dtype``);
+        ``cores``: CPU cores to pin this actor to (``rollarc bench rose`` keeps it off the serving replica's).
 
         ``version``: the policy version of ``policy_dir``'s weights; None for a replica added mid-run, whose
         checkpoint is older than the trainer's weights: it must ``catch_up`` (a full copy) before it serves.
         """
         torch.set_num_threads(threads)
+        self.pinned = pin(cores) if cores else []
         self.name = name
         self.pool = pool
         self.in_flight_update = in_flight_update
@@ -268,6 +272,7 @@ class RolloutWorker:
             **self.engine.stats(),
             "generated_tokens": self.generated_tokens,
             "prompt_tokens": self.prompt_tokens,
+            "pinned": self.pinned,
         }
 
     def drain_spans(self) -> list[dict[str, Any]]:

@@ -132,3 +132,20 @@ def test_async_row_says_when_the_target_is_inside_the_noise():
     assert "within the held-out noise (±0.069)" in _async(d)[0]
     d["target_outside_noise"] = True
     assert "noise" not in _async(d)[0]
+
+
+def test_rose_row_reads_the_loads_of_the_current_json_and_the_curve_of_the_old_one():
+    from rollarc.bench.table import _rose
+
+    point = {"speedup_harvest": 1.5, "requests_per_s": 4.0}
+    d = {
+        "slo_attainment_coserving": 0.99,
+        "slo_attainment_alone": 1.0,
+        "slo": {"ttft_p99_ms": 90.0},
+        "ttft_p99_ms_alone": 60.0,
+        "ttft_p99_ms_coserving": 70.0,
+        "loads": [point, {"speedup_harvest": 1.25, "requests_per_s": 8.0}],
+    }
+    assert "**1.25×**–**1.50×** faster" in _rose(d)[0] and "at 4–8 req/s" in _rose(d)[0]
+    old = {k: v for k, v in d.items() if k != "loads"} | {"curve": [point]}
+    assert "**1.50×**–**1.50×** faster" in _rose(old)[0]

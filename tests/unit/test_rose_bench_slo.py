@@ -6,8 +6,8 @@ import pytest
 
 from rollarc.bench.rose import _actions, derived_slo
 from rollarc.rose.config import RoseConfig
-from rollarc.rose.harness import SetupResult
 from rollarc.rose.slo import RequestTiming
+from rollarc.runtime.rose_setup import SetupResult
 
 
 def alone(ttft_ms: list[float], tpot_ms: float, tokens: int = 5) -> SetupResult:
@@ -15,7 +15,7 @@ def alone(ttft_ms: list[float], tpot_ms: float, tokens: int = 5) -> SetupResult:
         RequestTiming(float(i), i + t / 1000, i + t / 1000 + (tokens - 1) * tpot_ms / 1000, tokens)
         for i, t in enumerate(ttft_ms)
     ]
-    return SetupResult("alone", 1.0, 0, 0, 1, timings, {}, {}, {})
+    return SetupResult("alone", 1.0, 0, 0, 1, timings, {}, {}, {}, {})
 
 
 def test_slo_is_the_factor_times_the_alone_p99s() -> None:

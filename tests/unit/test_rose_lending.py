@@ -49,6 +49,18 @@ def test_trace_loop_repeats_the_window_end_to_end() -> None:
         TraceLoop(window, period_s=0.0)
 
 
+def test_trace_loop_with_laps_runs_dry_after_them() -> None:
+    window = [TraceRequest(0.5, 10, 2), TraceRequest(1.5, 20, 3)]
+    once = TraceLoop(window, period_s=2.0, laps=1)  # rollarc bench rose: every set-up serves the same requests
+    assert once.until(1.0) == [TraceRequest(0.5, 10, 2)]
+    assert once.until(100.0) == [TraceRequest(1.5, 20, 3)]  # not the second pass
+    assert once.until(1000.0) == []
+    twice = TraceLoop(window, period_s=2.0, laps=2)
+    assert [r.arrival_s for r in twice.until(100.0)] == [0.5, 1.5, 2.5, 3.5]
+    with pytest.raises(ValueError, match="laps"):
+        TraceLoop(window, period_s=2.0, laps=0)
+
+
 def test_harvest_trace_reads_the_path_and_applies_scale_offset_and_window(tmp_path) -> None:
     path = write_trace(tmp_path / "t.csv", [TraceRequest(t, 160, 32) for t in (0.0, 2.0, 4.0, 6.0, 8.0)])
     replay = ReplayConfig(time_scale=2.0, token_scale=0.5, offset_s=1.0, duration_s=2.0, max_output_tokens=10)

@@ -1,7 +1,8 @@
 """``rollarc loadgen --trace FILE --time-scale X --token-scale Y``: replay a serving trace against the serving model S.
 
-The serving worker (S, on ``serving_cores``) receives the trace's requests at their scaled arrival times,
-prompt ids drawn at random with the trace's lengths. Every request's TTFT and TPOT are recorded
+The co-serving replica of ``rollarc train`` (the Ray actor ``CoServingReplica``, pinned to ``serving_cores``,
+never lent: the ``alone`` set-up of ``rollarc.runtime.rose_setup``) receives the trace's requests at their scaled
+arrival times, prompt ids drawn at random with the trace's lengths. Every request's TTFT and TPOT are recorded
 (``--out``: one JSON object per request) and scored against ``slo:`` (from ``--config`` or the defaults);
 the summary (p50/p99 TTFT and TPOT, SLO attainment) is printed as the last line, one JSON object.
 """
@@ -10,13 +11,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import tempfile
 from pathlib import Path
 
 from rollarc.configio import load_config
 from rollarc.rose.config import RoseConfig
-from rollarc.rose.harness import run_setup
 from rollarc.rose.slo import summarize
 from rollarc.rose.trace import TraceRequest, read_trace, scale
+from rollarc.runtime.rose_setup import PolicySpec, rose_cluster, run_setup, write_policy
 
 
 def main(argv: list[str]) -> int:
@@ -58,7 +60,9 @@ def main(argv: list[str]) -> int:
         f"tokens x{replay.token_scale:g}) against {rose.serving.checkpoint or rose.serving.preset}",
         flush=True,
     )
-    result = run_setup("alone", rose, window)
+    with tempfile.TemporaryDirectory(prefix="rollarc-loadgen-") as scratch, rose_cluster():
+        policy_dir, vocab = write_policy(PolicySpec(), Path(scratch))  # the replica holds a policy it never runs
+        result = run_setup("alone", rose, window, policy_dir=policy_dir, vocab_size=vocab)
     if args.out:
         origin = min((t.arrival_s for t in result.timings), default=0.0)
         with Path(args.out).open("w") as handle:
