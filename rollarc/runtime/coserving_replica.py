@@ -34,7 +34,7 @@ from rollarc.engine.engine import LLMEngine
 from rollarc.engine.types import Completion, SamplingParams
 from rollarc.harvest_config import HarvestConfig
 from rollarc.models.checkpoint import load_policy
-from rollarc.models.device import resolve_dtype
+from rollarc.models.device import resolve_device, resolve_dtype
 from rollarc.policy.dispatcher import BORROWED_POOL
 from rollarc.rose.coserve import CoServingExecutor, ServingRequest
 from rollarc.rose.pinning import pin
@@ -75,13 +75,15 @@ class CoServingReplica:
         layouts: tuple[ShardSpec, ...] = (WHOLE,),
         trace: list[TraceRequest] | None = None,
         cores: list[int] | None = None,
+        device: str = "cpu",
     ) -> None:
         """``version`` None: a replacement started mid-run; it must ``catch_up`` (a full copy) before it is lent.
 
         ``layouts``: the site's shard layouts (``TrainWorker.register_site``); the replica holds every one.
         ``trace``: a window to replay once instead of ``harvest``'s trace in a loop, and ``cores``: the CPU cores
         to pin this actor to (``rose.pinning``); ``rollarc bench rose`` passes both, so that every set-up serves
-        the same requests on the same cores.
+        the same requests on the same cores. ``device``: ``model.device``; the serving model S and the policy both
+        live there, sharing the device and ``harvest.memory_tokens`` of KV (serving first).
         """
         torch.set_num_threads(harvest.threads)
         self.pinned = pin(cores) if cores else []
@@ -97,13 +99,14 @@ class CoServingReplica:
         self.site = SiteReceiver(layouts, start.shard(WHOLE), version)
         self._engine_at = version  # the version whose weights the rollout engine holds (None: the checkpoint's)
         self._swapping = asyncio.Lock()
-        model = model.to(resolve_dtype(dtype))  # type: ignore[arg-type]  # transformers types .to for a device only
+        self.device = resolve_device(device)
+        model = model.to(self.device, resolve_dtype(dtype))  # type: ignore[arg-type]  # transformers' typed .to rejects a device
         self._engine_like = dict(model.state_dict())
         rollout = LLMEngine(model, engine_cfg.model_copy(update={"num_threads": None}))
         rollout.version = version or 0
         self.max_turns = engine_cfg.max_num_seqs
         self.executor = CoServingExecutor(
-            engine_of(harvest.serving),
+            engine_of(harvest.serving, self.device),
             rollout,
             harvest.slo,
             margin=harvest.margin,
@@ -290,6 +293,7 @@ class CoServingReplica:
         """Serving SLO over every request served so far, and the co-serving counters."""
         return {
             "name": self.name,
+            "device": str(self.device),
             "serving": summarize(list(self.timings), self.harvest.slo),
             **self.headroom(),
         }

@@ -30,6 +30,7 @@ from rollarc.harvest_config import HarvestConfig
 from rollarc.policy.dispatcher import BORROWED_POOL
 from rollarc.policy.lending import LendingPolicy
 from rollarc.runtime.coserving_replica import CoServingReplica
+from rollarc.runtime.ray_cluster import uses_gpus
 from rollarc.runtime.weight_sync import SyncPayload
 from rollarc.sync.shard import ShardSpec
 from rollarc.sync.site import shard_routes
@@ -116,8 +117,9 @@ class HarvestPool:
     def _start(self, version: int | None) -> str:
         name = f"borrowed-{self._serial}"
         self._serial += 1
+        gpus = 1 if uses_gpus(self.cfg.cluster, self.cfg.model.device) else 0  # S and the policy share one device
         handle = CoServingReplica.options(  # type: ignore[attr-defined]  # @ray.remote class
-            name=name, num_cpus=0, max_concurrency=10_000
+            name=name, num_cpus=0, num_gpus=gpus, max_concurrency=10_000
         ).remote(
             name,
             self.policy_dir,
@@ -130,6 +132,7 @@ class HarvestPool:
             self.cfg.engine.dtype or self.cfg.model.dtype,
             self.cfg.seed * 1000 + self._serial,
             self.layouts,
+            device=self.cfg.model.device if gpus else "cpu",
             **self.replica_options,
         )
         if version is None:  # a replacement: its checkpoint is older than the trainer's weights; joins when caught up

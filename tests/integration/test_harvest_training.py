@@ -154,6 +154,7 @@ def test_a_restarted_router_routes_to_the_replica_still_lent(nano_policy_dir, tm
     summary = json.loads((only_run(tmp_path) / "summary.json").read_text())
     assert summary["steps"] == 6 and summary["router_restarts"] == 1
     assert summary["harvest"]["withdrawals"] == 0 and summary["harvest"]["lent_at_end"] == ["borrowed-0"]
+    assert [r["device"] for r in summary["harvest"]["replicas"]] == ["cpu"]  # S and the policy: model.device's
     # the restarted router's counts start at its restart: the borrowed replica ran turns after it
     assert summary["routing"]["replica_turns"].get("borrowed-0", 0) > 0
 
