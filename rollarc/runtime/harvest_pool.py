@@ -34,6 +34,7 @@ from rollarc.runtime.ray_cluster import uses_gpus
 from rollarc.runtime.weight_sync import SyncPayload
 from rollarc.sync.shard import ShardSpec
 from rollarc.sync.site import shard_routes
+from rollarc.sync.versions import WHOLE
 
 # Replica counters summed into harvest_<name>: migrated_kept (_tokens) are migrated turns that carried partial output
 # (and its tokens), which the agent loop resumed instead of regenerating.
@@ -109,7 +110,12 @@ class HarvestPool:
             self._start(version)
 
     def _register(self) -> None:
-        """Have the trainer encode every update in ``harvest.replicas`` shards, from its next version on."""
+        """Have the trainer encode every update in ``harvest.replicas`` shards, from its next version on.
+
+        Without a trainer (``rollarc bench rose``: no weight updates) the replicas hold the whole weights."""
+        if self.trainer is None:
+            self.layouts, self.full_copy_bytes = (WHOLE,), 0
+            return
         site = ray.get(self.trainer.register_site.remote(self.harvest.replicas))
         self.layouts, self.full_copy_bytes = tuple(site["layouts"]), int(site["full_copy_bytes"])
 
