@@ -129,6 +129,8 @@ class Cadence:
 
 
 class StepPlan:
+    """The step cycle of one run around its :class:`GroupScheduler` (whose ``total_steps`` is the last version)."""
+
     def __init__(self, scheduler: GroupScheduler, cadence: Cadence | None = None):
         if scheduler.total_steps is None:
             raise ValueError("a StepPlan needs a GroupScheduler with total_steps (the run's last version)")
