@@ -6,6 +6,7 @@ these same objects, so a simulated figure describes the scheduler rollarc really
 
 - :mod:`~rollarc.policy.freshness`: the one staleness rule.
 - :mod:`~rollarc.policy.scheduler`: admission, finished groups and batches as one state machine.
+- :mod:`~rollarc.policy.step_plan`: the step cycle around it (train, sync, record, evaluate, checkpoint, stop).
 - :mod:`~rollarc.policy.task_mix`: which task the next group samples.
 - :mod:`~rollarc.policy.redundancy`: which rollouts of a redundant group are kept.
 - :mod:`~rollarc.policy.routing` and :mod:`~rollarc.policy.dispatcher`: which replica serves a turn (with the

@@ -1,11 +1,13 @@
 """The Controller: the step loop that admits groups, forms batches, trains, syncs and checkpoints.
 
-One loop serves synchronous and asynchronous training. Every scheduling decision is the pure core's
+One loop serves synchronous and asynchronous training. Every decision is the pure core's
 (:mod:`rollarc.policy`, through :class:`~rollarc.runtime.scheduling.RuntimeScheduling`, the same core
 the simulator runs): groups are admitted under the staleness bound (``k = 0`` gives the synchronous
 barrier), finished groups wait in its bounded buffer, a training step starts as soon as ``B`` fresh
 groups are ready, and after each step the new weights are published once and synced to every rollout
-replica. Rollout never waits for training except through the admission rule.
+replica; the step plan (:class:`~rollarc.policy.step_plan.StepPlan`) says when each of these happens and
+when to evaluate, checkpoint, resize and stop. The loop here only carries out its actions and reports back
+what the Ray actors did. Rollout never waits for training except through the admission rule.
 
 Everything that can go wrong with one trajectory or one worker is counted and survived: failed
 trajectories, dropped or restarted stale groups, dead EnvWorkers (replaced; their groups re-run), dead
@@ -21,16 +23,15 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, assert_never
 
 import numpy as np
 import ray
 from ray.exceptions import RayActorError, RayTaskError
 
 from rollarc.agent.composition import Group, composition, token_staleness_hist
-from rollarc.agent.failures import FailureTally
 from rollarc.agent.local_eval import heldout_specs
 from rollarc.agent.runner import EpisodeSpec
 from rollarc.agent.seeds import derived_seed
@@ -38,13 +39,28 @@ from rollarc.agent.trajectory import Trajectory, batch_digest
 from rollarc.config import Config, elastic_pool
 from rollarc.models.checkpoint import remove_partial_directories
 from rollarc.policy.freshness import staleness as trained_staleness
-from rollarc.policy.scheduler import Admission
+from rollarc.policy.scheduler import Admission, Batch, ReadyGroup
+from rollarc.policy.step_plan import (
+    Action,
+    CancelInFlight,
+    Checkpoint,
+    DropStale,
+    Evaluate,
+    Finish,
+    Launch,
+    Resize,
+    StepDone,
+    StepPlan,
+    Sync,
+    Train,
+)
 from rollarc.report.metrics import MetricsWriter, TimelineWriter, process_rss_mb
 from rollarc.report.progress import RunProgress
 from rollarc.report.run_dir import TASK_PROFILES, TaskProfiles, from_dict, to_dict, truncate_timeline, write_json
 from rollarc.runtime.env_worker import GroupResult, GroupSpec
 from rollarc.runtime.failure_window import FailureWindow
 from rollarc.runtime.harvest_pool import HarvestPool
+from rollarc.runtime.run_counters import Counters
 from rollarc.runtime.scheduling import RuntimeScheduling
 from rollarc.runtime.task_profile import TaskProfiler
 from rollarc.runtime.trajectory_accounting import TrajectoryAccount
@@ -60,50 +76,6 @@ class RunError(RuntimeError):
 
 class TrainerLost(RuntimeError):
     """The TrainWorker died (a lost node, a crash, ``ray.kill``); the controller resumes from the last checkpoint."""
-
-
-@dataclass
-class Counters:
-    groups_started: int = 0
-    groups_trained: int = 0
-    dropped_stale: int = 0
-    restarted_stale: int = 0
-    dropped_failed: int = 0
-    failed_trajectories: int = 0
-    failures: FailureTally = field(default_factory=FailureTally)
-    env_worker_restarts: int = 0
-    retried_groups: int = 0
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "groups_started": self.groups_started,
-            "groups_trained": self.groups_trained,
-            "dropped_stale_groups": self.dropped_stale,
-            "restarted_stale_groups": self.restarted_stale,
-            "dropped_failed_groups": self.dropped_failed,
-            "failed_trajectories": self.failed_trajectories,
-            **self.failures.as_dict(),
-            "env_worker_restarts": self.env_worker_restarts,
-            "retried_groups": self.retried_groups,
-        }
-
-    @classmethod
-    def from_dict(cls, saved: dict[str, Any]) -> Counters:
-        """The counters :meth:`as_dict` wrote (a checkpoint's), so a resumed run counts on from them."""
-        return cls(
-            groups_started=int(saved.get("groups_started", 0)),
-            groups_trained=int(saved.get("groups_trained", 0)),
-            dropped_stale=int(saved.get("dropped_stale_groups", 0)),
-            restarted_stale=int(saved.get("restarted_stale_groups", 0)),
-            dropped_failed=int(saved.get("dropped_failed_groups", 0)),
-            failed_trajectories=int(saved.get("failed_trajectories", 0)),
-            failures=FailureTally(
-                counts=Counter({str(k): int(v) for k, v in saved.get("failure_reasons", {}).items()}),
-                examples={str(k): [str(m) for m in v] for k, v in saved.get("failure_examples", {}).items()},
-            ),
-            env_worker_restarts=int(saved.get("env_worker_restarts", 0)),
-            retried_groups=int(saved.get("retried_groups", 0)),
-        )
 
 
 class Controller:
@@ -135,7 +107,6 @@ class Controller:
         self.timeline = TimelineWriter(run_dir, self.run_start)
         self.evals: list[dict[str, Any]] = []
         self.last_checkpoint: str | None = None
-        self.buffer_sizes: list[int] = []
         self.sync_times: list[dict[str, float]] = []
         self._sync_bytes = 0  # received by the dedicated replicas since the last step record
         self.env_rss: dict[str, float] = {}
@@ -146,7 +117,6 @@ class Controller:
         self.finished_since_step: list[Group] = []  # every admitted group whose rollouts ended, since the last batch
         self.cancelled_since_step: list[Group] = []  # admitted groups cancelled while running, since the last batch
         self.cancelled_by_task: Counter[str] = Counter()
-        self.version = start_version
         self.trajectories = TrajectoryAccount()
         self.last_checkpoint_version: int | None = None
         self.trainer_restarts = 0
@@ -162,6 +132,15 @@ class Controller:
             else None
         )
         self._sync_targets: dict[Any, str] = {}  # sync ref -> the dedicated replica it updates
+        # the step in flight, as the plan's actions started it
+        self._train_ref: ray.ObjectRef[dict[str, Any]] | None = None
+        self._publish_ref: ray.ObjectRef[SyncPayload] | None = None
+        self._sync_refs: list[Any] = []
+        self._payload: SyncPayload | None = None
+        self._train_stats: dict[str, Any] = {}
+        self._batch_stats: dict[str, Any] = {}
+        self._step_started = self._sync_started = self._synced_at = self._last_step_end = time.time()
+        self.progress: RunProgress | None = None
 
     def restore(self, state: dict[str, Any]) -> None:
         """Continue from a checkpoint's controller state exactly: counters, evaluations, task profiles, the run
@@ -175,7 +154,7 @@ class Controller:
         if "task_profiler" in state:
             self.profiler = TaskProfiler.from_state(state["task_profiler"])
         self.dropped_by_task = Counter({str(k): int(v) for k, v in state.get("dropped_by_task", {}).items()})
-        self.buffer_sizes = [int(state.get("max_buffer_groups", 0))]
+        self.plan.buffer_peak = int(state.get("max_buffer_groups", 0))
         for saved in state.get("unfinished_groups", []):
             spec = GroupSpec(**saved)
             self.specs[spec.index] = spec  # run again first, same seeds (docs/async.md)
@@ -188,138 +167,129 @@ class Controller:
         self.resumed_rl_start_s = state.get("rl_start_s")
 
     # ---- the loop --------------------------------------------------------------------------------------
+    @property
+    def plan(self) -> StepPlan:
+        return self.scheduling.plan
+
+    @property
+    def version(self) -> int:
+        """The version every rollout replica serves."""
+        return self.plan.version
+
     def run(self) -> dict[str, Any]:
-        steps = self.cfg.train.steps
-        version = self.start_version
-        if version == 0 or not self.evals:
-            self.evals.append(self.evaluate(version, label="before_rl"))
-        train_ref: ray.ObjectRef[dict[str, Any]] | None = None
-        publish_ref: ray.ObjectRef[SyncPayload] | None = None
-        sync_refs: list[Any] = []
-        train_stats: dict[str, Any] = {}
-        step_started = time.time()
-        last_step_end = time.time()
-        last_spans = time.time()
+        """Carry out the step plan's actions and report to it what the actors did, until the run is complete.
+
+        Every decision (which groups start, when a batch trains, when the version moves on, when to evaluate,
+        checkpoint, resize and stop) is the plan's (:mod:`rollarc.policy.step_plan`); this loop only waits on Ray.
+        """
+        self._execute(self.plan.start(evaluated=bool(self.evals)))  # the evaluation before RL, unless resumed
+        self._step_started = self._last_step_end = time.time()
         self.workers.supervise(REPLACEMENT_WAIT_S)  # from now on a dead replica is replaced, not fatal
         self.rl_start = self.rl_end = time.time()
         if self.resumed_rl_start_s is not None:
             self.rl_start = self.run_start + self.resumed_rl_start_s
-        with RunProgress(steps, enabled=self.cfg.run.progress) as progress:
-            progress.update(version, success=self.evals[-1]["success"])
-            while version < steps or not self._finished(version):
-                version = self.version  # rewound when the trainer was lost at the very end (``_finished``)
-                self._admit()
-                if train_ref is None and publish_ref is None and not sync_refs:
-                    formed = self._form_batch()
-                    if formed is not None:
-                        train_version, batch = formed
-                        step_started = time.time()
-                        batch_info = self._batch_info(batch, train_version)
-                        train_ref = self.workers.trainer.train_step.remote(
-                            [g.trajectories for g in batch], train_version
-                        )
-                        # Queued behind the step on the trainer (its calls run in order), so the new weights are
-                        # published without waiting for a round trip through this loop; it is read after the step.
-                        publish_ref = self.workers.trainer.publish.remote()
-                # the publish is read once the step is: it cannot finish first, and waiting on it alone could spin
-                publishing = publish_ref if train_ref is None else None
-                refs = list(self.pending) + [r for r in (train_ref, publishing) if r is not None] + sync_refs
-                wait_s = 1.0 if self.harvest is None else min(1.0, self.harvest.harvest.poll_s)
-                done, _ = ray.wait(refs, num_returns=1, timeout=wait_s)
-                if done and len(refs) > 1:  # everything else ready now too: one pass, not one loop turn per ref
-                    done, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
-                if self.harvest is not None:
-                    self.harvest.tick()
+        last_spans = time.time()
+        with RunProgress(self.cfg.train.steps, enabled=self.cfg.run.progress) as progress:
+            self.progress = progress
+            progress.update(self.version, success=self.evals[-1]["success"])
+            while not self.plan.done:
                 try:
-                    for ref in done:
-                        if ref in self.pending:
-                            self._on_group(ref)
-                        elif ref is train_ref:
-                            train_ref = None
-                            train_stats = self._get_train(ref, version)
-                        elif publish_ref is not None and ref is publish_ref:
-                            payload = self._get_publish(publish_ref)
-                            publish_ref = None
-                            sync_refs = self.workers.sync_all(payload)
-                            if self.harvest is not None:  # the dedicated replicas, then one update per borrowed site
-                                self._sync_targets = dict(zip(sync_refs, self.workers.sync_targets(), strict=True))
-                                sync_refs += self.harvest.sync(payload)
-                            sync_started = time.time()
-                        elif ref in sync_refs:
-                            sync_refs.remove(ref)
-                            if self.harvest is not None and self.harvest.owns(ref):
-                                self.harvest.on_sync(ref)
-                            else:
-                                self._get_sync(ref)
-                            if not sync_refs:
-                                version += 1
-                                self.version = version
-                                self.scheduling.weights_published(version)
-                                now = time.time()
-                                if self._admits_before_bookkeeping(version):
-                                    self._admit()  # the next groups start while this step's records are written
-                                record = self._step_record(
-                                    version,
-                                    train_stats,
-                                    batch_info,
-                                    now - last_step_end,
-                                    now - sync_started,
-                                    now - step_started,
-                                )
-                                if self.harvest is not None:
-                                    record.update(self.harvest.step_metrics())
-                                last_step_end = self.rl_end = now
-                                self._after_step(version, record, progress)
-                                self._apply_elastic(version)
+                    self._drain()
+                    if self.plan.done:
+                        break
+                    for ref in self._wait():
+                        self._on_ref(ref)
+                    self._drain()
                 except TrainerLost:
-                    version = self.version = self._recover_trainer(version)
-                    train_ref, publish_ref, sync_refs = None, None, []
-                    progress.update(version)
+                    self._recover_trainer(self.version)
+                    progress.update(self.version)
                     continue
-                if (publish_ref is None or train_ref is not None) and not sync_refs:
+                if self.plan.done:
+                    break
+                if not self.plan.moving_weights:
                     self._heal()  # a replacement catches up to the published version (none is being published)
                 if time.time() - last_spans > 5:
                     self.collect_spans()
                     last_spans = time.time()
         self.collect_spans()
-        return self.summary(version)
+        return self.summary(self.version)
 
-    def _admits_before_bookkeeping(self, version: int) -> bool:
-        """Whether the groups the new version admits may start before the step's metrics, progress and timeline.
+    def _wait(self) -> list[Any]:
+        """The refs that are ready now: finished groups, the step, its published weights, finished syncs."""
+        # the publish is read once the step is: it cannot finish first, and waiting on it alone could spin
+        publishing = self._publish_ref if self._train_ref is None else None
+        refs = list(self.pending) + [r for r in (self._train_ref, publishing) if r is not None] + self._sync_refs
+        wait_s = 1.0 if self.harvest is None else min(1.0, self.harvest.harvest.poll_s)
+        done, _ = ray.wait(refs, num_returns=1, timeout=wait_s)
+        if done and len(refs) > 1:  # everything else ready now too: one pass, not one loop turn per ref
+            done, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
+        if self.harvest is not None:
+            self.harvest.tick()
+        return done
 
-        Admission needs only the published version; the bookkeeping after a step took several milliseconds on
-        the critical path of a synchronous step (docs/performance.md). Not when the step ends with an
-        evaluation, a checkpoint (it records the admitted groups) or an elastic change, nor after the last step.
-        """
-        t = self.cfg.train
-        return (
-            version < t.steps
-            and not (t.eval_every and version % t.eval_every == 0)
-            and not (t.checkpoint_every and version % t.checkpoint_every == 0)
-            and not any(change.at_step == version for change in self.cfg.elastic)
-        )
+    def _on_ref(self, ref: Any) -> None:
+        """Report what one ready ref says to the plan (a finished group goes to the scheduler)."""
+        if ref in self.pending:
+            self._on_group(ref)
+        elif ref is self._train_ref:
+            self._train_ref = None
+            self._train_stats = self._get_train(ref, self.version)
+            self.plan.trained()
+        elif self._publish_ref is not None and ref is self._publish_ref:
+            self._payload = self._get_publish(ref)
+            self._publish_ref = None
+            self.plan.published()
+        elif ref in self._sync_refs:
+            self._sync_refs.remove(ref)
+            if self.harvest is not None and self.harvest.owns(ref):
+                self.harvest.on_sync(ref)
+            else:
+                self._get_sync(ref)
+            if not self._sync_refs:
+                self._synced_at = time.time()
+                self.plan.synced()
 
-    def _finished(self, version: int) -> bool:
-        """The end of the run: the final evaluation and checkpoint.
+    def _drain(self) -> None:
+        """Carry out everything the plan decides now."""
+        while actions := self.plan.schedule():
+            self._execute(actions)
 
-        False when the trainer was lost before its final checkpoint was written: the controller has gone back
-        to the last checkpoint, and the loop redoes the steps since.
-        """
-        self._cancel_pending()
-        self.evals.append(self.evaluate(version, label="after_rl"))
-        try:
-            self.checkpoint(version, final=True)
-        except TrainerLost:
-            self.evals.pop()
-            self.version = self._recover_trainer(version)
-            return False
-        return True
+    def _execute(self, actions: list[Action]) -> None:
+        for action in actions:
+            match action:
+                case Launch():
+                    self._launch(action.admissions)
+                case DropStale():
+                    self._drop_stale(action.group, action.restart)
+                case Train():
+                    self._start_step(action.batch)
+                case Sync():
+                    self._sync(action.version)
+                case StepDone():
+                    self._step_done(action.version, action.evaluate)
+                case Evaluate():
+                    self.evals.append(self.evaluate(action.version, label=action.label))
+                case Checkpoint():
+                    try:
+                        self.checkpoint(action.version, final=action.final)
+                    except TrainerLost:
+                        if action.final:  # the evaluation after RL goes: the steps since the last checkpoint are redone
+                            self.evals.pop()
+                        raise
+                case Resize():
+                    self._apply_elastic(action.version)
+                case CancelInFlight():
+                    self._cancel_pending()
+                case Finish():
+                    pass  # the plan is done: the loop ends
+                case _:
+                    assert_never(action)
 
     # ---- admission and batches -------------------------------------------------------------------
-    def _admit(self) -> None:
+    def _launch(self, admissions: tuple[Admission, ...]) -> None:
         specs = [
             self._restart_spec(admission) if admission.restart else self._new_spec(admission)
-            for admission in self.scheduling.admissions()
+            for admission in admissions
         ]
         if self.cfg.async_.mode == "sync" and len(specs) > 1:
             self._submit_together(specs)
@@ -431,24 +401,21 @@ class Controller:
             self.finished[spec.index] = result
         self._check_failed_fraction()
 
-    def _form_batch(self) -> tuple[int, list[GroupResult]] | None:
-        """The scheduler's next batch as (the version its step starts from, the groups' results), or None."""
-        decision = self.scheduling.form_batch()
-        for stale in decision.stale:
-            dropped = self.finished.pop(stale.group)
-            if stale.group in decision.restarted:
-                self.counters.restarted_stale += 1
-            else:
-                self.specs.pop(stale.group, None)
-                self.counters.dropped_stale += 1
-                self.dropped_by_task[stale.task] += 1
-            self.stale_since_step.append(dropped)
-        taken = decision.batch.groups if decision.batch is not None else ()
-        self.buffer_sizes.append(len(self.finished))
-        if decision.batch is None:
-            return None
-        batch = [self.finished.pop(g.group) for g in taken]
-        for group in taken:
+    def _drop_stale(self, stale: ReadyGroup, restart: bool) -> None:
+        """A finished group with no fresh token leaves the buffer: queued to run again, or dropped."""
+        dropped = self.finished.pop(stale.group)
+        if restart:
+            self.counters.restarted_stale += 1
+        else:
+            self.specs.pop(stale.group, None)
+            self.counters.dropped_stale += 1
+            self.dropped_by_task[stale.task] += 1
+        self.stale_since_step.append(dropped)
+
+    def _start_step(self, taken: Batch) -> None:
+        """Train one step on the plan's batch; its weights are published right behind it on the trainer."""
+        batch = [self.finished.pop(g.group) for g in taken.groups]
+        for group in taken.groups:
             self.specs.pop(group.group, None)
         ids = [g.spec.group_id for g in batch]
         if len(set(ids)) != len(ids) or self.trained_groups.intersection(ids):
@@ -458,7 +425,50 @@ class Controller:
             )
         self.trained_groups.update(ids)
         self.counters.groups_trained += len(batch)
-        return decision.batch.train_version, batch
+        self._step_started = time.time()
+        self._batch_stats = self._batch_info(batch, taken.train_version)
+        trainer = self.workers.trainer
+        self._train_ref = trainer.train_step.remote([g.trajectories for g in batch], taken.train_version)
+        # Queued behind the step on the trainer (its calls run in order), so the new weights are published without
+        # waiting for a round trip through this loop; it is read after the step.
+        self._publish_ref = trainer.publish.remote()
+
+    def _sync(self, version: int) -> None:
+        """The published weights of ``version`` to every dedicated replica, then one update per borrowed site."""
+        assert self._payload is not None  # read from the trainer just before the plan asked for this sync
+        self._sync_refs = self.workers.sync_all(self._payload)
+        if self.harvest is not None:
+            self._sync_targets = dict(zip(self._sync_refs, self.workers.sync_targets(), strict=True))
+            self._sync_refs += self.harvest.sync(self._payload)
+        self._sync_started = time.time()
+
+    def _step_done(self, version: int, evaluate: bool) -> None:
+        """Every replica serves ``version``: the step's record (with a held-out evaluation when due) and progress."""
+        now = self._synced_at
+        record = self._step_record(
+            version,
+            self._train_stats,
+            self._batch_stats,
+            now - self._last_step_end,
+            now - self._sync_started,
+            now - self._step_started,
+        )
+        if self.harvest is not None:
+            record.update(self.harvest.step_metrics())
+        self._last_step_end = self.rl_end = now
+        if evaluate:
+            evaluation = self.evaluate(version, label=f"step_{version}")
+            self.evals.append(evaluation)
+            record["heldout_success"] = evaluation["success"]
+        self.metrics.log(version, record)
+        if self.progress is not None:
+            self.progress.update(
+                version,
+                success=record["success"],
+                reward=record["reward"],
+                tok_s=record["gen_tok_s"],
+                staleness=record["staleness_max"],
+            )
 
     def _batch_info(self, batch: list[GroupResult], train_version: int) -> dict[str, Any]:
         trajs = [t for g in batch for t in g.trajectories]
@@ -581,7 +591,8 @@ class Controller:
         policy_dir = str(Path(checkpoint) / "policy") if checkpoint is not None else self.workers.policy_dir
         self._cancel_pending()
         self.finished.clear()
-        restart = self.scheduling.trainer_lost(restored)
+        restart = self.scheduling.trainer_lost(restored)  # the plan goes back to ``restored``, its step gone
+        self._train_ref, self._publish_ref, self._sync_refs, self._payload = None, None, [], None
         if set(restart) != set(self.specs):
             raise RunError(
                 f"internal error: groups to run again {restart} differ from those admitted {sorted(self.specs)}"
@@ -658,23 +669,6 @@ class Controller:
             # every other scalar the trainer reports (token staleness, lr, rows, ...) reaches metrics.jsonl too
             **{k: v for k, v in train.items() if k not in _NOT_STEP_METRICS and isinstance(v, int | float)},
         }
-
-    def _after_step(self, version: int, record: dict[str, Any], progress: RunProgress) -> None:
-        every = self.cfg.train.eval_every
-        if every and version % every == 0 and version < self.cfg.train.steps:
-            evaluation = self.evaluate(version, label=f"step_{version}")
-            self.evals.append(evaluation)
-            record["heldout_success"] = evaluation["success"]
-        self.metrics.log(version, record)
-        if self.cfg.train.checkpoint_every and version % self.cfg.train.checkpoint_every == 0:
-            self.checkpoint(version)
-        progress.update(
-            version,
-            success=record["success"],
-            reward=record["reward"],
-            tok_s=record["gen_tok_s"],
-            staleness=record["staleness_max"],
-        )
 
     def _apply_elastic(self, version: int) -> None:
         """The ``elastic`` schedule: between steps (no train, publish or sync in flight), add or remove replicas."""
@@ -788,7 +782,7 @@ class Controller:
             "rl_start_s": getattr(self, "rl_start", self.run_start) - self.run_start,
             "final": final,
             "dropped_by_task": dict(self.dropped_by_task),
-            "max_buffer_groups": max(self.buffer_sizes, default=0),
+            "max_buffer_groups": self.plan.buffer_peak,
             "unfinished_groups": [asdict(spec) for spec in unfinished],
             "task_profiler": self.profiler.state(),
         }
@@ -848,7 +842,7 @@ class Controller:
             "heldout_success_after_rl": after["success"],
             "heldout_episodes": after["episodes"],
             "evals": self.evals,
-            "max_buffer_groups": max(self.buffer_sizes, default=0),
+            "max_buffer_groups": self.plan.buffer_peak,
             "max_in_flight_groups_bound": self.scheduling.core.max_in_flight,
             "last_checkpoint": self.last_checkpoint,
             "routing": self.workers.routing_stats(),

@@ -1,7 +1,9 @@
 """The runtime's scheduling decisions, with no Ray: the thin adapter the Controller and Router call.
 
-The Controller asks :class:`RuntimeScheduling` which groups to launch, reports every finished group
-and takes its batches from it; the Router actor routes every turn through the
+The Controller carries out what :class:`RuntimeScheduling`'s step plan
+(:class:`~rollarc.policy.step_plan.StepPlan`: which groups to launch, when to train, sync, evaluate,
+checkpoint and stop) decides and reports every finished group to it; the Router actor routes every turn
+through the
 :class:`~rollarc.policy.dispatcher.Dispatcher` that :func:`make_dispatcher` builds. Both are the pure
 core of :mod:`rollarc.policy`, configured from the training config here and nowhere else, so a test
 can replay recorded events through exactly the decisions the runtime makes
@@ -14,6 +16,7 @@ from rollarc.config import Config
 from rollarc.policy.dispatcher import BORROWED_POOL, Dispatcher
 from rollarc.policy.routing import Route
 from rollarc.policy.scheduler import Admission, Batch, BatchDecision, GroupScheduler
+from rollarc.policy.step_plan import Cadence, StepPlan
 
 # A group with fewer usable trajectories has no group-relative advantage: it is dropped, not trained.
 MIN_USABLE_TRAJECTORIES = 2
@@ -56,6 +59,9 @@ class RuntimeScheduling:
             start_version=start_version,
             next_group=group_index,
         )
+        t = cfg.train
+        cadence = Cadence(t.eval_every, t.checkpoint_every, frozenset(change.at_step for change in cfg.elastic))
+        self.plan = StepPlan(self.core, cadence)
         self.dispatcher = make_dispatcher(task_pools(cfg), dedicated_first=dedicated_first(cfg))
         self._turns: dict[str, Route] = {}
 
@@ -79,7 +85,7 @@ class RuntimeScheduling:
 
     def trainer_lost(self, restored_version: int) -> list[int]:
         """Training goes on from ``restored_version``: the groups admitted and not trained run again first."""
-        return self.core.rewind(restored_version)
+        return self.plan.trainer_lost(restored_version)
 
     # ---- the replay driver (rollarc.policy.replay.SchedulingDriver) -----------------------------------
     def group_done(self, group: int, min_version: int, max_version: int) -> None:

@@ -2,7 +2,9 @@
 
 The simulator makes no scheduling decision of its own. Groups are admitted, batched and dropped by
 the same :class:`~rollarc.policy.scheduler.GroupScheduler` the Ray controller uses (each task's
-``groups_per_step`` is its weight in the task mix, so admissions follow the shares exactly), and
+``groups_per_step`` is its weight in the task mix, so admissions follow the shares exactly), the step
+cycle (train, sync, the next batch, the end of the run) is the same
+:class:`~rollarc.policy.step_plan.StepPlan` (with no evaluation or checkpoint to take), and
 every turn is routed by the same :class:`~rollarc.policy.dispatcher.Dispatcher` the Router uses
 (a replica's capacity is its engine's ``max_batch``, as the runtime's is ``engine.max_num_seqs``).
 Routing ``random`` is the task-oblivious baseline: no task has a preferred pool.
@@ -13,6 +15,7 @@ from __future__ import annotations
 from rollarc.policy.dispatcher import Dispatcher
 from rollarc.policy.routing import Route
 from rollarc.policy.scheduler import Admission, Batch, BatchDecision, GroupScheduler
+from rollarc.policy.step_plan import Cadence, StepPlan
 from rollarc.sim.setup import SimSetup
 
 
@@ -32,6 +35,7 @@ class SimScheduling:
             on_stale="drop",
             total_steps=setup.steps,
         )
+        self.plan = StepPlan(self.core, Cadence(bookends=False))
         affinity = setup.routing == "affinity"
         self.dispatcher = Dispatcher({t.name: t.rollout_pool if affinity else None for t in setup.tasks})
         names = engine_names(setup)

@@ -16,8 +16,9 @@ pure core of :mod:`rollarc.policy` that the Ray controller and router drive too.
   is free it takes the core's batch: the ``B`` earliest-admitted finished groups, passing over at most
   ``max_overtake`` older running ones; finished groups with no fresh token are dropped and counted.
   ``k = 0`` is exactly synchronous.
-- As in the runtime, the trainer takes its next batch only once the previous step's weights are on
-  the engines (train → weight sync → next step); with ``k ≥ 1`` rollout goes on meanwhile, and the
+- The step cycle is the runtime's too (:class:`~rollarc.policy.step_plan.StepPlan`): the trainer
+  takes its next batch only once the previous step's weights are on the engines (train → weight sync
+  → next step), and the run ends at ``steps``; with ``k ≥ 1`` rollout goes on meanwhile, and the
   engines only pause for the swap.
 - A run's time ends when the last step's weights are on the engines, so in sync mode without
   variance the step time is exactly rollout + reward + train + sync + swap.
@@ -28,13 +29,26 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, assert_never
 
 import numpy as np
 import simpy
 
 from rollarc.cluster.distributions import sampler
 from rollarc.policy.freshness import staleness
+from rollarc.policy.scheduler import Admission, Batch
+from rollarc.policy.step_plan import (
+    CancelInFlight,
+    Checkpoint,
+    DropStale,
+    Evaluate,
+    Finish,
+    Launch,
+    Resize,
+    StepDone,
+    Sync,
+    Train,
+)
 from rollarc.sim.engine import SimEngine
 from rollarc.sim.result import PoolReport, SimResult
 from rollarc.sim.scheduling import SimScheduling, engine_names
@@ -115,10 +129,10 @@ class Simulation:
         self._traj_ids = 0
 
     # -- launching -----------------------------------------------------------------------------
-    def _launch(self) -> None:
-        """Start every group the scheduling core admits now."""
+    def _launch(self, admissions: tuple[Admission, ...]) -> None:
+        """Start the groups the scheduling core admitted."""
         s = self.setup
-        for admission in self.scheduling.admissions():
+        for admission in admissions:
             group = _Group(admission.task, s.group_size)
             self._groups[admission.group] = group
             streams = self.streams[admission.task]
@@ -189,45 +203,74 @@ class Simulation:
         if self._ready_signal is not None and not self._ready_signal.triggered:
             self._ready_signal.succeed()
 
-    # -- trainer -------------------------------------------------------------------------------
-    def _collect(self) -> Generator[simpy.Event, Any, list[tuple[int, _Group]]]:
-        """Wait until the scheduling core forms a batch; each try drops the groups too stale to train."""
-        while True:
-            decision = self.scheduling.take_batch()
-            for stale in decision.stale:
-                del self._groups[stale.group]
-            self.counters.groups_dropped += len(decision.stale)
-            self._launch()  # dropping stale groups may admit new ones
-            if decision.batch is not None:
-                version = decision.batch.train_version
-                return [(staleness(version, g.min_version), self._groups.pop(g.group)) for g in decision.batch.groups]
-            self._ready_signal = self.env.event()
-            yield self._ready_signal
-            self._ready_signal = None
+    # -- trainer ----------------------------------------------------------------------------------
+    def _drain(self) -> Train | Sync | None:
+        """Carry out what the step plan decides now; returns what takes the trainer time (a step, or its sync)."""
+        work: Train | Sync | None = None
+        plan = self.scheduling.plan
+        while actions := plan.schedule():
+            for action in actions:
+                match action:
+                    case Launch():
+                        self._launch(action.admissions)
+                    case DropStale():
+                        del self._groups[action.group.group]
+                        self.counters.groups_dropped += 1
+                    case Train() | Sync():
+                        work = action
+                    case StepDone():
+                        self.counters.step_ends.append(self.env.now)
+                    case CancelInFlight() | Finish():
+                        pass  # the simulation ends; groups still running are left unfinished
+                    case Evaluate() | Checkpoint() | Resize():
+                        raise ValueError(f"the simulator has no {type(action).__name__.lower()} to take: {action}")
+                    case _:
+                        assert_never(action)
+        return work
 
     def _trainer(self) -> Generator[simpy.Event, Any, None]:
+        """The trainer: each step the plan asks for, then its sync; waits for finished groups when no batch forms."""
+        plan = self.scheduling.plan
+        while not plan.done:
+            work = self._drain()
+            if isinstance(work, Train):
+                yield from self._train(work.batch)
+            elif isinstance(work, Sync):
+                yield self.env.timeout(self.setup.sync_s + self._colocated_switch_s)
+                self._deliver(work.version)
+            elif not plan.done:
+                self._ready_signal = self.env.event()
+                yield self._ready_signal
+                self._ready_signal = None
+
+    @property
+    def _colocated_switch_s(self) -> float:
+        """Synchronous colocated steps switch the devices back from training to rollout after the sync."""
+        s = self.setup
+        return s.switch_s if s.colocated and s.max_staleness == 0 else 0.0
+
+    def _train(self, batch: Batch) -> Generator[simpy.Event, Any, None]:
         s = self.setup
         env = self.env
-        for step in range(s.steps):
-            batch = yield from self._collect()
-            tokens = sum(g.tokens for _, g in batch)
-            c = self.counters
-            c.trajectories_trained += len(batch) * s.group_size
-            for _, g in batch:
-                c.trained_by_task[g.task] = c.trained_by_task.get(g.task, 0) + s.group_size
-            c.tokens_trained += tokens
-            c.staleness_sum += sum(age for age, _ in batch)
-            if s.colocated and s.switch_s:
-                yield env.timeout(s.switch_s)
-            t0 = env.now
-            duration = s.train.time(tokens)
-            c.train_busy_s += duration
-            yield env.timeout(duration)
-            if self.timeline is not None:
-                self._span("train", "train", "train", t0, env.now, None, None, tokens=tokens, step=step)
-            yield env.timeout(s.sync_s + (s.switch_s if s.colocated and s.max_staleness == 0 else 0.0))
-            self._deliver(step + 1)
-            c.step_ends.append(env.now)
+        version = batch.train_version
+        groups = [(staleness(version, g.min_version), self._groups.pop(g.group)) for g in batch.groups]
+        tokens = sum(g.tokens for _, g in groups)
+        c = self.counters
+        c.trajectories_trained += len(groups) * s.group_size
+        for _, g in groups:
+            c.trained_by_task[g.task] = c.trained_by_task.get(g.task, 0) + s.group_size
+        c.tokens_trained += tokens
+        c.staleness_sum += sum(age for age, _ in groups)
+        if s.colocated and s.switch_s:
+            yield env.timeout(s.switch_s)
+        t0 = env.now
+        duration = s.train.time(tokens)
+        c.train_busy_s += duration
+        yield env.timeout(duration)
+        if self.timeline is not None:
+            self._span("train", "train", "train", t0, env.now, None, None, tokens=tokens, step=version)
+        self.scheduling.plan.trained()
+        self.scheduling.plan.published()  # the sync below carries the weights as soon as they are trained
 
     def _deliver(self, version: int) -> None:
         if self.timeline is not None and self.setup.sync_s > 0:
@@ -238,8 +281,7 @@ class Simulation:
             for engine in engines:
                 engine.swap_weights(version, self.setup.swap_s)
         self.engine_version = version
-        self.scheduling.weights_published(version)
-        self._launch()
+        self.scheduling.plan.synced()
 
     def _span(
         self, worker: str, role: str, kind: str, t0: float, t1: float, task: str | None, traj: str | None, **extra: Any
@@ -261,7 +303,8 @@ class Simulation:
     # -- running -------------------------------------------------------------------------------
     def run(self) -> SimResult:
         start = time.perf_counter()
-        self._launch()
+        self.scheduling.plan.start()  # no evaluation in a simulation
+        self._drain()  # the first groups start before the trainer does
         trainer = self.env.process(self._trainer())
         step = self.env.step
         events = 0

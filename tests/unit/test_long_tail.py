@@ -317,12 +317,13 @@ def test_on_stale_restart_runs_a_too_stale_group_again_with_fresh_seeds_at_most_
         },
     )
     controller = Controller(cfg, tmp_path, workers)
-    controller._admit()  # k = 1, B = 1: two groups in flight
+    controller.plan.start()  # (its evaluation before RL is not run here)
+    controller._drain()  # k = 1, B = 1: two groups in flight
     scheduling = controller.scheduling
     assert scheduling.group_finished(1, 2, 0, 0)  # g1 finished first: the step from version 0 trains it
     assert [g.group for g in scheduling.form_batch().batch.groups] == [1]
     scheduling.weights_published(1)
-    controller._admit()  # g2
+    controller._drain()  # g2
     assert scheduling.group_finished(2, 2, 1, 1)  # g2: the step from version 1
     assert [g.group for g in scheduling.form_batch().batch.groups] == [2]
     scheduling.weights_published(2)
@@ -330,9 +331,9 @@ def test_on_stale_restart_runs_a_too_stale_group_again_with_fresh_seeds_at_most_
     slow = GroupResult(spec=submitted[0], trajectories=[trajectory("g0-0", 0), trajectory("g0-1", 0)])
     controller.finished[0] = slow  # staleness 2 - 0 > k at the next step
     assert scheduling.group_finished(0, 2, 0, 0)  # no token within k: not trained
-    assert controller._form_batch() is None
+    controller._drain()  # the stale group is queued to run again, and runs again at once
+    assert controller._train_ref is None
     assert controller.counters.restarted_stale == 1 and controller.counters.dropped_stale == 0
-    controller._admit()
     again, first = submitted[3], submitted[0]
     # the same group (index, task, env seed) runs again, first in line, but samples anew: the same seeds would
     # draw the same slow episode and the same env latencies
@@ -342,6 +343,7 @@ def test_on_stale_restart_runs_a_too_stale_group_again_with_fresh_seeds_at_most_
     scheduling.weights_published(4)  # (as if) two more steps passed: stale again, and the cap is reached
     scheduling.core.next_train_version = 4
     assert scheduling.group_finished(0, 2, 2, 2)
-    assert controller._form_batch() is None
+    controller._drain()
+    assert controller._train_ref is None
     assert controller.counters.restarted_stale == 1 and controller.counters.dropped_stale == 1
     assert controller.dropped_by_task == {"t": 1} and 0 not in controller.specs
