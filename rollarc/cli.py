@@ -92,9 +92,9 @@ def _cmd_train(args: argparse.Namespace) -> int:
     if is_t2i(args.config):  # `kind: t2i`: text-to-image Flow-GRPO (docs/diffusion.md)
         if args.address is None:
             keep_local_ray_on_loopback()  # before Ray is imported (rollarc.ray_loopback says why)
-        from rollarc.diffusion.entry import train_t2i_main  # deferred: Ray, torch and diffusers are heavy
+        from rollarc.runtime.t2i_entry import train_t2i_main  # deferred: Ray, torch and diffusers are heavy
 
-        return train_t2i_main(args.config, args.overrides)
+        return train_t2i_main(args.config, args.overrides, address=args.address)
     from rollarc.config import load_train_config  # deferred: the training config imports torch
 
     if args.address is None and load_train_config(args.config, args.overrides).cluster.address is None:

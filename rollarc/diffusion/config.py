@@ -1,7 +1,7 @@
 """The text-to-image RL config (``kind: t2i``), separate from the LLM ``Config``.
 
 ``rollarc train FILE`` reads the YAML's top-level ``kind``: ``t2i`` validates it as :class:`T2IConfig`
-and runs :func:`rollarc.diffusion.entry.run_t2i`; anything else (or no ``kind``) is the LLM path,
+and runs :func:`rollarc.runtime.t2i_entry.run_t2i`; anything else (or no ``kind``) is the LLM path,
 unchanged. Every key is described in docs/diffusion.md and by ``rollarc config show`` on the file.
 """
 
@@ -16,6 +16,8 @@ from pydantic import Field, field_validator, model_validator
 from rollarc.cluster_config import PoolConfig, RoleConfig
 from rollarc.configio import FrozenModel, load_config, read_yaml
 from rollarc.diffusion.tasks.registry import TASKS
+
+CACHE = Path("artifacts") / "t2i"  # pretrained bases and the digit reader, shared by runs and benchmarks
 
 
 class T2IModelConfig(FrozenModel):
@@ -249,7 +251,7 @@ class T2IConfig(FrozenModel):
         key = (
             self.pretrain.model_dump_json() + self.model.model_dump_json(exclude={"path", "threads"}) + str(self.tasks)
         )
-        return Path("artifacts") / "t2i" / f"base-{hashlib.sha256(key.encode()).hexdigest()[:10]}"
+        return CACHE / f"base-{hashlib.sha256(key.encode()).hexdigest()[:10]}"
 
 
 def is_t2i(path: str) -> bool:

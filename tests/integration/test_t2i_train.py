@@ -5,8 +5,8 @@ import json
 import pytest
 
 from rollarc.cli import main
-from rollarc.diffusion.entry import latest_checkpoint
 from rollarc.diffusion.model import load_policy
+from rollarc.runtime.run_dir import latest_checkpoint
 
 
 def tiny_overrides(tmp_path):
