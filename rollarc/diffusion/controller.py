@@ -43,6 +43,7 @@ from rollarc.diffusion.grids import save_grid
 from rollarc.diffusion.tasks.registry import template_of
 from rollarc.models.checkpoint import atomic_directory
 from rollarc.report.metrics import MetricsWriter
+from rollarc.report.run_dir import CHECKPOINTS, checkpoint_name
 from rollarc.spotlight.bandit import Arm, UcbPlanner, contrast_gain
 from rollarc.spotlight.groups import choose_groups, exploration_stats
 
@@ -258,7 +259,7 @@ class T2IController:
 
     def checkpoint(self) -> Path:
         """``checkpoints/step_N`` written atomically (as the LLM path's: a crash leaves no half-written one)."""
-        out = self.run_dir / "checkpoints" / f"step_{self.step:05d}"
+        out = self.run_dir / CHECKPOINTS / checkpoint_name(self.step)
         with atomic_directory(out) as tmp:
             ray.get(self.workers.trainer.save.remote(str(tmp)))
             (tmp / "state.json").write_text(json.dumps(self.state(), indent=1))

@@ -22,7 +22,7 @@ from rollarc.runtime import stop_signals
 from rollarc.runtime.controller import Controller, RunError
 from rollarc.runtime.ray_cluster import plugin_pythonpath, start_ray, stop_ray
 from rollarc.runtime.resume import ResumePoint, prepare_resume
-from rollarc.runtime.run_dir import finished, new_run_dir, record_new_run, stop_summary, write_summary
+from rollarc.runtime.run_dir import finished, new_run_dir, partial_summary, record_new_run, stop_summary, write_summary
 from rollarc.runtime.stop_signals import RunStopped
 from rollarc.runtime.workers import Workers
 from rollarc.train.preflight import eval_policy_dir, preflight_train
@@ -66,6 +66,7 @@ def run_training(cfg: Config, address: str | None = None) -> int:
         record_new_run(run_dir, cfg)
     resume_state = resume.state if resume is not None else None
     version = int(resume_state["version"]) if resume_state else 0
+    resumes = resume.resumes if resume is not None else 0
     if address is not None:  # joining a cluster: pools are real resources there (see ray_cluster)
         cfg = cfg.model_copy(update={"cluster": cfg.cluster.model_copy(update={"address": address})})
     workers: Workers | None = None
@@ -101,7 +102,7 @@ def run_training(cfg: Config, address: str | None = None) -> int:
         except RunError as err:
             print(f"rollarc: run stopped: {err}", file=sys.stderr)
             controller.collect_spans()
-            write_summary(run_dir, stopped_summary(controller, str(err), version, sft_meta, start))
+            write_summary(run_dir, stopped_summary(cfg, controller, str(err), version, sft_meta, start, resumes))
             print(f"run directory: {run_dir} (summary.json: counts and examples of every failure)", file=sys.stderr)
             return 1
         finally:
@@ -110,16 +111,20 @@ def run_training(cfg: Config, address: str | None = None) -> int:
     except RunStopped as err:  # a stop signal: summary.json and one line below, after Ray is stopped
         stopped = err
     except BaseException as err:  # recorded in summary.json, then re-raised: a dead trainer, a bug
-        write_summary(run_dir, stopped_summary(controller, f"{type(err).__name__}: {err}", version, sft_meta, start))
+        write_summary(
+            run_dir, stopped_summary(cfg, controller, f"{type(err).__name__}: {err}", version, sft_meta, start, resumes)
+        )
         raise
     finally:
         if workers is not None:
             workers.shutdown()
         stop_ray()
     if stopped is not None:
-        return stop_summary(run_dir, stopped, stopped_summary(controller, stopped.name, version, sft_meta, start))
+        return stop_summary(
+            run_dir, stopped, stopped_summary(cfg, controller, stopped.name, version, sft_meta, start, resumes)
+        )
     summary["sft"] = sft_meta
-    summary = finished(summary, start, resume.resumes if resume is not None else 0)
+    summary = finished(summary, start, resumes)
     write_summary(run_dir, summary)
     from rollarc.report.build import build_report  # deferred: matplotlib is heavy
 
@@ -129,14 +134,18 @@ def run_training(cfg: Config, address: str | None = None) -> int:
 
 
 def stopped_summary(
-    controller: Controller | None, reason: str, version: int, sft_meta: dict[str, Any] | None, start: float
+    cfg: Config,
+    controller: Controller | None,
+    reason: str,
+    version: int,
+    sft_meta: dict[str, Any] | None,
+    start: float,
+    resumes: int,
 ) -> dict[str, Any]:
     """``summary.json`` of a run that stopped before its last step: the reason and the counts so far."""
-    if controller is not None:
-        summary = controller.stopped_summary(reason)
-    else:  # it stopped while starting (Ray, the workers): nothing was counted yet
-        summary = {"status": "stopped", "stop_reason": reason, "steps": version}
-    return {**summary, "sft": sft_meta, "total_wall_s": time.time() - start}
+    # with no controller it stopped while starting (Ray, the workers): nothing was counted yet
+    counts = controller.stopped_summary(reason) if controller is not None else {"steps": version}
+    return {**partial_summary(counts, cfg.name, reason, start, resumes), "sft": sft_meta}
 
 
 def _print_result(run_dir: Path, summary: dict[str, Any]) -> None:

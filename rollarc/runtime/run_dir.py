@@ -32,15 +32,25 @@ from pydantic import BaseModel
 from rollarc.configio import ConfigError, dump_yaml, validate
 from rollarc.models.checkpoint import remove_partial_directories
 from rollarc.report.config_fingerprint import check_resume, fingerprint
-from rollarc.report.run_dir import CONFIG, SUMMARY, Summary, from_dict, write_json
+from rollarc.report.run_dir import (
+    CHECKPOINTS,
+    CONFIG,
+    METRICS,
+    SUMMARY,
+    Summary,
+    checkpoint_name,
+    from_dict,
+    write_json,
+)
 from rollarc.runtime.stop_signals import RunStopped
 
 FINGERPRINT = "fingerprint.json"
 HISTORY = "config_history.jsonl"
-CHECKPOINTS = "checkpoints"
 STATE = "state.json"
 # Keys every summary.json has, whichever kind of run wrote it and however it ended.
 SUMMARY_KEYS = ("name", "status", "stop_reason", "steps", "wall_s", "total_wall_s", "evals", "resumes")
+# Files every finished run directory has, whichever kind of run wrote it.
+LAYOUT = (CONFIG, FINGERPRINT, METRICS, SUMMARY, "report.md")
 
 
 def config_dict(cfg: BaseModel) -> dict[str, Any]:
@@ -65,9 +75,12 @@ def record_new_run(run_dir: Path, cfg: BaseModel) -> None:
 
 
 def latest_checkpoint(run_dir: Path) -> Path | None:
-    """The run's last complete checkpoint (``checkpoints/step_N`` with a ``state.json``), or None."""
-    found = sorted(p for p in (run_dir / CHECKPOINTS).glob("step_*") if (p / STATE).is_file())
-    return found[-1] if found else None
+    """The run's last complete checkpoint (``checkpoints/step_N`` with a ``state.json``), or None.
+
+    Ordered by the step number, not the name: t2i runs before this format named them with 5 digits.
+    """
+    found = [p for p in (run_dir / CHECKPOINTS).glob("step_*") if p.name[5:].isdigit() and (p / STATE).is_file()]
+    return max(found, key=lambda p: int(p.name[5:])) if found else None
 
 
 @dataclass(frozen=True)
@@ -149,6 +162,41 @@ def finished(summary: dict[str, Any], start: float, resumes: int) -> dict[str, A
         "total_wall_s": time.time() - start,
         "resumes": resumes,
     }
+
+
+def partial_summary(counts: dict[str, Any], name: str, reason: str, start: float, resumes: int) -> dict[str, Any]:
+    """``summary.json`` of a run that stopped before its last step: the counts so far and why.
+
+    ``counts`` is what the controller knew, or, when it stopped while starting, ``{"steps": N}``; the run
+    clock (``wall_s``) is then this process's time, and there were no evaluations.
+    """
+    elapsed = time.time() - start
+    return {
+        "wall_s": elapsed,
+        "evals": [],
+        **counts,
+        "name": name,
+        "status": "stopped",
+        "stop_reason": reason,
+        "total_wall_s": elapsed,
+        "resumes": resumes,
+    }
+
+
+def layout_problems(run_dir: Path) -> list[str]:
+    """What a finished run directory lacks of the shared layout (files, summary keys, checkpoint state); [] if none."""
+    problems = [f"no {name}" for name in LAYOUT if not (run_dir / name).is_file()]
+    if (run_dir / SUMMARY).is_file():
+        summary = json.loads((run_dir / SUMMARY).read_text())
+        problems += [f"{SUMMARY} has no {key!r}" for key in SUMMARY_KEYS if key not in summary]
+    checkpoints = sorted((run_dir / CHECKPOINTS).iterdir()) if (run_dir / CHECKPOINTS).is_dir() else []
+    for path in checkpoints:
+        number = path.name.removeprefix("step_")
+        if not (path.name.startswith("step_") and number.isdigit() and path.name == checkpoint_name(int(number))):
+            problems.append(f"{CHECKPOINTS}/{path.name} is not named {checkpoint_name(0)} and so on")
+        elif not (path / STATE).is_file():
+            problems.append(f"{CHECKPOINTS}/{path.name} has no {STATE}")
+    return problems
 
 
 def stop_summary(run_dir: Path, stopped: RunStopped, summary: dict[str, Any]) -> int:

@@ -34,6 +34,7 @@ from rollarc.runtime.run_dir import (
     finished,
     latest_checkpoint,
     new_run_dir,
+    partial_summary,
     record_new_run,
     resume_point,
     stop_summary,
@@ -174,15 +175,8 @@ def _stopped(
     cfg: T2IConfig, controller: T2IController | None, reason: str, step: int, start: float, resumes: int
 ) -> dict[str, Any]:
     """``summary.json`` of a run that stopped before its last step: the reason and the counts so far."""
-    counts = controller.summary() if controller is not None else {"steps": step, "evals": []}
-    return {
-        **counts,
-        "name": cfg.name,
-        "status": "stopped",
-        "stop_reason": reason,
-        "total_wall_s": time.time() - start,
-        "resumes": resumes,
-    }
+    counts = controller.summary() if controller is not None else {"steps": step}
+    return partial_summary(counts, cfg.name, reason, start, resumes)
 
 
 def _spot_line(stats: dict[str, Any]) -> str:
