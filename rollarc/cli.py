@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from rollarc.config_docs import render, stale_message
-from rollarc.configio import ConfigError, dump_yaml
+from rollarc.configio import ConfigError, dump_yaml, read_yaml
 from rollarc.ray_loopback import keep_local_ray_on_loopback
 from rollarc.runtime.stop_signals import RunStopped, stop_on_signals
 
@@ -119,6 +119,13 @@ def _cmd_eval(args: argparse.Namespace) -> int:
 def _cmd_report(args: argparse.Namespace) -> int:
     from rollarc.report.build import ReportError, build_report  # deferred: matplotlib is heavy
 
+    config = Path(args.run_dir) / "config.yaml"
+    if config.is_file() and read_yaml(str(config)).get("kind") == "t2i":  # a t2i run's own report
+        from rollarc.diffusion.report import build_t2i_report  # deferred: matplotlib is heavy
+
+        for path in build_t2i_report(Path(args.run_dir)):
+            print(path)
+        return 0
     try:
         paths = build_report(args.run_dir)
     except ReportError as err:

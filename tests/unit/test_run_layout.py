@@ -132,3 +132,19 @@ def test_a_stop_signal_records_the_last_checkpoint_and_the_resume_command(tmp_pa
         ".step_000004.tmp-1a2b3c4d"
     ]
     assert f"resume with: rollarc train {tmp_path / 'config.yaml'} resume={tmp_path}" in capsys.readouterr().err
+
+
+def test_rollarc_report_rebuilds_a_t2i_run_too(tmp_path):
+    from rollarc.cli import main
+
+    cfg = load_t2i_config(T2I, [f"run.dir={tmp_path}"])
+    run = new_run_dir(tmp_path, cfg.name)
+    record_new_run(run, cfg)
+    row = {"step": 1, "reward": 0.25, "low_contrast_fraction": 0.5}
+    (run / "metrics.jsonl").write_text(json.dumps(row) + "\n")
+    evals = [{"step": 0, "reward": 0.5, "rl_wall_s": 0.0}]
+    write_summary(run, partial_summary({"steps": 1, "evals": evals}, cfg.name, "SIGINT", 0.0, 0))
+    assert main(["report", str(run)]) == 0  # the LLM report would need timeline spans and "version" in evals
+    report = (run / "report.md").read_text()
+    assert "**The run stopped early:** SIGINT" in report and "Held-out reward n/a before RL" in report
+    assert (run / "learning_curve.png").stat().st_size > 0
