@@ -27,6 +27,7 @@ BENCHMARKS = {
     "sim": "simulator speed at 3,072 GPUs",
     "chaos": "training through env failures and killed workers vs a clean run",
     "spotlight": "t2i Flow-GRPO: stale-weight seed exploration (+ bandit) vs random seeds",
+    "ditstep": "t2i: one DiT denoising step's compute vs the per-call overhead (Ray round trip, dispatch)",
     "spot": "preemption: pull scheduler vs push, elastic SP regroup vs cold restart, spot cost",
     "rose": "rollouts on dedicated plus borrowed serving capacity vs dedicated only, serving SLO kept",
     "step": "short single-turn steps: rollarc sync and async vs an in-process HF-generate GRPO loop",
