@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from rollarc.config_docs import render, stale_message
-from rollarc.configio import ConfigError, dump_yaml
+from rollarc.configio import ConfigError, dump_yaml, read_yaml
 from rollarc.ray_loopback import keep_local_ray_on_loopback
 from rollarc.runtime.stop_signals import RunStopped, stop_on_signals
 
@@ -27,6 +27,7 @@ BENCHMARKS = {
     "sim": "simulator speed at 3,072 GPUs",
     "chaos": "training through env failures and killed workers vs a clean run",
     "spotlight": "t2i Flow-GRPO: stale-weight seed exploration (+ bandit) vs random seeds",
+    "ditstep": "t2i: one DiT denoising step's compute vs the per-call overhead (Ray round trip, dispatch)",
     "spot": "preemption: pull scheduler vs push, elastic SP regroup vs cold restart, spot cost",
     "rose": "rollouts on dedicated plus borrowed serving capacity vs dedicated only, serving SLO kept",
     "step": "short single-turn steps: rollarc sync and async vs an in-process HF-generate GRPO loop",
@@ -92,9 +93,9 @@ def _cmd_train(args: argparse.Namespace) -> int:
     if is_t2i(args.config):  # `kind: t2i`: text-to-image Flow-GRPO (docs/diffusion.md)
         if args.address is None:
             keep_local_ray_on_loopback()  # before Ray is imported (rollarc.ray_loopback says why)
-        from rollarc.diffusion.entry import train_t2i_main  # deferred: Ray, torch and diffusers are heavy
+        from rollarc.runtime.t2i_entry import train_t2i_main  # deferred: Ray, torch and diffusers are heavy
 
-        return train_t2i_main(args.config, args.overrides)
+        return train_t2i_main(args.config, args.overrides, address=args.address)
     from rollarc.config import load_train_config  # deferred: the training config imports torch
 
     if args.address is None and load_train_config(args.config, args.overrides).cluster.address is None:
@@ -119,6 +120,13 @@ def _cmd_eval(args: argparse.Namespace) -> int:
 def _cmd_report(args: argparse.Namespace) -> int:
     from rollarc.report.build import ReportError, build_report  # deferred: matplotlib is heavy
 
+    config = Path(args.run_dir) / "config.yaml"
+    if config.is_file() and read_yaml(str(config)).get("kind") == "t2i":  # a t2i run's own report
+        from rollarc.diffusion.report import build_t2i_report  # deferred: matplotlib is heavy
+
+        for path in build_t2i_report(Path(args.run_dir)):
+            print(path)
+        return 0
     try:
         paths = build_report(args.run_dir)
     except ReportError as err:

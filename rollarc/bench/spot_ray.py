@@ -1,6 +1,7 @@
 """Pull vs push *measured on Ray*: the same spot workers, the same preemption trace, wall-clock jobs per second.
 
-Each mode gets a fresh local ``ray.cluster_utils.Cluster`` with one Ray node per spot slot, the same
+Each mode gets a fresh local ``ray.cluster_utils.Cluster`` (started by ``start_cluster``, as a spot run's
+is) with one Ray node per spot slot, the same
 ``SpotExplorer`` actors (the DiT of ``--config``, one torch thread each) and the same injector schedule
 (``spot.trace`` of the config, or its rate), counted from the moment the jobs are handed out; the clock
 starts after every worker has loaded its DiT, so start-up is not timed. Replacements join
@@ -17,20 +18,18 @@ says whether they did.
 
 from __future__ import annotations
 
-import logging
 import time
 from pathlib import Path
 from typing import Any
 
 import ray
-from ray.cluster_utils import Cluster
 
 from rollarc.diffusion.config import T2IConfig
 from rollarc.diffusion.model import build_policy
 from rollarc.diffusion.push_fleet import push_all
 from rollarc.diffusion.spot_fleet import HEAD_RESOURCE, SpotFleet, preemption_schedule, spot_slots
 from rollarc.diffusion.tasks.registry import make_task, vocabulary
-from rollarc.ray_reaper import reap
+from rollarc.runtime.ray_cluster import RayStart, local_nodes, start_cluster, stop_ray
 from rollarc.spotlight.job_queue import JobSpec
 
 
@@ -44,17 +43,18 @@ def _jobs(cfg: T2IConfig, cache: Path, count: int, steps: int) -> list[JobSpec]:
 
 def _run(mode: str, cfg: T2IConfig, policy_dir: Path, cache: Path, jobs: list[JobSpec]) -> dict[str, Any]:
     spot_resource, slots = spot_slots(cfg)
-    cluster = Cluster(
-        initialize_head=True,
-        head_node_args={"num_cpus": 1, "resources": {HEAD_RESOURCE: 1}, "include_dashboard": False},
-    )
-    ray.init(address=cluster.address, logging_level=logging.WARNING)
-    head = cluster.head_node
-    if head is None:
-        raise RuntimeError("the local Ray cluster has no head node")
-    session = head.get_session_dir_path()
     fleet = None
     try:
+        # started as `rollarc train` starts a spot run's cluster: a head now, the spot nodes added by the fleet
+        spot_pool = cfg.cluster.roles.explorer.pool
+        spec = RayStart(
+            pools={spot_pool: cfg.cluster.pools[spot_pool]},
+            num_cpus=1,
+            joining_pools=(spot_pool,),
+            head_resources={HEAD_RESOURCE: 1.0},
+        )
+        start_cluster(spec, device="cpu")
+        cluster = local_nodes()
         sc = cfg.spot
         fleet = SpotFleet(
             cluster,
@@ -109,11 +109,10 @@ def _run(mode: str, cfg: T2IConfig, policy_dir: Path, cache: Path, jobs: list[Jo
     finally:
         if fleet is not None:
             fleet.close()
-        ray.shutdown()
-        cluster.shutdown()
         # The next mode starts a cluster at once: Ray gives a new raylet a fixed 30 s to register, which a
-        # loaded machine misses while this session's daemons are still exiting (tests/integration/conftest.py).
-        reap(session)
+        # loaded machine misses while this session's daemons are still exiting (tests/integration/conftest.py);
+        # stop_ray reaps them.
+        stop_ray()
         time.sleep(1.0)
 
 

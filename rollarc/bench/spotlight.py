@@ -37,8 +37,7 @@ import torch
 from rollarc.bench.report_file import add_docs_flag, emit_json, markdown_table, publish
 from rollarc.bench.time_to_target import first_crossing, median_time, select_target, speedup, spread
 from rollarc.cluster.catalogue import load_catalogue
-from rollarc.diffusion.config import T2IConfig, load_t2i_config
-from rollarc.diffusion.entry import CACHE, run_t2i
+from rollarc.diffusion.config import CACHE, T2IConfig, load_t2i_config
 from rollarc.diffusion.model import load_policy
 from rollarc.diffusion.pretrain import load_or_pretrain
 from rollarc.diffusion.sampling import sample_sde
@@ -46,6 +45,7 @@ from rollarc.diffusion.tasks.base import split
 from rollarc.diffusion.tasks.registry import make_task
 from rollarc.diffusion.workers import reward_table, score
 from rollarc.placement import CATALOGUE
+from rollarc.runtime.t2i_entry import run_t2i
 from rollarc.spotlight.kendall import kendall_tau
 
 MODES = {

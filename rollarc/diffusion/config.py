@@ -1,7 +1,7 @@
 """The text-to-image RL config (``kind: t2i``), separate from the LLM ``Config``.
 
 ``rollarc train FILE`` reads the YAML's top-level ``kind``: ``t2i`` validates it as :class:`T2IConfig`
-and runs :func:`rollarc.diffusion.entry.run_t2i`; anything else (or no ``kind``) is the LLM path,
+and runs :func:`rollarc.runtime.t2i_entry.run_t2i`; anything else (or no ``kind``) is the LLM path,
 unchanged. Every key is described in docs/diffusion.md and by ``rollarc config show`` on the file.
 """
 
@@ -15,7 +15,10 @@ from pydantic import Field, field_validator, model_validator
 
 from rollarc.cluster_config import PoolConfig, RoleConfig
 from rollarc.configio import FrozenModel, load_config, read_yaml
+from rollarc.diffusion.tasks.base import TASK_SIZE
 from rollarc.diffusion.tasks.registry import TASKS
+
+CACHE = Path("artifacts") / "t2i"  # pretrained bases and the digit reader, shared by runs and benchmarks
 
 
 class T2IModelConfig(FrozenModel):
@@ -24,7 +27,12 @@ class T2IModelConfig(FrozenModel):
     path: str | None = Field(
         None, description="diffusers-format policy directory to start RL from; null: the pretrained base"
     )
-    image_size: int = Field(16, ge=8, description="image side in pixels (the tasks draw on 16×16)")
+    image_size: int = Field(
+        16,
+        ge=16,
+        description="image side in pixels, a multiple of 16: the tasks render and score 16×16, so at 32 each "
+        "task pixel is a 2×2 block (pretrained on scaled-up renderings, scored on block means)",
+    )
     width: int = Field(64, ge=8, description="hidden size of the DiT and of the prompt encoder")
     layers: int = Field(4, ge=1, description="DiT transformer blocks")
     heads: int = Field(4, ge=1, description="attention heads (width must divide by it)")
@@ -34,8 +42,11 @@ class T2IModelConfig(FrozenModel):
     def _heads_divide_width(self) -> T2IModelConfig:
         if self.width % self.heads:
             raise ValueError(f"model.width {self.width} must be a multiple of model.heads {self.heads}")
-        if self.image_size != 16:
-            raise ValueError(f"model.image_size {self.image_size}: the tasks render 16×16 images; use 16")
+        if self.image_size % TASK_SIZE:
+            raise ValueError(
+                f"model.image_size {self.image_size}: the tasks render {TASK_SIZE}×{TASK_SIZE} images; "
+                f"use a multiple of {TASK_SIZE}"
+            )
         return self
 
 
@@ -249,7 +260,7 @@ class T2IConfig(FrozenModel):
         key = (
             self.pretrain.model_dump_json() + self.model.model_dump_json(exclude={"path", "threads"}) + str(self.tasks)
         )
-        return Path("artifacts") / "t2i" / f"base-{hashlib.sha256(key.encode()).hexdigest()[:10]}"
+        return CACHE / f"base-{hashlib.sha256(key.encode()).hexdigest()[:10]}"
 
 
 def is_t2i(path: str) -> bool:

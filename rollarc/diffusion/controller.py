@@ -41,7 +41,9 @@ from rollarc.algo.flow_grpo import low_contrast_fraction
 from rollarc.diffusion.config import T2IConfig
 from rollarc.diffusion.grids import save_grid
 from rollarc.diffusion.tasks.registry import template_of
+from rollarc.models.checkpoint import atomic_directory
 from rollarc.report.metrics import MetricsWriter
+from rollarc.report.run_dir import CHECKPOINTS, checkpoint_name
 from rollarc.spotlight.bandit import Arm, UcbPlanner, contrast_gain
 from rollarc.spotlight.groups import choose_groups, exploration_stats
 
@@ -74,6 +76,7 @@ class T2IController:
         state = state or {}
         self.evals: list[dict[str, Any]] = list(state.get("evals", []))
         self.rl_wall_s = float(state.get("rl_wall_s", 0.0))
+        self.clock_start = time.time() - float(state.get("wall_s", 0.0))  # the run clock continues across a resume
         self.explored_images = int(state.get("explored_images", 0))
         self.sampled_images = int(state.get("sampled_images", 0))
         self.planner = UcbPlanner(cfg.explore.ucb_c)
@@ -255,13 +258,19 @@ class T2IController:
         return result
 
     def checkpoint(self) -> Path:
-        out = self.run_dir / "checkpoints" / f"step_{self.step:05d}"
-        tmp = out.with_name(out.name + ".tmp")
-        tmp.mkdir(parents=True, exist_ok=True)
-        ray.get(self.workers.trainer.save.remote(str(tmp)))
-        state = {
+        """``checkpoints/step_N`` written atomically (as the LLM path's: a crash leaves no half-written one)."""
+        out = self.run_dir / CHECKPOINTS / checkpoint_name(self.step)
+        with atomic_directory(out) as tmp:
+            ray.get(self.workers.trainer.save.remote(str(tmp)))
+            (tmp / "state.json").write_text(json.dumps(self.state(), indent=1))
+        return out
+
+    def state(self) -> dict[str, Any]:
+        """What a resume restores (the checkpoint's ``state.json``)."""
+        return {
             "step": self.step,
             "version": self.step,
+            "wall_s": time.time() - self.clock_start,
             "evals": self.evals,
             "rl_wall_s": self.rl_wall_s,
             "explored_images": self.explored_images,
@@ -269,13 +278,14 @@ class T2IController:
             "sync_bytes_total": self.sync_bytes_total,
             "arms": {p: [a.pulls, a.total_gain] for p, a in self.planner.arms.items()},
         }
-        (tmp / "state.json").write_text(json.dumps(state, indent=1))
-        tmp.replace(out)
-        return out
 
     def summary(self) -> dict[str, Any]:
+        """The run's counts so far; the entry adds what the LLM path's summary has around them (run_dir.py)."""
         return {
+            "name": self.cfg.name,
+            "mode": "sync",  # on-policy: each step samples with the weights it trains
             "steps": self.step,
+            "wall_s": time.time() - self.clock_start,
             "heldout_reward_before_rl": self.evals[0]["reward"] if self.evals else None,
             "heldout_reward_after_rl": self.evals[-1]["reward"] if self.evals else None,
             "evals": self.evals,

@@ -1,6 +1,7 @@
 """Pretraining the DiT by flow matching (rectified flow) on rendered ground truth of the train prompts.
 
-Loss: ``‖v_θ(x_t, t) − (ε − x_0)‖²`` with ``x_t = (1 − t) x_0 + t ε`` and ``t`` drawn logit-normal
+The tasks render 16×16; a model at a multiple of that (``model.image_size: 32``) learns the rendering scaled
+up, each task pixel a block. Loss: ``‖v_θ(x_t, t) − (ε − x_0)‖²`` with ``x_t = (1 − t) x_0 + t ε`` and ``t`` drawn logit-normal
 (SD3's sampling of t, which weights the middle of the path). Only train-split prompts are rendered, so
 held-out prompts are new combinations at evaluation. It stops after ``pretrain.steps`` on purpose: the
 base draws roughly the right thing, imperfectly, and RL has headroom.
@@ -18,7 +19,7 @@ import torch
 
 from rollarc.diffusion.config import T2IConfig
 from rollarc.diffusion.model import T2IPolicy, build_policy
-from rollarc.diffusion.tasks.base import Task, split
+from rollarc.diffusion.tasks.base import Task, split, upscale
 from rollarc.diffusion.tasks.registry import vocabulary
 
 META = "rollarc_t2i.json"
@@ -39,7 +40,8 @@ def pretrain(cfg: T2IConfig, tasks: list[Task], log: Callable[[str], None] = pri
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / 50))
     for step in range(pc.steps):
         batch = [pool[rng.randrange(len(pool))] for _ in range(pc.batch_size)]
-        x0 = torch.from_numpy(np.stack([t.render(p, rng) for t, p in batch])).permute(0, 3, 1, 2) * 2 - 1
+        rendered = [upscale(t.render(p, rng), mc.image_size) for t, p in batch]
+        x0 = torch.from_numpy(np.stack(rendered)).permute(0, 3, 1, 2) * 2 - 1
         eps = torch.randn(x0.shape, generator=gen)
         t = torch.sigmoid(torch.randn(len(batch), generator=gen))
         xt = (1 - t.view(-1, 1, 1, 1)) * x0 + t.view(-1, 1, 1, 1) * eps

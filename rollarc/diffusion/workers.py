@@ -25,7 +25,7 @@ from rollarc.diffusion.config import RLConfig
 from rollarc.diffusion.model import T2IPolicy, load_policy
 from rollarc.diffusion.sampling import Trajectories, sample_ode, sample_sde
 from rollarc.diffusion.sp_policy import SPPolicy
-from rollarc.diffusion.tasks.base import Task
+from rollarc.diffusion.tasks.base import Task, to_task_size
 from rollarc.diffusion.tasks.registry import make_task
 from rollarc.diffusion.trainer import FlowGrpoTrainer, GroupBatch
 from rollarc.diffusion.weight_sync import DiTReceiver, Received, dit_publisher
@@ -60,7 +60,9 @@ def reward_table(tasks: list[Task]) -> dict[str, Task]:
 
 
 def score(table: dict[str, Task], prompts: list[str], images: np.ndarray) -> list[float]:
-    return [table[p].reward(p, image) for p, image in zip(prompts, images, strict=True)]
+    """Each image's reward from its prompt's task, read at the tasks' 16×16 (:func:`to_task_size`)."""
+    small = to_task_size(images)
+    return [table[p].reward(p, image) for p, image in zip(prompts, small, strict=True)]
 
 
 @ray.remote
@@ -82,6 +84,10 @@ class T2ISampler:
         self.version = got.version
         self.unreported = (self.unreported[0] + got.nbytes, self.unreported[1] + int(got.full))
         return received_record(got)
+
+    def ping(self) -> int:
+        """A no-op call (its version): what one Ray round trip to the sampler costs (``rollarc bench ditstep``)."""
+        return self.version
 
     def weights(self) -> dict[str, torch.Tensor]:
         """The DiT weights the sampler draws with (for checks)."""

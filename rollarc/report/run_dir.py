@@ -32,6 +32,12 @@ TIMELINE = "timeline.jsonl"
 TASK_PROFILES = "task_profiles.json"
 SUMMARY = "summary.json"
 CONFIG = "config.yaml"
+CHECKPOINTS = "checkpoints"
+
+
+def checkpoint_name(step: int) -> str:
+    """A checkpoint's directory under ``checkpoints/`` (every kind of run names them so: ``step_000012``)."""
+    return f"step_{step:06d}"
 
 
 class RunDirError(ConfigError):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import sys
 import time
@@ -18,27 +17,16 @@ from rollarc.configio import ConfigError
 from rollarc.models.checkpoint import checkpoint_adapter, load_policy, remove_partial_directories
 from rollarc.models.device import resolve_device, resolve_dtype
 from rollarc.report.metrics import MetricsWriter
-from rollarc.report.run_dir import SUMMARY, Summary, from_dict, write_json
 from rollarc.report.trackers import open_trackers
 from rollarc.runtime import stop_signals
 from rollarc.runtime.controller import Controller, RunError
 from rollarc.runtime.ray_cluster import plugin_pythonpath, start_ray, stop_ray
-from rollarc.runtime.resume import ResumePoint, latest_checkpoint, prepare_resume, record_new_run
+from rollarc.runtime.resume import ResumePoint, prepare_resume
+from rollarc.runtime.run_dir import finished, new_run_dir, partial_summary, record_new_run, stop_summary, write_summary
 from rollarc.runtime.stop_signals import RunStopped
 from rollarc.runtime.workers import Workers
 from rollarc.train.preflight import eval_policy_dir, preflight_train
 from rollarc.train.sft_entry import SFT_META, read_sft_meta, run_sft
-
-
-def new_run_dir(cfg: Config) -> Path:
-    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    run_dir = Path(cfg.run.dir) / f"{cfg.name}-{stamp}"
-    suffix = 1
-    while run_dir.exists():
-        run_dir = Path(cfg.run.dir) / f"{cfg.name}-{stamp}-{suffix}"
-        suffix += 1
-    run_dir.mkdir(parents=True)
-    return run_dir
 
 
 def initial_policy(cfg: Config, log: Callable[[str], None] = print) -> tuple[str, dict[str, Any] | None]:
@@ -64,8 +52,6 @@ def run_training(cfg: Config, address: str | None = None) -> int:
     preflight_train(cfg, resuming=cfg.resume is not None, warn=lambda m: print(m, file=sys.stderr))
     resume: ResumePoint | None = None
     if cfg.resume is not None:
-        if Path(cfg.resume).is_dir():
-            remove_partial_directories(Path(cfg.resume) / "checkpoints")  # left by a crash in the middle of a save
         resume = prepare_resume(cfg)  # refuses a config that differs from the run's in an unsafe key
         run_dir = resume.run_dir
         policy_dir = str(resume.checkpoint / "policy")
@@ -74,12 +60,13 @@ def run_training(cfg: Config, address: str | None = None) -> int:
     else:
         remove_partial_directories(cfg.sft_checkpoint().parent, cfg.sft_checkpoint().name)
         policy_dir, sft_meta = initial_policy(cfg, log=lambda m: print(m, file=sys.stderr))
-        run_dir = new_run_dir(cfg)
+        run_dir = new_run_dir(cfg.run.dir, cfg.name)
         if sft_meta is not None:
             (run_dir / SFT_META).write_text(json.dumps(sft_meta, indent=1))
         record_new_run(run_dir, cfg)
     resume_state = resume.state if resume is not None else None
     version = int(resume_state["version"]) if resume_state else 0
+    resumes = resume.resumes if resume is not None else 0
     if address is not None:  # joining a cluster: pools are real resources there (see ray_cluster)
         cfg = cfg.model_copy(update={"cluster": cfg.cluster.model_copy(update={"address": address})})
     workers: Workers | None = None
@@ -115,7 +102,7 @@ def run_training(cfg: Config, address: str | None = None) -> int:
         except RunError as err:
             print(f"rollarc: run stopped: {err}", file=sys.stderr)
             controller.collect_spans()
-            _write_summary(run_dir, stopped_summary(controller, str(err), version, sft_meta, start))
+            write_summary(run_dir, stopped_summary(cfg, controller, str(err), version, sft_meta, start, resumes))
             print(f"run directory: {run_dir} (summary.json: counts and examples of every failure)", file=sys.stderr)
             return 1
         finally:
@@ -124,18 +111,21 @@ def run_training(cfg: Config, address: str | None = None) -> int:
     except RunStopped as err:  # a stop signal: summary.json and one line below, after Ray is stopped
         stopped = err
     except BaseException as err:  # recorded in summary.json, then re-raised: a dead trainer, a bug
-        _write_summary(run_dir, stopped_summary(controller, f"{type(err).__name__}: {err}", version, sft_meta, start))
+        write_summary(
+            run_dir, stopped_summary(cfg, controller, f"{type(err).__name__}: {err}", version, sft_meta, start, resumes)
+        )
         raise
     finally:
         if workers is not None:
             workers.shutdown()
         stop_ray()
     if stopped is not None:
-        return _stop_summary(run_dir, stopped, stopped_summary(controller, stopped.name, version, sft_meta, start))
+        return stop_summary(
+            run_dir, stopped, stopped_summary(cfg, controller, stopped.name, version, sft_meta, start, resumes)
+        )
     summary["sft"] = sft_meta
-    summary["total_wall_s"] = time.time() - start
-    summary["resumes"] = resume.resumes if resume is not None else 0
-    write_json(run_dir / SUMMARY, from_dict(Summary, summary, str(run_dir / SUMMARY), lenient=True))
+    summary = finished(summary, start, resumes)
+    write_summary(run_dir, summary)
     from rollarc.report.build import build_report  # deferred: matplotlib is heavy
 
     build_report(run_dir)
@@ -144,46 +134,18 @@ def run_training(cfg: Config, address: str | None = None) -> int:
 
 
 def stopped_summary(
-    controller: Controller | None, reason: str, version: int, sft_meta: dict[str, Any] | None, start: float
+    cfg: Config,
+    controller: Controller | None,
+    reason: str,
+    version: int,
+    sft_meta: dict[str, Any] | None,
+    start: float,
+    resumes: int,
 ) -> dict[str, Any]:
     """``summary.json`` of a run that stopped before its last step: the reason and the counts so far."""
-    if controller is not None:
-        summary = controller.stopped_summary(reason)
-    else:  # it stopped while starting (Ray, the workers): nothing was counted yet
-        summary = {"status": "stopped", "stop_reason": reason, "steps": version}
-    return {**summary, "sft": sft_meta, "total_wall_s": time.time() - start}
-
-
-def _write_summary(run_dir: Path, summary: dict[str, Any]) -> None:
-    tmp = run_dir / "summary.json.tmp"
-    tmp.write_text(json.dumps(summary, indent=1, default=str))
-    tmp.replace(run_dir / "summary.json")
-
-
-def _stop_summary(run_dir: Path, stopped: RunStopped, summary: dict[str, Any]) -> int:
-    """After a stop signal: remove half-written checkpoints, record why the run stopped, say how to resume.
-
-    The resume command names the run's own ``config.yaml``: it holds the overrides the run was started with.
-    """
-    removed = remove_partial_directories(run_dir / "checkpoints")
-    checkpoint = latest_checkpoint(run_dir)
-    saved = json.loads((checkpoint / "state.json").read_text())["version"] if checkpoint else None
-    summary = {
-        **summary,
-        "last_checkpoint": str(checkpoint) if checkpoint else None,
-        "last_checkpoint_step": saved,
-        "removed_partial_checkpoints": [path.name for path in removed],
-    }
-    _write_summary(run_dir, summary)
-    if checkpoint is None:
-        print(f"rollarc: stopped by {stopped.name}; no checkpoint was written yet ({run_dir})", file=sys.stderr)
-    else:
-        print(
-            f"rollarc: stopped by {stopped.name}; saved step {saved} in {checkpoint}; "
-            f"resume with: rollarc train {run_dir / 'config.yaml'} resume={run_dir}",
-            file=sys.stderr,
-        )
-    return stopped.exit_code
+    # with no controller it stopped while starting (Ray, the workers): nothing was counted yet
+    counts = controller.stopped_summary(reason) if controller is not None else {"steps": version}
+    return {**partial_summary(counts, cfg.name, reason, start, resumes), "sft": sft_meta}
 
 
 def _print_result(run_dir: Path, summary: dict[str, Any]) -> None:

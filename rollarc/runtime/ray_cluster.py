@@ -19,6 +19,10 @@ How a pool becomes Ray resources (``actor_options``), by where Ray runs and the 
 At start-up every pool is checked against what the cluster has; a missing one is a one-line
 :class:`ClusterResourceError`, not an actor that waits forever.
 
+When some pools' nodes join during the run (a spot pool, ``RayStart.joining_pools``), the local cluster is a
+``ray.cluster_utils.Cluster``: a head node with the other pools now, and a node per unit of the joining pool
+added (and removed, by the preemption injector) later. It is started, checked and stopped here too.
+
 A local cluster listens on the loopback interface when the ``rollarc`` command started it (see
 ``rollarc.ray_loopback``), and :func:`stop_ray` makes sure its processes are gone; a watcher process
 (``rollarc.ray_reaper``) reaps them if the driver dies without stopping it.
@@ -29,11 +33,14 @@ from __future__ import annotations
 import logging
 import os
 import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import ray
+from ray.cluster_utils import Cluster
 
-from rollarc.cluster_config import ClusterConfig
+from rollarc.cluster_config import ClusterConfig, PoolConfig
 from rollarc.configio import ConfigError
 from rollarc.placement import accelerator_resource, pool_resource
 from rollarc.placement import actor_options as actor_options  # re-exported: the runtime's workers import it here
@@ -44,6 +51,7 @@ from rollarc.ray_reaper import reap, start_watcher
 
 WATCHER_STOP_S = 10.0
 _local_session: tuple[str, subprocess.Popen[bytes]] | None = None  # (session dir, watcher) of our local cluster
+_local_nodes: Cluster | None = None  # our local multi-node cluster (RayStart.joining_pools), when there is one
 
 
 class ClusterResourceError(ConfigError):
@@ -66,6 +74,27 @@ def check_device(device: str, resources: dict[str, float]) -> None:
         )
 
 
+@dataclass(frozen=True)
+class RayStart:
+    """What starting (or joining) Ray needs, whichever kind of run asks: :func:`start_ray` builds one from an
+    LLM ``ClusterConfig``, the t2i entry from its own config.
+
+    ``joining_pools`` names pools whose nodes join during the run (a spot pool whose nodes the preemption
+    injector removes and replaces): locally Ray then starts as a ``ray.cluster_utils.Cluster`` whose head
+    holds every other pool and ``head_resources``, so nodes can be added and removed later
+    (:func:`local_nodes`); those pools are not checked at start-up.
+    """
+
+    pools: Mapping[str, PoolConfig]
+    num_cpus: int | None = None
+    address: str | None = None
+    include_dashboard: bool = False
+    dashboard_host: str = "127.0.0.1"
+    gpu_demand: float = 0.0  # GPUs the roles on GPU-kind pools reserve (checked against a local machine's)
+    joining_pools: tuple[str, ...] = ()
+    head_resources: Mapping[str, float] = field(default_factory=dict)
+
+
 def start_ray(
     cluster: ClusterConfig, address: str | None = None, plugin_paths: list[str] | None = None, device: str = "auto"
 ) -> dict[str, float]:
@@ -74,18 +103,44 @@ def start_ray(
     Raises :class:`ClusterResourceError` (after shutting Ray down) when a pool, or the GPU that
     ``device='cuda'`` needs, is not in the cluster.
     """
-    global _local_session
-    address = address or cluster.address
+    spec = RayStart(
+        pools=cluster.pools,
+        num_cpus=cluster.num_cpus,
+        address=address or cluster.address,
+        include_dashboard=cluster.include_dashboard,
+        dashboard_host=cluster.dashboard_host,
+        gpu_demand=gpu_demand(cluster),
+    )
+    return start_cluster(spec, plugin_paths, device)
+
+
+def start_cluster(spec: RayStart, plugin_paths: list[str] | None = None, device: str = "auto") -> dict[str, float]:
+    """:func:`start_ray` for a :class:`RayStart`: the one way every ``rollarc train`` starts or joins Ray."""
+    global _local_session, _local_nodes
+    address = spec.address
     if ray.is_initialized():
         stop_ray()
     if plugin_paths:
         os.environ["PYTHONPATH"] = plugin_pythonpath(plugin_paths)  # inherited by local Ray workers
-    if address is None:
+    resources = {pool_resource(n, p): float(p.count) for n, p in spec.pools.items() if n not in spec.joining_pools}
+    if address is None and spec.joining_pools:  # a head now, the joining pools' nodes later
+        _local_nodes = Cluster(
+            initialize_head=True,
+            head_node_args={
+                "num_cpus": spec.num_cpus or os.cpu_count() or 1,
+                "resources": {**resources, **spec.head_resources},
+                "include_dashboard": spec.include_dashboard,
+            },
+        )
+        joined = ray.init(address=_local_nodes.address, logging_level=logging.WARNING)
+        session_dir = str(joined.address_info["session_dir"])  # type: ignore[attr-defined]  # a RayContext; every node shares the session
+        _local_session = (session_dir, start_watcher(session_dir))
+    elif address is None:
         context = init_local_ray(  # a new cluster even when `ray start` left one on this machine
-            num_cpus=cluster.num_cpus or os.cpu_count() or 1,
-            resources={pool_resource(n, p): float(p.count) for n, p in cluster.pools.items()},
-            include_dashboard=cluster.include_dashboard,
-            dashboard_host=cluster.dashboard_host,
+            num_cpus=spec.num_cpus or os.cpu_count() or 1,
+            resources={**resources, **spec.head_resources},
+            include_dashboard=spec.include_dashboard,
+            dashboard_host=spec.dashboard_host,
             logging_level=logging.WARNING,
             log_to_driver=True,
         )
@@ -95,12 +150,12 @@ def start_ray(
         env = {"env_vars": {"PYTHONPATH": os.environ["PYTHONPATH"]}} if plugin_paths else None
         ray.init(address=address, logging_level=logging.WARNING, runtime_env=env)
     available = ray.cluster_resources()
-    have = pool_capacity(cluster, address is not None, available, ray.nodes())
+    have = pool_capacity(spec, address is not None, available, ray.nodes())
     missing = [
         f"{what} (need {p.count}, have {have[n][1]:g})"
-        for n, p in cluster.pools.items()
+        for n, p in spec.pools.items()
         for what in [have[n][0]]
-        if have[n][1] < p.count
+        if have[n][1] < p.count and n not in spec.joining_pools
     ]
     if missing:
         stop_ray()
@@ -111,18 +166,28 @@ def start_ray(
         )
     try:
         check_device(device, available)
-        if address is None and uses_gpus(cluster, device):
-            check_local_gpus(cluster, available.get("GPU", 0.0))
+        if address is None and device != "cpu" and available.get("GPU", 0) > 0:
+            _check_gpu_fit(spec.gpu_demand, available.get("GPU", 0.0))
     except ClusterResourceError:
         stop_ray()
         raise
     return available
 
 
+def local_nodes() -> Cluster:
+    """The local multi-node cluster :func:`start_cluster` started for a ``RayStart`` with ``joining_pools``."""
+    if _local_nodes is None:
+        raise RuntimeError("no local multi-node Ray cluster: start_cluster was not given joining_pools")
+    return _local_nodes
+
+
 def stop_ray() -> None:
     """``ray.shutdown``; for a local cluster rollarc started, also wait for (or kill) its processes."""
-    global _local_session
+    global _local_session, _local_nodes
     ray.shutdown()
+    if _local_nodes is not None:
+        nodes, _local_nodes = _local_nodes, None
+        nodes.shutdown()
     if _local_session is None:
         return
     session_dir, watcher = _local_session
@@ -144,7 +209,10 @@ def gpu_demand(cluster: ClusterConfig) -> float:
 
 def check_local_gpus(cluster: ClusterConfig, gpus: float) -> None:
     """On a local machine with GPUs, the roles must fit its GPUs, or their actors would wait forever."""
-    need = gpu_demand(cluster)
+    _check_gpu_fit(gpu_demand(cluster), gpus)
+
+
+def _check_gpu_fit(need: float, gpus: float) -> None:
     if need > gpus:
         raise ClusterResourceError(
             f"the roles on GPU pools reserve {need:g} GPUs but this machine has {gpus:g}; "
@@ -153,7 +221,7 @@ def check_local_gpus(cluster: ClusterConfig, gpus: float) -> None:
 
 
 def pool_capacity(
-    cluster: ClusterConfig, joined: bool, available: dict[str, float], nodes: list[dict[str, Any]]
+    cluster: ClusterConfig | RayStart, joined: bool, available: dict[str, float], nodes: list[dict[str, Any]]
 ) -> dict[str, tuple[str, float]]:
     """For each pool, what it is made of in Ray (a description) and how many units the cluster holds.
 

@@ -13,6 +13,7 @@ from transformers import AutoModelForCausalLM
 from rollarc.config import Config
 from rollarc.configio import ConfigError, validate
 from rollarc.runtime.entry import run_training
+from rollarc.runtime.run_dir import layout_problems
 
 pytestmark = pytest.mark.slow
 
@@ -78,6 +79,7 @@ def test_two_steps_end_to_end_with_reports(nano_policy_dir, tmp_path):
     assert any((run / "tensorboard").iterdir())
     report = (run / "report.md").read_text()  # the training run builds report.md at the end
     assert f"{summary['heldout_success_after_rl']:.4g} after RL" in report
+    assert layout_problems(run) == []  # the layout a t2i run has too (test_t2i_train)
     assert "![per-role timeline](timeline.png)" in report and "```yaml\nname: " in report
     spans = [json.loads(line) for line in (run / "timeline.jsonl").read_text().splitlines()]
     assert {s["kind"] for s in spans} >= {"generate", "env_step", "train", "sync"}

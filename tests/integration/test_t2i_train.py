@@ -5,8 +5,8 @@ import json
 import pytest
 
 from rollarc.cli import main
-from rollarc.diffusion.entry import latest_checkpoint
 from rollarc.diffusion.model import load_policy
+from rollarc.runtime.run_dir import latest_checkpoint, layout_problems
 
 
 def tiny_overrides(tmp_path):
@@ -54,6 +54,8 @@ def test_t2i_train_explores_trains_reports_and_resumes(tmp_path):
     assert rows[-1]["sync_bytes_total"] == sum(r["sync_bytes"] for r in rows)
     for name in ("report.md", "learning_curve.png", "summary.json", "samples/heldout_step_00000.png"):
         assert (run_dir / name).is_file(), name
+    assert layout_problems(run_dir) == []  # the LLM path's layout (test_runtime): config, fingerprint, summary keys
+    assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == ["step_000001", "step_000002"]
     base, trained = load_policy(tmp_path / "base"), load_policy(latest_checkpoint(run_dir) / "policy")
     # (a 2-step base draws noise, every reward is 0, so RL leaves the DiT as is: test_t2i_model checks a step moves it)
     assert all(
@@ -67,4 +69,8 @@ def test_t2i_train_explores_trains_reports_and_resumes(tmp_path):
     assert rows[-1]["sample_version"] == 2
     # the resumed sampler loads the checkpoint the resumed trainer publishes from: a delta, not a full copy
     assert (rows[-1]["sync_version"], rows[-1]["sync_full_copies"]) == (3, 0)
-    assert json.loads((run_dir / "summary.json").read_text())["steps"] == 3
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert (summary["steps"], summary["resumes"], summary["status"]) == (3, 1, "completed")
+    assert (run_dir / "config.resume-1.yaml").is_file() and layout_problems(run_dir) == []
+    (history,) = [json.loads(line) for line in (run_dir / "config_history.jsonl").read_text().splitlines()]
+    assert history["changed"] == {"train.steps": {"from": 2, "to": 3}} and history["checkpoint"] == "step_000002"

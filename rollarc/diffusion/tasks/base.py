@@ -24,6 +24,7 @@ from typing import Protocol
 
 import numpy as np
 
+TASK_SIZE = 16  # every task renders and scores 16×16 images; a larger model works at a multiple of it
 BACKGROUND_MAX = 0.2  # a pixel whose brightest channel is below this is background
 HELDOUT_MOD = 5  # one prompt in five (by crc32 of its text) is held out
 
@@ -58,6 +59,29 @@ class Task(Protocol):
     def reward(self, prompt: str, image: np.ndarray) -> float: ...
 
     def template(self, prompt: str) -> str: ...
+
+
+def upscale(image: np.ndarray, size: int) -> np.ndarray:
+    """A task's ``[16, 16, 3]`` rendering at ``size`` pixels a side (nearest neighbour: each pixel a block)."""
+    factor = _factor(size)
+    return np.repeat(np.repeat(image, factor, axis=0), factor, axis=1)
+
+
+def to_task_size(images: np.ndarray) -> np.ndarray:
+    """Images ``[B, size, size, 3]`` at the tasks' 16×16, each pixel the mean of its block (what rewards read).
+
+    A model at 32×32 (``model.image_size``) is pretrained on :func:`upscale`'d ground truth, so each of its
+    2×2 blocks is one task pixel; scoring the block means keeps every reward's thresholds as they are.
+    """
+    batch, size = images.shape[0], images.shape[1]
+    factor = _factor(size)
+    return images.reshape(batch, TASK_SIZE, factor, TASK_SIZE, factor, images.shape[3]).mean(axis=(2, 4))
+
+
+def _factor(size: int) -> int:
+    if size % TASK_SIZE:
+        raise ValueError(f"image size {size} is not a multiple of the tasks' {TASK_SIZE}")
+    return size // TASK_SIZE
 
 
 def is_heldout(prompt: str) -> bool:

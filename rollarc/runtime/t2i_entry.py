@@ -1,10 +1,14 @@
-"""``rollarc train`` for ``kind: t2i`` configs: pretrained base, run directory, Ray roles on pools, report."""
+"""``rollarc train`` for ``kind: t2i`` configs: pretrained base, run directory, Ray roles on pools, report.
+
+It shares the LLM path's run machinery (:mod:`rollarc.runtime.entry`): Ray is started by
+:func:`~rollarc.runtime.ray_cluster.start_cluster` (with ``spot.enabled`` a local multi-node cluster whose
+spot nodes the fleet adds and removes), the run directory is made, recorded, resumed and closed by
+:mod:`rollarc.runtime.run_dir`, and a stop signal ends the run with a summary and the resume command. Only
+the step loop is its own (:class:`~rollarc.diffusion.controller.T2IController`; docs/diffusion.md says why).
+"""
 
 from __future__ import annotations
 
-import datetime as dt
-import json
-import logging
 import os
 import sys
 import time
@@ -13,20 +17,30 @@ from typing import Any
 
 import ray
 
-from rollarc.configio import ConfigError, dump_yaml
-from rollarc.diffusion.config import T2IClusterConfig, T2IConfig, load_t2i_config
+from rollarc.configio import ConfigError
+from rollarc.diffusion.config import CACHE, T2IClusterConfig, T2IConfig, load_t2i_config
 from rollarc.diffusion.controller import T2IController, T2IWorkers
 from rollarc.diffusion.pretrain import load_or_pretrain
 from rollarc.diffusion.report import build_t2i_report
-from rollarc.diffusion.spot_fleet import SpotFleet, cost_summary, preemption_schedule, spot_slots, start_local_cluster
+from rollarc.diffusion.spot_fleet import HEAD_RESOURCE, SpotFleet, cost_summary, preemption_schedule, spot_slots
 from rollarc.diffusion.tasks.base import split
 from rollarc.diffusion.tasks.registry import make_task
 from rollarc.diffusion.workers import T2ISampler, T2ITrainer
 from rollarc.placement import pool_resource
-from rollarc.ray_local_start import init_local_ray
 from rollarc.report.metrics import MetricsWriter
-
-CACHE = Path("artifacts") / "t2i"
+from rollarc.runtime import stop_signals
+from rollarc.runtime.ray_cluster import RayStart, local_nodes, start_cluster, stop_ray
+from rollarc.runtime.run_dir import (
+    finished,
+    latest_checkpoint,
+    new_run_dir,
+    partial_summary,
+    record_new_run,
+    resume_point,
+    stop_summary,
+    write_summary,
+)
+from rollarc.runtime.stop_signals import RunStopped
 
 
 def _log(message: str) -> None:
@@ -47,69 +61,62 @@ def role_options(cluster: T2IClusterConfig, role: str) -> dict[str, Any]:
     }
 
 
-def new_run_dir(cfg: T2IConfig) -> Path:
-    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    run_dir, suffix = Path(cfg.run.dir) / f"{cfg.name}-{stamp}", 1
-    while run_dir.exists():
-        run_dir, suffix = Path(cfg.run.dir) / f"{cfg.name}-{stamp}-{suffix}", suffix + 1
-    run_dir.mkdir(parents=True)
-    return run_dir
+def ray_start(cfg: T2IConfig) -> RayStart:
+    """How the t2i path starts Ray: its pools as logical resources; with ``spot.enabled`` the spot pool's
+    nodes join during the run (added and removed by the fleet) and the head holds the fleet's queue."""
+    spot = cfg.spot.enabled
+    return RayStart(
+        pools=cfg.cluster.pools,
+        num_cpus=cfg.cluster.num_cpus,
+        joining_pools=(cfg.cluster.roles.explorer.pool,) if spot else (),
+        head_resources={HEAD_RESOURCE: 1.0} if spot else {},
+    )
 
 
-def latest_checkpoint(run_dir: Path) -> Path | None:
-    found = sorted(p for p in (run_dir / "checkpoints").glob("step_*") if (p / "state.json").is_file())
-    return found[-1] if found else None
-
-
-def train_t2i_main(config_path: str, overrides: list[str]) -> int:
+def train_t2i_main(config_path: str, overrides: list[str], address: str | None = None) -> int:
+    if address is not None:
+        raise ConfigError(
+            "--address: kind t2i runs on a local Ray cluster whose pools are logical resources; drop --address"
+        )
     return run_t2i(load_t2i_config(config_path, overrides))
 
 
 def run_t2i(cfg: T2IConfig) -> int:
-    """Pretrain (cached) or load the base, then run Flow-GRPO; returns an exit code. Writes summary.json."""
+    """Pretrain (cached) or load the base, then run Flow-GRPO; returns an exit code (``128 + signal`` when
+    stopped by a signal). Writes summary.json."""
     start = time.time()
     tasks = [make_task(name, CACHE) for name in cfg.tasks]
     base = Path(cfg.model.path) if cfg.model.path else load_or_pretrain(cfg, tasks, _log)
     state: dict[str, Any] | None = None
     policy_dir = base
+    resumes = 0
     if cfg.resume is not None:
-        run_dir = Path(cfg.resume)
-        checkpoint = latest_checkpoint(run_dir)
-        if checkpoint is None:
-            raise ConfigError(f"resume={run_dir}: no checkpoint under {run_dir / 'checkpoints'}")
-        state = json.loads((checkpoint / "state.json").read_text())
-        policy_dir = checkpoint / "policy"
-        _log(f"resuming {run_dir} from {checkpoint.name}")
+        resume = resume_point(cfg)  # checked and recorded as on the LLM path
+        run_dir, state, resumes = resume.run_dir, resume.state, resume.resumes
+        policy_dir = resume.checkpoint / "policy"
+        _log(f"resuming {run_dir} from {resume.checkpoint.name}")
     else:
-        run_dir = new_run_dir(cfg)
-    (run_dir / "config.yaml").write_text(dump_yaml(cfg))
+        run_dir = new_run_dir(cfg.run.dir, cfg.name)
+        record_new_run(run_dir, cfg)
     step = int(state["step"]) if state else 0
     train_prompts = [p for t in tasks for p in split(t.prompts())[0]]
     heldout = [p for t in tasks for p in split(t.prompts())[1]]
     heldout = _interleave(heldout, tasks)
-    if ray.is_initialized():
-        ray.shutdown()
-    cluster = start_local_cluster(cfg) if cfg.spot.enabled else None
-    if cluster is not None:
-        ray.init(address=cluster.address, logging_level=logging.WARNING)
-    else:
-        init_local_ray(  # never joins a cluster another process started here
-            num_cpus=cfg.cluster.num_cpus or os.cpu_count() or 1,
-            resources={pool_resource(n, p): float(p.count) for n, p in cfg.cluster.pools.items()},
-            include_dashboard=False,
-            logging_level=logging.WARNING,
-        )
     metrics = None
     fleet = None
+    controller: T2IController | None = None
+    stopped: RunStopped | None = None
     try:
+        start_cluster(ray_start(cfg), device="cpu")
+        stop_signals.install()  # ray.init replaced the SIGTERM handler with one that exits mid-step
         cache, threads = str(CACHE), cfg.cluster.roles
         sampler = T2ISampler.options(**role_options(cfg.cluster, "sampler")).remote(  # type: ignore[attr-defined]  # @ray.remote class
             str(policy_dir), cfg.tasks, cache, threads.sampler.threads, step, cfg.cluster.sp_degree
         )
         explorer = None
-        if cluster is not None:
+        if cfg.spot.enabled:
             fleet = SpotFleet(
-                cluster,
+                local_nodes(),
                 spot_slots(cfg)[0],
                 spot_slots(cfg)[1],
                 preemption_schedule(cfg),
@@ -141,21 +148,35 @@ def run_t2i(cfg: T2IConfig) -> int:
             summary["spot"] = fleet.stats()
             summary["cost"] = cost_summary(cfg, summary["rl_wall_s"], summary["spot"]["spot_node_seconds"])
             _log(_spot_line(summary["spot"]))
+    except RunStopped as err:  # a stop signal: summary.json and one line below, after Ray is stopped
+        stopped = err
+    except BaseException as err:  # recorded in summary.json, then re-raised: a dead worker, a bug
+        write_summary(run_dir, _stopped(cfg, controller, f"{type(err).__name__}: {err}", step, start, resumes))
+        raise
     finally:
         if fleet is not None:
             fleet.close()
         if metrics is not None:
             metrics.close()
-        ray.shutdown()
-        if cluster is not None:
-            cluster.shutdown()
-    summary.update(base=str(base), total_wall_s=time.time() - start, explore=cfg.explore.model_dump())
-    (run_dir / "summary.json").write_text(json.dumps(summary, indent=1))
+        stop_ray()
+    if stopped is not None:
+        return stop_summary(run_dir, stopped, _stopped(cfg, controller, stopped.name, step, start, resumes))
+    summary.update(base=str(base), explore=cfg.explore.model_dump())
+    summary = finished(summary, start, resumes)
+    write_summary(run_dir, summary)
     build_t2i_report(run_dir)
     print(f"run directory: {run_dir}")
     before, after = summary["heldout_reward_before_rl"], summary["heldout_reward_after_rl"]
     print(f"held-out reward: {before:.3f} before RL -> {after:.3f} after RL ({summary['steps']} steps)")
     return 0
+
+
+def _stopped(
+    cfg: T2IConfig, controller: T2IController | None, reason: str, step: int, start: float, resumes: int
+) -> dict[str, Any]:
+    """``summary.json`` of a run that stopped before its last step: the reason and the counts so far."""
+    counts = controller.summary() if controller is not None else {"steps": step}
+    return partial_summary(counts, cfg.name, reason, start, resumes)
 
 
 def _spot_line(stats: dict[str, Any]) -> str:
