@@ -186,6 +186,16 @@ def _rose(d: dict[str, Any]) -> Row:
     points = d["loads"] if "loads" in d else d["curve"]  # "curve": the JSON of the harness's runs, before "loads"
     speedups = [c["speedup_harvest"] for c in points]
     rates = [c["requests_per_s"] for c in points]
+    if all("lends" in c for c in points):  # the training path's actors: say whether anything was borrowed at all
+        lends, borrowed = sum(c["lends"] for c in points), sum(c["borrowed_turns"] for c in points)
+        return (
+            f"on the training path the guard made {lends} lends ({borrowed} borrowed turns) at "
+            f"{min(rates):.0f}–{max(rates):.0f} req/s of the Azure trace, SLO TTFT p99 {d['slo']['ttft_p99_ms']:.0f} "
+            f"ms; rollouts {times(min(speedups))}–{times(max(speedups))} dedicated-only; attainment "
+            f"{d['slo_attainment_coserving']:.3f} co-serving vs {d['slo_attainment_alone']:.3f} alone "
+            "([why](docs/rose.md#the-benchmark-rollarc-bench-rose))",
+            "`rollarc bench rose --trace …`",
+        )
     return (
         f"rollouts {times(min(speedups))}–{times(max(speedups))} faster with borrowed serving capacity at "
         f"{min(rates):.0f}–{max(rates):.0f} req/s of the Azure conversation trace; serving SLO attainment "

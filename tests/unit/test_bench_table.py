@@ -149,3 +149,16 @@ def test_rose_row_reads_the_loads_of_the_current_json_and_the_curve_of_the_old_o
     assert "**1.25×**–**1.50×** faster" in _rose(d)[0] and "at 4–8 req/s" in _rose(d)[0]
     old = {k: v for k, v in d.items() if k != "loads"} | {"curve": [point]}
     assert "**1.50×**–**1.50×** faster" in _rose(old)[0]
+
+
+def test_rose_row_says_when_nothing_was_borrowed():
+    from rollarc.bench.table import _rose
+
+    loads = [
+        {"speedup_harvest": 0.8, "requests_per_s": 1.0, "lends": 0, "borrowed_turns": 0},
+        {"speedup_harvest": 1.13, "requests_per_s": 75.0, "lends": 0, "borrowed_turns": 0},
+    ]
+    d = {"slo_attainment_coserving": 0.983, "slo_attainment_alone": 1.0, "slo": {"ttft_p99_ms": 60.3}, "loads": loads}
+    row = _rose(d)[0]
+    assert "the guard made 0 lends (0 borrowed turns) at 1–75 req/s" in row
+    assert "**0.80×**–**1.13×** dedicated-only" in row and "faster" not in row
