@@ -40,7 +40,8 @@ def pack(values: np.ndarray) -> np.ndarray:
         shifted = values >> (7 * k) if k else values
         grid[:, k] = (shifted & 0x7F).astype(np.uint8) | ((shifted >= 0x80).astype(np.uint8) << 7)
         used[:, k] = shifted > 0 if k else True
-    return grid[used]
+    stream: np.ndarray = grid[used]  # numpy 2.3's stubs (vLLM's pin) type a boolean index as Any
+    return stream
 
 
 def unpack(stream: np.ndarray, count: int) -> np.ndarray:
