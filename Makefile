@@ -35,7 +35,7 @@ lint: $(STAMP_TEST)
 	$(BIN)/mypy rollarc
 
 test: lint
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=25
 
 test-fast: $(STAMP_TEST)
 	$(BIN)/python -m pytest -q -m "not slow"

@@ -32,8 +32,8 @@ from ray.exceptions import RayTaskError
 
 from rollarc.configio import ConfigError
 from rollarc.engine.types import Completion, SamplingParams
-from rollarc.report.metrics import process_rss_mb
 from rollarc.runtime.router import TurnArgs
+from rollarc.runtime.sync_report import sync_span, sync_timings
 from rollarc.runtime.turn_chunks import TurnChunk, chunks_as_completed
 from rollarc.runtime.weight_handoff import CheckpointHandOff
 from rollarc.serve.config import OpenAIBackendConfig
@@ -161,14 +161,7 @@ class OpenAIReplica:
         t0 = time.perf_counter()
         version = int(handoff["version"])
         if version <= self.version and self.reloads:
-            return {
-                "fetch_s": 0.0,
-                "apply_s": 0.0,
-                "total_s": 0.0,
-                "bytes": 0.0,
-                "model_bytes": 0.0,
-                "rss_mb": process_rss_mb(),
-            }
+            return sync_timings(fetch_s=0.0, apply_s=0.0, total_s=0.0, nbytes=0, model_bytes=0)
         self._gate.clear()
         try:
             if self.in_flight_update == "abort":
@@ -193,24 +186,15 @@ class OpenAIReplica:
             self._gate.set()
         t1 = time.perf_counter()
         self._spans.append(
-            {
-                "worker": self.name,
-                "role": "rollout",
-                "kind": "sync",
-                "t0": t0 + self._wall_offset,
-                "t1": t1 + self._wall_offset,
-                "version": version,
-                "pool": self.pool,
-            }
+            sync_span(worker=self.name, pool=self.pool, t0=t0, t1=t1, wall_offset=self._wall_offset, version=version)
         )
-        return {
-            "fetch_s": float(handoff.get("write_s", 0.0)),
-            "apply_s": t1 - t0,
-            "total_s": t1 - t0,
-            "bytes": float(handoff.get("bytes", 0.0)),
-            "model_bytes": 0.0,
-            "rss_mb": process_rss_mb(),
-        }
+        return sync_timings(
+            fetch_s=float(handoff.get("write_s", 0.0)),
+            apply_s=t1 - t0,
+            total_s=t1 - t0,
+            nbytes=float(handoff.get("bytes", 0.0)),
+            model_bytes=0.0,
+        )
 
     def abort_key(self, cache_key: str) -> int:
         return self._abort([rid for rid, (_, key) in self._running.items() if key == cache_key])

@@ -35,9 +35,9 @@ from rollarc.engine.config import EngineConfig
 from rollarc.engine.types import Completion, SamplingParams
 from rollarc.models.checkpoint import load_policy
 from rollarc.models.device import resolve_dtype
-from rollarc.report.metrics import process_rss_mb
 from rollarc.runtime.generate_span import generate_span
 from rollarc.runtime.router import TurnArgs
+from rollarc.runtime.sync_report import sync_span, sync_timings
 from rollarc.runtime.turn_chunks import TurnChunk, chunks_as_completed
 from rollarc.runtime.weight_sync import SyncPayload, engine_weights, receive
 from rollarc.serve.config import VLLMBackendConfig
@@ -262,8 +262,7 @@ class VLLMRolloutWorker:
         (updates,) = await asyncio.gather(*payload.refs)
         fetched = time.perf_counter()
         if payload.version <= (self.receiver.version if self.receiver.version is not None else -1):
-            return {"fetch_s": fetched - t0, "apply_s": 0.0, "total_s": fetched - t0, "bytes": 0.0,
-                    "model_bytes": 0.0, "rss_mb": process_rss_mb()}  # fmt: skip
+            return sync_timings(fetch_s=fetched - t0, apply_s=0.0, total_s=fetched - t0, nbytes=0, model_bytes=0)
 
         async def fetch(have: int | None):
             return await self.trainer.fetch_weights.remote(have)
@@ -274,17 +273,17 @@ class VLLMRolloutWorker:
         t1 = time.perf_counter()
         self.sync_s.append(t1 - t0)
         self._spans.append(
-            {"worker": self.name, "role": "rollout", "kind": "sync", "t0": t0 + self._wall_offset,
-             "t1": t1 + self._wall_offset, "version": report.version, "pool": self.pool}
-        )  # fmt: skip
-        return {
-            "fetch_s": fetched - t0,
-            "apply_s": t1 - fetched,
-            "total_s": t1 - t0,
-            "bytes": float(report.nbytes),
-            "model_bytes": float(payload.model_bytes),
-            "rss_mb": process_rss_mb(),
-        }
+            sync_span(
+                worker=self.name, pool=self.pool, t0=t0, t1=t1, wall_offset=self._wall_offset, version=report.version
+            )
+        )
+        return sync_timings(
+            fetch_s=fetched - t0,
+            apply_s=t1 - fetched,
+            total_s=t1 - t0,
+            nbytes=report.nbytes,
+            model_bytes=payload.model_bytes,
+        )
 
     async def catch_up(self) -> int:
         """Fetch what this replica lacks from the trainer (a full copy when it holds no version) and load it."""
