@@ -24,6 +24,9 @@ time budget, so one failure or overrun does not lose the others:
   ratios against that section's engine and HF ``generate``, and one full-copy weight update loaded in place
   (``scripts/device_check_vllm.py``); "not available" without vLLM, skipped on the CPU dry run. It runs
   over the 7 minutes of the others: ``--only throughput vllm`` runs it with its baseline alone.
+- ``coserve``: ROSE's co-serving on the device (``scripts/device_check_coserve.py``): serving alone, then the
+  same serving requests beside harvested rollout turns under the SLO guard, at 1.5x alone's p99 as the SLO;
+  attainment of each, the guard's actions, harvested vs dedicated rollout tokens/s (about 3 minutes).
 
 Exit status: 0 when every section succeeded, 1 when any recorded an error (listed in ``sections_failed``;
 the JSON is written either way). ``--only SECTION ...`` reruns some sections. Without a GPU it exits 2
@@ -133,7 +136,15 @@ GPU = Sizes(
     grpo_group_size=8,
     grpo_prompt=128,
     grpo_reply=256,
-    budgets_s={"agreement": 45, "throughput": 200, "grpo_step": 60, "fsdp2": 60, "codec": 60, "vllm": 300},
+    budgets_s={
+        "agreement": 45,
+        "throughput": 200,
+        "grpo_step": 60,
+        "fsdp2": 60,
+        "codec": 60,
+        "vllm": 300,
+        "coserve": 240,
+    },
 )
 TINY = Sizes(
     agreement_preset="nano",
@@ -154,7 +165,7 @@ TINY = Sizes(
     grpo_group_size=4,
     grpo_prompt=16,
     grpo_reply=16,
-    budgets_s={"agreement": 60, "throughput": 90, "grpo_step": 60, "fsdp2": 60, "codec": 60, "vllm": 60},
+    budgets_s={"agreement": 60, "throughput": 90, "grpo_step": 60, "fsdp2": 60, "codec": 60, "vllm": 60, "coserve": 60},
 )
 
 
@@ -459,6 +470,27 @@ def section_vllm(sizes: Sizes, device: torch.device) -> dict[str, Any] | str:
     return run_vllm_section(throughput_model(sizes, device, torch.bfloat16), *longtail_workload(sizes))
 
 
+def section_coserve(sizes: Sizes, device: torch.device) -> dict[str, Any]:
+    """ROSE's co-serving on the device: serving alone vs serving + harvested rollout turns under the guard, the
+    throughput section's model as both S and R (``scripts/device_check_coserve.py``)."""
+    from device_check_coserve import run_coserve_section  # a sibling script, as the vllm section's
+
+    tiny = sizes is TINY
+    return run_coserve_section(
+        throughput_model(sizes, device, torch.bfloat16, seed=1),
+        throughput_model(sizes, device, torch.bfloat16, seed=0),
+        vocab=sizes.vocab,
+        duration_s=4.0 if tiny else 60.0,
+        rate_per_s=4.0 if tiny else 8.0,
+        max_prompt=sizes.prompt_len[1],
+        max_output=sizes.out_max // 4,
+        turns=4 if tiny else 32,
+        turn_tokens=16 if tiny else 256,
+        memory_tokens=2048 if tiny else 64 * (sizes.prompt_len[1] + 256),
+        sync=lambda: sync(device),
+    )
+
+
 SECTIONS: dict[str, Callable[[Sizes, torch.device], Any]] = {
     "agreement": section_agreement,
     "throughput": section_throughput,
@@ -466,6 +498,7 @@ SECTIONS: dict[str, Callable[[Sizes, torch.device], Any]] = {
     "fsdp2": section_fsdp2,
     "codec": section_codec,
     "vllm": section_vllm,
+    "coserve": section_coserve,
 }
 
 

@@ -45,6 +45,11 @@ def test_cpu_dry_run_runs_every_section(tmp_path: Path) -> None:
     grpo = report["grpo_step"]
     assert grpo["loss_finite"] and grpo["master_dtypes"] == ["torch.float32"] and len(grpo["steps"]) == 2
     assert report["codec"]["bitwise_exact"] and 0 < report["codec"]["changed_fraction"] < 1
+    coserve = report["coserve"]
+    assert coserve["serving_requests"] == coserve["alone"]["requests"] == coserve["coserving"]["requests"] > 0
+    assert coserve["slo_ttft_p99_ms"] == pytest.approx(1.5 * coserve["alone"]["ttft_p99_ms"])
+    assert 0 <= coserve["slo_attainment_coserving"] <= 1 and coserve["dedicated_tokens_per_s"] > 0
+    assert set(coserve["guard_actions"]) >= {"pauses", "preemptions"}
     fsdp = report["fsdp2"]
     assert fsdp == "not available" or "error" not in fsdp
 
