@@ -67,6 +67,7 @@ def _run(mode: str, cfg: T2IConfig, policy_dir: Path, cache: Path, jobs: list[Jo
             0,
             cfg.train.noise_level,
             pull=False,
+            heartbeat_every=sc.heartbeat_every,
         )
         with fleet.lock:
             workers = [n.worker for n in fleet.nodes.values()]

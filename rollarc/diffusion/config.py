@@ -143,6 +143,12 @@ class SpotConfig(FrozenModel):
     lease_s: float = Field(
         10.0, gt=0, description="a job's lease; a worker that misses heartbeats this long loses it (no-notice loss)"
     )
+    heartbeat_every: int = Field(
+        1,
+        ge=1,
+        description="denoising steps between a worker's heartbeats (each a round trip to the queue actor); a notice "
+        "reaches the worker up to this many steps late, so keep these steps well inside notice_s and lease_s",
+    )
     horizon_s: float = Field(3600.0, gt=0, description="the rate-drawn schedule covers this much of the run")
     target: Literal["slot", "busy"] = Field(
         "slot",

@@ -13,7 +13,7 @@ pool's real nodes and the cloud's notice takes the injector's place.
   full copy; either way from memory rather than from disk, and the bytes are counted (``sync_bytes``,
   ``sync_full_copies``).
 - :class:`SpotExplorer` pulls a job (a prompt's candidate seeds), samples it one denoising step at a
-  time, heartbeats after each step, commits its in-flight latent on a NOTICE, and hands in the rewards.
+  time, heartbeats every ``heartbeat_every`` steps, commits its in-flight latent on a NOTICE, and hands in the rewards.
 - :class:`SpotFleet` (driver side) starts one worker per spot slot, runs the injector's schedule in a
   thread (notice → node removal ``notice_s`` later → replacement at least ``replacement_s`` after that,
   started on the driver's main thread), and counts node-seconds per worker for the cost.
@@ -145,6 +145,7 @@ class SpotQueue:
             "lost_steps": s.lost_steps,
             "resumed_steps": s.resumed_steps,
             "stale_refused": s.stale_refused,
+            "heartbeats": s.heartbeats,
             "sp_regroups": sum(1 for _, order, _, _ in self.sp_done if order == "shrink"),
             "sp_joins": sum(1 for _, order, _, _ in self.sp_done if order == "grow"),
             "sp_regroup_s": [round(sec, 4) for _, order, _, sec in self.sp_done if order == "shrink"],
@@ -180,8 +181,14 @@ class SpotExplorer:
         self.version = version
         self.receiver = DiTReceiver(self.policy.transformer.state_dict(), version)
 
-    def serve(self, queue: Any, noise_level: float) -> str:
-        """Pull and run jobs until the queue closes ("closed") or a notice arrives ("noticed")."""
+    def serve(self, queue: Any, noise_level: float, heartbeat_every: int = 1) -> str:
+        """Pull and run jobs until the queue closes ("closed") or a notice arrives ("noticed").
+
+        ``heartbeat_every``: denoising steps between heartbeats. Each heartbeat is a round trip to the queue
+        actor; on a DiT whose step is shorter than that round trip, one per step made pull slower than push
+        (docs/spot.md#rollarc-bench-spot). A notice then reaches the worker up to that many steps later, so
+        ``heartbeat_every`` steps must stay well inside the notice and the lease (``spot.lease_s``).
+        """
         while True:
             self._obey_sp_orders(queue, between_jobs=True)
             lease = ray.get(queue.pull.remote(self.name))
@@ -202,6 +209,8 @@ class SpotExplorer:
                 if state.finished:
                     break
                 self._obey_sp_orders(queue, between_jobs=False)
+                if state.step % heartbeat_every:
+                    continue
                 beat = ray.get(queue.heartbeat.remote(job.job_id, lease.token, state.step))
                 if beat is not Beat.OK:
                     break
@@ -296,9 +305,11 @@ class SpotFleet:
         busy_wait_s: float = 30.0,
         sp_degree: int = 1,
         pull: bool = True,
+        heartbeat_every: int = 1,
     ):
         self.cluster, self.spot_resource, self.slots = cluster, spot_resource, slots
         self.target, self.busy_wait_s, self.sp_degree, self.pull = target, busy_wait_s, sp_degree, pull
+        self.heartbeat_every = heartbeat_every
         self.schedule, self.replacement_s = schedule, replacement_s
         self.worker_args, self.noise_level, self.version = worker_args, noise_level, version
         self.start_version = version  # a joiner loads these weights from disk, then later versions from the queue
@@ -322,7 +333,7 @@ class SpotFleet:
         with self.lock:
             for n in self.nodes.values():
                 if n.serving is None:
-                    n.serving = n.worker.serve.remote(self.queue, self.noise_level)
+                    n.serving = n.worker.serve.remote(self.queue, self.noise_level, self.heartbeat_every)
 
     def start_schedule(self) -> None:
         """Start the injector's schedule now (``launch`` does it at the first exploration jobs)."""
@@ -353,7 +364,7 @@ class SpotFleet:
         worker = SpotExplorer.options(num_cpus=0, resources={node_resource: 1}).remote(  # type: ignore[attr-defined]  # @ray.remote class
             name, policy_dir, tasks, cache, threads, self.start_version, self.sp_degree
         )
-        serving = worker.serve.remote(self.queue, self.noise_level) if self.pull else None
+        serving = worker.serve.remote(self.queue, self.noise_level, self.heartbeat_every) if self.pull else None
         with self.lock:
             self.nodes[slot] = _Node(slot, name, node, worker, serving, time.monotonic(), self.sp_degree)
         self._event("join", name)

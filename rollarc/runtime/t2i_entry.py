@@ -128,6 +128,7 @@ def run_t2i(cfg: T2IConfig) -> int:
                 target=cfg.spot.target,
                 busy_wait_s=cfg.spot.busy_wait_s,
                 sp_degree=cfg.cluster.sp_degree,
+                heartbeat_every=cfg.spot.heartbeat_every,
             )
         elif cfg.explore.enabled:
             explorer = T2ISampler.options(**role_options(cfg.cluster, "explorer")).remote(  # type: ignore[attr-defined]  # @ray.remote class

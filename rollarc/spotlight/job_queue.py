@@ -68,6 +68,7 @@ class QueueStats:
     stale_refused: int = 0
     lost_steps: int = 0
     resumed_steps: int = 0
+    heartbeats: int = 0  # answered under a current lease (the round trips a worker paid for)
     completions: list[int] = field(default_factory=list)
 
 
@@ -117,6 +118,7 @@ class JobQueue:
         if held is None:
             return Beat.LOST
         held.expires, held.step = now + self.lease_s, step
+        self.stats.heartbeats += 1
         return Beat.NOTICE if held.lease.worker in self.noticed else Beat.OK
 
     def complete(self, job_id: int, token: int, result: object) -> bool:

@@ -95,3 +95,46 @@ def test_spot_fleet_survives_notice_and_no_notice_losses(tmp_path):
     assert counters == {k: stats[k] for k in keys}  # the per-step metrics carry the same counts
     assert (stats["sp_regroups"], stats["sp_joins"]) == (0, 0)  # no SP group: every preemption took the node
     assert (stats["sync_bytes"], stats["sync_full_copies"]) == (0, 0)  # every job was of the start version
+
+
+@pytest.mark.slow
+def test_a_worker_heartbeats_every_k_steps_and_its_images_do_not_change(tmp_path):
+    """``spot.heartbeat_every: 4``: a job of 9 steps pays two round trips to the queue (after steps 4 and 8; none
+    after its last step, where it hands the job in), not eight, and scores what an uninterrupted run scores."""
+    torch.set_num_threads(1)
+    tasks = [make_task("compositional", tmp_path)]
+    policy = build_policy(vocabulary(tasks), 16, 16, 1, 2, seed=0).eval()
+    policy.save(tmp_path / "policy")
+    prompts = tasks[0].prompts()[:3]
+    seeds = [[5, 6], [7, 8], [9, 10]]
+    table = reward_table(tasks)
+    expected = [
+        score(table, [p] * 2, sample_sde(policy, [p] * 2, s, 9, 0.7, 0).images())
+        for p, s in zip(prompts, seeds, strict=True)
+    ]
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "resources": {HEAD_RESOURCE: 1}})
+    ray.init(address=cluster.address)
+    fleet = None
+    try:
+        fleet = SpotFleet(
+            cluster,
+            "pool_spot",
+            1,
+            [],
+            0.0,
+            30.0,
+            (str(tmp_path / "policy"), ["compositional"], str(tmp_path), 1),
+            0,
+            0.7,
+            heartbeat_every=4,
+        )
+        explored = fleet.wait(fleet.launch(prompts, seeds, 9, version=0))
+        stats = fleet.stats()
+    finally:
+        if fleet is not None:
+            fleet.close()
+        ray.shutdown()
+        cluster.shutdown()
+    assert explored["rewards"] == expected
+    assert (stats["completed"], stats["lost_jobs"], stats["duplicate_jobs"]) == (3, 0, 0)
+    assert stats["heartbeats"] == 3 * 2

@@ -69,6 +69,7 @@ def test_no_notice_loss_requeues_on_expiry_and_fences_the_zombie():
     b = q.pull("w1", now=6)
     assert b is not None and b.progress is None and b.token != a.token
     assert q.heartbeat(0, a.token, step=3, now=6) is Beat.LOST
+    assert q.stats.heartbeats == 1  # a refused heartbeat renews nothing and is not counted
     assert not q.complete(0, a.token, "late")  # the vanished worker came back: refused
     assert q.complete(0, b.token, "img")
     assert q.results == {0: "img"}
