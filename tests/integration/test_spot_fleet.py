@@ -29,34 +29,45 @@ def wait_for(fleet: SpotFleet, predicate, what: str, timeout_s: float = 120.0):
     raise AssertionError(f"timed out waiting for {what}")
 
 
-@pytest.mark.slow
-def test_spot_fleet_survives_notice_and_no_notice_losses(tmp_path):
+def policy_and_expected(tmp_path, seeds: list[list[int]], steps: int) -> tuple[list[str], list[list[float]]]:
+    """Save a tiny DiT where the workers load it; its prompts, and the rewards of an uninterrupted run of each job."""
     torch.set_num_threads(1)  # as the workers, so the expected images are bitwise theirs
     tasks = [make_task("compositional", tmp_path)]
     policy = build_policy(vocabulary(tasks), 16, 16, 1, 2, seed=0).eval()
     policy.save(tmp_path / "policy")
-    prompts = tasks[0].prompts()[:2]
-    seeds = [[5, 6], [7, 8]]
+    prompts = tasks[0].prompts()[: len(seeds)]
     table = reward_table(tasks)
     expected = [
-        score(table, [p] * 2, sample_sde(policy, [p] * 2, s, STEPS, 0.7, 0).images())
+        score(table, [p] * 2, sample_sde(policy, [p] * 2, s, steps, 0.7, 0).images())
         for p, s in zip(prompts, seeds, strict=True)
     ]
+    return prompts, expected
+
+
+def one_slot_fleet(cluster: Cluster, tmp_path, lease_s: float, heartbeat_every: int = 1) -> SpotFleet:
+    return SpotFleet(
+        cluster,
+        "pool_spot",
+        1,
+        [],
+        0.0,
+        lease_s,
+        (str(tmp_path / "policy"), ["compositional"], str(tmp_path), 1),
+        0,
+        0.7,
+        heartbeat_every=heartbeat_every,
+    )
+
+
+@pytest.mark.slow
+def test_spot_fleet_survives_notice_and_no_notice_losses(tmp_path):
+    seeds = [[5, 6], [7, 8]]
+    prompts, expected = policy_and_expected(tmp_path, seeds, STEPS)
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "resources": {HEAD_RESOURCE: 1}})
     ray.init(address=cluster.address)
     fleet = None
     try:
-        fleet = SpotFleet(
-            cluster,
-            "pool_spot",
-            1,
-            [],
-            0.0,
-            3.0,
-            (str(tmp_path / "policy"), ["compositional"], str(tmp_path), 1),
-            0,
-            0.7,
-        )
+        fleet = one_slot_fleet(cluster, tmp_path, lease_s=3.0)
         ids = fleet.launch(prompts, seeds, STEPS, version=0)
         # 1. a notice while the job is in flight: the worker commits, the replacement resumes from its step
         wait_for(fleet, lambda h: any(step >= 2 for _, step in h.values()), "a job 2 steps in")
@@ -101,33 +112,13 @@ def test_spot_fleet_survives_notice_and_no_notice_losses(tmp_path):
 def test_a_worker_heartbeats_every_k_steps_and_its_images_do_not_change(tmp_path):
     """``spot.heartbeat_every: 4``: a job of 9 steps pays two round trips to the queue (after steps 4 and 8; none
     after its last step, where it hands the job in), not eight, and scores what an uninterrupted run scores."""
-    torch.set_num_threads(1)
-    tasks = [make_task("compositional", tmp_path)]
-    policy = build_policy(vocabulary(tasks), 16, 16, 1, 2, seed=0).eval()
-    policy.save(tmp_path / "policy")
-    prompts = tasks[0].prompts()[:3]
     seeds = [[5, 6], [7, 8], [9, 10]]
-    table = reward_table(tasks)
-    expected = [
-        score(table, [p] * 2, sample_sde(policy, [p] * 2, s, 9, 0.7, 0).images())
-        for p, s in zip(prompts, seeds, strict=True)
-    ]
+    prompts, expected = policy_and_expected(tmp_path, seeds, 9)
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "resources": {HEAD_RESOURCE: 1}})
     ray.init(address=cluster.address)
     fleet = None
     try:
-        fleet = SpotFleet(
-            cluster,
-            "pool_spot",
-            1,
-            [],
-            0.0,
-            30.0,
-            (str(tmp_path / "policy"), ["compositional"], str(tmp_path), 1),
-            0,
-            0.7,
-            heartbeat_every=4,
-        )
+        fleet = one_slot_fleet(cluster, tmp_path, lease_s=30.0, heartbeat_every=4)
         explored = fleet.wait(fleet.launch(prompts, seeds, 9, version=0))
         stats = fleet.stats()
     finally:
