@@ -35,6 +35,9 @@ from rollarc.rose.latency_model import StepLatencyModel, StepShape
 from rollarc.rose.slo import RequestTiming, SLOConfig
 from rollarc.rose.turns import Turn
 
+CALIBRATION_PROMPT = 8  # prompt tokens of each request of a calibration decode batch
+CALIBRATION_TOKENS = 4  # tokens each calibration request generates: one prefill step, then decode steps
+
 
 @dataclass(frozen=True)
 class ServingRequest:
@@ -183,6 +186,55 @@ class CoServingExecutor:
             best = batch
         return best
 
+    # ------------------------------------------------------------------ calibration
+    def calibrate(self, prompt_tokens: int) -> dict[str, int]:
+        """Fit both latency models from steps run now, before any serving request or rollout turn is here.
+
+        Without this, the rollout model is cold: it predicts its pessimistic prior, the guard admits no rollout
+        step against an SLO derived from serving alone, no rollout step ever runs, and so the model never learns
+        (the replica is never lent). The steps span the shapes the guard asks about: prefills of up to
+        ``prompt_tokens`` (each engine's own limit permitting) and decode batches of 1 up to ``max_num_seqs``.
+        Greedy requests: no sampling generator is drawn from. Returns the steps measured per engine.
+        """
+        if self._serving or self._arrivals or self._running or self._queued:
+            raise ValueError(f"{self.name}: calibrate before any serving request or rollout turn is submitted")
+        steps = {}
+        for role, engine, model in (
+            ("serving", self.serving, self.serving_model),
+            ("rollout", self.rollout, self.rollout_model),
+        ):
+            steps[role] = 0 if engine is None else self._calibrate(engine, model, prompt_tokens)
+        return steps
+
+    def _calibrate(self, engine: LLMEngine, model: StepLatencyModel, prompt_tokens: int) -> int:
+        longest = max(1, min(prompt_tokens, engine.max_model_len - CALIBRATION_TOKENS))
+        shapes = [(1, max(1, longest // 4)), (1, max(1, longest // 2)), (1, longest)]
+        batch = 2
+        while batch <= engine.kv.max_num_seqs:
+            shapes.append((batch, CALIBRATION_PROMPT))
+            batch *= 2
+        steps = 0
+        params = SamplingParams(temperature=0.0, max_tokens=CALIBRATION_TOKENS, ignore_eos=True)
+        for n, (batch, length) in enumerate(shapes):
+            for i in range(batch):
+                engine.add_request([1 + (i + k) % 7 for k in range(length)], params, request_id=f"calibrate{n}.{i}")
+            while engine.has_unfinished():
+                self._timed_step(engine, model)
+                steps += 1
+        return steps
+
+    def _timed_step(self, engine: LLMEngine, model: StepLatencyModel) -> list[Completion]:
+        """One engine step, its shape and measured time fed to ``model`` (serving's steps, and calibration's)."""
+        scheduler = engine.scheduler
+        decodes, context = len(scheduler.running), sum(r.num_tokens for r in scheduler.running)
+        prefilled = engine.counters["prefill_tokens"]
+        start = self.clock()
+        finished = engine.step()
+        elapsed = self.clock() - start
+        shape = StepShape(decodes, engine.counters["prefill_tokens"] - prefilled, context)
+        model.observe(shape, elapsed)
+        return finished
+
     # ------------------------------------------------------------------ the loop
     def poll(self) -> PollResult:
         """One iteration: admit arrivals, one serving step, then at most one guarded rollout step."""
@@ -209,21 +261,7 @@ class CoServingExecutor:
 
     def _serving_step(self) -> list[RequestTiming]:
         assert self.serving is not None
-        scheduler = self.serving.scheduler
-        shape_before = (
-            len(scheduler.running),
-            sum(r.num_tokens for r in scheduler.running),
-            self.serving.counters["prefill_tokens"],
-        )
-        start = self.clock()
-        finished = self.serving.step()
-        elapsed = self.clock() - start
-        shape = StepShape(
-            decodes=shape_before[0],
-            prefill_tokens=self.serving.counters["prefill_tokens"] - shape_before[2],
-            context_tokens=shape_before[1],
-        )
-        self.serving_model.observe(shape, elapsed)
+        finished = self._timed_step(self.serving, self.serving_model)
         self.counters["serving_steps"] += 1
         return [self._timing(c) for c in finished]
 
