@@ -37,6 +37,7 @@ from rollarc.rose.turns import Turn
 
 CALIBRATION_PROMPT = 8  # prompt tokens of each request of a calibration decode batch
 CALIBRATION_TOKENS = 4  # tokens each calibration request generates: one prefill step, then decode steps
+CALIBRATION_REPEATS = 2  # runs of each calibration shape; each step is fed at its fastest
 
 
 @dataclass(frozen=True)
@@ -207,33 +208,42 @@ class CoServingExecutor:
         return steps
 
     def _calibrate(self, engine: LLMEngine, model: StepLatencyModel, prompt_tokens: int) -> int:
+        """Each shape runs ``CALIBRATION_REPEATS`` times and each of its steps is fed at its fastest: noise (another
+        process took the core) only adds time, and an over-prediction never corrects itself, since the guard then
+        admits no rollout step to learn from (an under-prediction is corrected by the first steps admitted)."""
         longest = max(1, min(prompt_tokens, engine.max_model_len - CALIBRATION_TOKENS))
         shapes = [(1, max(1, longest // 4)), (1, max(1, longest // 2)), (1, longest)]
         batch = 2
         while batch <= engine.kv.max_num_seqs:
             shapes.append((batch, CALIBRATION_PROMPT))
             batch *= 2
-        steps = 0
         params = SamplingParams(temperature=0.0, max_tokens=CALIBRATION_TOKENS, ignore_eos=True)
+        steps = 0
         for n, (batch, length) in enumerate(shapes):
-            for i in range(batch):
-                engine.add_request([1 + (i + k) % 7 for k in range(length)], params, request_id=f"calibrate{n}.{i}")
-            while engine.has_unfinished():
-                self._timed_step(engine, model)
-                steps += 1
+            runs = []
+            for repeat in range(CALIBRATION_REPEATS):
+                for i in range(batch):
+                    prompt = [1 + (i + k) % 7 for k in range(length)]
+                    engine.add_request(prompt, params, request_id=f"calibrate{n}.{repeat}.{i}")
+                run = []
+                while engine.has_unfinished():
+                    run.append(self._timed_step(engine)[1:])
+                runs.append(run)
+                steps += len(run)
+            for same in zip(*runs, strict=False):
+                if all(shape == same[0][0] for shape, _ in same):
+                    model.observe(same[0][0], min(elapsed for _, elapsed in same))
         return steps
 
-    def _timed_step(self, engine: LLMEngine, model: StepLatencyModel) -> list[Completion]:
-        """One engine step, its shape and measured time fed to ``model`` (serving's steps, and calibration's)."""
+    def _timed_step(self, engine: LLMEngine) -> tuple[list[Completion], StepShape, float]:
+        """One engine step: what finished, the step's shape and its measured time (for a latency model)."""
         scheduler = engine.scheduler
         decodes, context = len(scheduler.running), sum(r.num_tokens for r in scheduler.running)
         prefilled = engine.counters["prefill_tokens"]
         start = self.clock()
         finished = engine.step()
         elapsed = self.clock() - start
-        shape = StepShape(decodes, engine.counters["prefill_tokens"] - prefilled, context)
-        model.observe(shape, elapsed)
-        return finished
+        return finished, StepShape(decodes, engine.counters["prefill_tokens"] - prefilled, context), elapsed
 
     # ------------------------------------------------------------------ the loop
     def poll(self) -> PollResult:
@@ -261,7 +271,8 @@ class CoServingExecutor:
 
     def _serving_step(self) -> list[RequestTiming]:
         assert self.serving is not None
-        finished = self._timed_step(self.serving, self.serving_model)
+        finished, shape, elapsed = self._timed_step(self.serving)
+        self.serving_model.observe(shape, elapsed)
         self.counters["serving_steps"] += 1
         return [self._timing(c) for c in finished]
 

@@ -279,8 +279,8 @@ def test_a_cold_rollout_model_refuses_every_step_and_calibration_lends_the_idle_
     assert ex.capacity(limit=8) == 0
     steps = ex.calibrate(prompt_tokens=64)
     # each engine: prefills of 16, 32 and 64 tokens, then decode batches of 2, 4 and 8 (max_num_seqs 8), each
-    # request 4 tokens: one prefill step and 3 decode steps per shape
-    assert steps == {"serving": 6 * 4, "rollout": 6 * 4}
+    # request 4 tokens: one prefill step and 3 decode steps per shape, each shape run twice
+    assert steps == {"serving": 2 * 6 * 4, "rollout": 2 * 6 * 4}
     # every step measured 1 ms: the fit is 1 ms per step whatever its shape
     for model in (ex.serving_model, ex.rollout_model):
         assert model.fitted
@@ -310,3 +310,28 @@ def test_calibration_draws_no_sampling_randomness_and_refuses_a_busy_executor() 
     busy.submit_turn(_turns(1)[0])
     with pytest.raises(ValueError, match="calibrate before"):
         busy.calibrate(prompt_tokens=32)
+
+
+class TwoSpeedClock:
+    """Each calibration shape runs twice, 4 steps of 2 clock reads each: the first run's steps measure 3 ms, the
+    second's 1 ms (``slow`` s per read for 8 reads, then ``fast`` for 8, and so on)."""
+
+    def __init__(self, slow: float, fast: float) -> None:
+        self.t, self.reads, self.slow, self.fast = 0.0, 0, slow, fast
+
+    def __call__(self) -> float:
+        self.t += self.slow if (self.reads // 8) % 2 == 0 else self.fast
+        self.reads += 1
+        return self.t
+
+
+def test_calibration_keeps_each_steps_fastest_run() -> None:
+    ex = _cold_executor(TwoSpeedClock(slow=0.003, fast=0.001))
+    ex.calibrate(prompt_tokens=64)
+    # a step's time is the tick of the read that ends it: 3 ms in the first run of each shape, 1 ms in the second;
+    # fed at its fastest every step is 1 ms (the mean, 2 ms, would be an over-prediction nothing corrects)
+    for model in (ex.serving_model, ex.rollout_model):
+        assert model.samples == 6 * 4
+        assert model.predict(StepShape(decodes=4, prefill_tokens=32, context_tokens=64)) == pytest.approx(
+            0.001, abs=1e-6
+        )
