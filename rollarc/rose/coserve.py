@@ -13,8 +13,10 @@ Each :meth:`CoServingExecutor.poll`:
    (its KV stays where it is) until serving calms down;
 5. runs that rollout step and feeds its time to the rollout latency model.
 
-:meth:`withdraw` hands every rollout turn back, with its partial output, for migration to another worker
-(the elastic scheduler re-routes it; the new worker re-prefills it). :meth:`capacity` is the number of rollout
+:meth:`calibrate` fits both latency models from a few steps of each engine before any work arrives (a cold
+rollout model would refuse every step, and so never learn). :meth:`withdraw` hands every rollout turn back,
+with its partial output, for migration to another worker (the elastic scheduler re-routes it; the new worker
+re-prefills it). :meth:`capacity` is the number of rollout
 sequences the guard would let decode now: the headroom the elastic scheduler provisions from.
 
 Memory is a logical token budget: S and R each preallocate their own KV slots; the budget decides how
