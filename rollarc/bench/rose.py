@@ -166,6 +166,12 @@ def one_load(
         # within the harvest run alone (immune to load drift between runs): all turns / the dedicated worker's
         "speedup_within_run": sum(harvest.routed.values()) / max(1, dedicated_turns),
         "versions_kept": harvest.turn_versions_ok and runs["dedicated"].turn_versions_ok,
+        # the guard's latency models at the end of the harvest run, [a, b, c, d] in ms (rose/latency_model.py):
+        # what it predicted a step would cost, to compare with the SLO's budgets
+        "latency_models_ms": {
+            role: [round(1000 * c, 4) for c in coef] if (coef := harvest.extra.get(f"{role}_model")) else None
+            for role in ("serving", "rollout")
+        },
         "pinned": harvest.pinned,
     }
     print(

@@ -13,8 +13,10 @@ Each :meth:`CoServingExecutor.poll`:
    (its KV stays where it is) until serving calms down;
 5. runs that rollout step and feeds its time to the rollout latency model.
 
-:meth:`withdraw` hands every rollout turn back, with its partial output, for migration to another worker
-(the elastic scheduler re-routes it; the new worker re-prefills it). :meth:`capacity` is the number of rollout
+:meth:`calibrate` fits both latency models from a few steps of each engine before any work arrives (a cold
+rollout model would refuse every step, and so never learn). :meth:`withdraw` hands every rollout turn back,
+with its partial output, for migration to another worker (the elastic scheduler re-routes it; the new worker
+re-prefills it). :meth:`capacity` is the number of rollout
 sequences the guard would let decode now: the headroom the elastic scheduler provisions from.
 
 Memory is a logical token budget: S and R each preallocate their own KV slots; the budget decides how
@@ -34,6 +36,10 @@ from rollarc.rose.guard import ServingState, Verdict, judge
 from rollarc.rose.latency_model import StepLatencyModel, StepShape
 from rollarc.rose.slo import RequestTiming, SLOConfig
 from rollarc.rose.turns import Turn
+
+CALIBRATION_PROMPT = 8  # prompt tokens of each request of a calibration decode batch
+CALIBRATION_TOKENS = 4  # tokens each calibration request generates: one prefill step, then decode steps
+CALIBRATION_REPEATS = 2  # runs of each calibration shape; each step is fed at its fastest
 
 
 @dataclass(frozen=True)
@@ -183,6 +189,64 @@ class CoServingExecutor:
             best = batch
         return best
 
+    # ------------------------------------------------------------------ calibration
+    def calibrate(self, prompt_tokens: int) -> dict[str, int]:
+        """Fit both latency models from steps run now, before any serving request or rollout turn is here.
+
+        Without this, the rollout model is cold: it predicts its pessimistic prior, the guard admits no rollout
+        step against an SLO derived from serving alone, no rollout step ever runs, and so the model never learns
+        (the replica is never lent). The steps span the shapes the guard asks about: prefills of up to
+        ``prompt_tokens`` (each engine's own limit permitting) and decode batches of 1 up to ``max_num_seqs``.
+        Greedy requests: no sampling generator is drawn from. Returns the steps measured per engine.
+        """
+        if self._serving or self._arrivals or self._running or self._queued:
+            raise ValueError(f"{self.name}: calibrate before any serving request or rollout turn is submitted")
+        steps = {}
+        for role, engine, model in (
+            ("serving", self.serving, self.serving_model),
+            ("rollout", self.rollout, self.rollout_model),
+        ):
+            steps[role] = 0 if engine is None else self._calibrate(engine, model, prompt_tokens)
+        return steps
+
+    def _calibrate(self, engine: LLMEngine, model: StepLatencyModel, prompt_tokens: int) -> int:
+        """Each shape runs ``CALIBRATION_REPEATS`` times and each of its steps is fed at its fastest: noise (another
+        process took the core) only adds time, and an over-prediction never corrects itself, since the guard then
+        admits no rollout step to learn from (an under-prediction is corrected by the first steps admitted)."""
+        longest = max(1, min(prompt_tokens, engine.max_model_len - CALIBRATION_TOKENS))
+        shapes = [(1, max(1, longest // 4)), (1, max(1, longest // 2)), (1, longest)]
+        batch = 2
+        while batch <= engine.kv.max_num_seqs:
+            shapes.append((batch, CALIBRATION_PROMPT))
+            batch *= 2
+        params = SamplingParams(temperature=0.0, max_tokens=CALIBRATION_TOKENS, ignore_eos=True)
+        steps = 0
+        for n, (batch, length) in enumerate(shapes):
+            runs = []
+            for repeat in range(CALIBRATION_REPEATS):
+                for i in range(batch):
+                    prompt = [1 + (i + k) % 7 for k in range(length)]
+                    engine.add_request(prompt, params, request_id=f"calibrate{n}.{repeat}.{i}")
+                run = []
+                while engine.has_unfinished():
+                    run.append(self._timed_step(engine)[1:])
+                runs.append(run)
+                steps += len(run)
+            for same in zip(*runs, strict=False):
+                if all(shape == same[0][0] for shape, _ in same):
+                    model.observe(same[0][0], min(elapsed for _, elapsed in same))
+        return steps
+
+    def _timed_step(self, engine: LLMEngine) -> tuple[list[Completion], StepShape, float]:
+        """One engine step: what finished, the step's shape and its measured time (for a latency model)."""
+        scheduler = engine.scheduler
+        decodes, context = len(scheduler.running), sum(r.num_tokens for r in scheduler.running)
+        prefilled = engine.counters["prefill_tokens"]
+        start = self.clock()
+        finished = engine.step()
+        elapsed = self.clock() - start
+        return finished, StepShape(decodes, engine.counters["prefill_tokens"] - prefilled, context), elapsed
+
     # ------------------------------------------------------------------ the loop
     def poll(self) -> PollResult:
         """One iteration: admit arrivals, one serving step, then at most one guarded rollout step."""
@@ -209,20 +273,7 @@ class CoServingExecutor:
 
     def _serving_step(self) -> list[RequestTiming]:
         assert self.serving is not None
-        scheduler = self.serving.scheduler
-        shape_before = (
-            len(scheduler.running),
-            sum(r.num_tokens for r in scheduler.running),
-            self.serving.counters["prefill_tokens"],
-        )
-        start = self.clock()
-        finished = self.serving.step()
-        elapsed = self.clock() - start
-        shape = StepShape(
-            decodes=shape_before[0],
-            prefill_tokens=self.serving.counters["prefill_tokens"] - shape_before[2],
-            context_tokens=shape_before[1],
-        )
+        finished, shape, elapsed = self._timed_step(self.serving)
         self.serving_model.observe(shape, elapsed)
         self.counters["serving_steps"] += 1
         return [self._timing(c) for c in finished]

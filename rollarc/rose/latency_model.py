@@ -6,7 +6,8 @@ sequences that decode one token this step, ``prefill_tokens`` the prompt tokens 
 over the observed steps with exponential forgetting (``decay`` per observation), so the model follows the
 machine when its speed drifts (another process taking the core). Coefficients are clipped at zero: a step
 never gets cheaper by adding work. Until ``min_samples`` steps are seen, :meth:`predict` returns the
-conservative ``prior_s`` per unit of work, so a cold model admits little.
+conservative ``prior_s`` per unit of work, so a cold model admits little (against a tight SLO, nothing: the
+co-serving executor therefore calibrates its models before serving starts, ``CoServingExecutor.calibrate``).
 
 Pure: no clock, no torch; the caller times its own steps.
 """

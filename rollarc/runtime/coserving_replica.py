@@ -113,6 +113,8 @@ class CoServingReplica:
             memory_tokens=harvest.memory_tokens,
             name=name,
         )
+        # both latency models fitted before serving starts: a cold rollout model would refuse every step
+        self.calibration = self.executor.calibrate(harvest.replay.max_prompt_tokens)
         self.trace = (
             TraceLoop(harvest_trace(harvest), harvest.replay.duration_s)
             if trace is None

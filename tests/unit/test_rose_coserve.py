@@ -250,3 +250,88 @@ def test_a_seeded_turn_generates_the_same_tokens_on_a_borrowed_executor_as_on_a_
         assert resumed.output_ids == ref.token_ids
         assert resumed.logprobs[:3] == ref.logprobs[:3]
         assert resumed.logprobs == pytest.approx(ref.logprobs, abs=1e-4)
+
+
+class TickClock:
+    """Advances ``tick`` seconds on every read: every engine step the executor times measures exactly ``tick``."""
+
+    def __init__(self, tick: float) -> None:
+        self.t, self.tick = 0.0, tick
+
+    def __call__(self) -> float:
+        self.t += self.tick
+        return self.t
+
+
+def _cold_executor(clock: TickClock) -> CoServingExecutor:
+    """The bench's set-up: an SLO of 60 ms TTFT / 12 ms TPOT (1.5 x a serving-alone p99), untrained latency models."""
+    return CoServingExecutor(
+        _engine(1), _engine(2), SLOConfig(ttft_p99_ms=60.0, tpot_p99_ms=12.0), margin=0.2, clock=clock
+    )
+
+
+def test_a_cold_rollout_model_refuses_every_step_and_calibration_lends_the_idle_replica() -> None:
+    clock = TickClock(0.001)
+    ex = _cold_executor(clock)
+    # cold: the prior predicts 50 ms x (1 + 1/8) = 56.25 ms for one decode, over the TTFT budget 0.8 x 60 = 48 ms,
+    # so even an idle replica admits nothing, no rollout step runs, and the model never learns (never lent)
+    assert ex.rollout_model.predict(StepShape(decodes=1)) == pytest.approx(0.05625)
+    assert ex.capacity(limit=8) == 0
+    steps = ex.calibrate(prompt_tokens=64)
+    # each engine: prefills of 16, 32 and 64 tokens, then decode batches of 2, 4 and 8 (max_num_seqs 8), each
+    # request 4 tokens: one prefill step and 3 decode steps per shape, each shape run twice
+    assert steps == {"serving": 2 * 6 * 4, "rollout": 2 * 6 * 4}
+    # every step measured 1 ms: the fit is 1 ms per step whatever its shape
+    for model in (ex.serving_model, ex.rollout_model):
+        assert model.fitted
+        assert model.predict(StepShape(decodes=8, prefill_tokens=64, context_tokens=512)) == pytest.approx(
+            0.001, abs=1e-6
+        )
+    # idle serving: a rollout step of 1 ms plus an arriving request's 1 ms prefill fit 48 ms at any batch
+    assert ex.capacity(limit=8) == 8
+    assert ex.rollout_model.samples == 24 and ex.counters["rollout_steps"] == 0  # calibration is not rollout work
+
+
+def test_calibration_draws_no_sampling_randomness_and_refuses_a_busy_executor() -> None:
+    params = SamplingParams(temperature=1.0, max_tokens=8)  # no seed: the engine's own generator
+    calibrated = _cold_executor(TickClock(0.001))
+    calibrated.calibrate(prompt_tokens=32)
+    assert calibrated.rollout is not None
+    fresh = _engine(2)
+    out = []
+    for engine in (calibrated.rollout, fresh):
+        engine.add_request([3, 4, 5, 6], params, request_id="r")
+        done = []
+        while engine.has_unfinished():
+            done += engine.step()
+        out.append(done[0].token_ids)
+    assert out[0] == out[1]
+    busy = _cold_executor(TickClock(0.001))
+    busy.submit_turn(_turns(1)[0])
+    with pytest.raises(ValueError, match="calibrate before"):
+        busy.calibrate(prompt_tokens=32)
+
+
+class TwoSpeedClock:
+    """Each calibration shape runs twice, 4 steps of 2 clock reads each: the first run's steps measure 3 ms, the
+    second's 1 ms (``slow`` s per read for 8 reads, then ``fast`` for 8, and so on)."""
+
+    def __init__(self, slow: float, fast: float) -> None:
+        self.t, self.reads, self.slow, self.fast = 0.0, 0, slow, fast
+
+    def __call__(self) -> float:
+        self.t += self.slow if (self.reads // 8) % 2 == 0 else self.fast
+        self.reads += 1
+        return self.t
+
+
+def test_calibration_keeps_each_steps_fastest_run() -> None:
+    ex = _cold_executor(TwoSpeedClock(slow=0.003, fast=0.001))
+    ex.calibrate(prompt_tokens=64)
+    # a step's time is the tick of the read that ends it: 3 ms in the first run of each shape, 1 ms in the second;
+    # fed at its fastest every step is 1 ms (the mean, 2 ms, would be an over-prediction nothing corrects)
+    for model in (ex.serving_model, ex.rollout_model):
+        assert model.samples == 6 * 4
+        assert model.predict(StepShape(decodes=4, prefill_tokens=32, context_tokens=64)) == pytest.approx(
+            0.001, abs=1e-6
+        )
