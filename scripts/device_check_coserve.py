@@ -118,12 +118,16 @@ def run_coserve_section(
     turn_prompt = torch.randint(1, vocab, (max_prompt // 2,), generator=torch.Generator().manual_seed(1)).tolist()
 
     def executor(serving: bool, rollout: bool, slo: SLOConfig) -> CoServingExecutor:
-        return CoServingExecutor(
+        """A fresh executor whose latency models are fitted on this device, as a ``CoServingReplica``'s are."""
+        built = CoServingExecutor(
             _engine(serving_model, 64, max_len) if serving else None,
             _engine(rollout_model, max(turns, 1), max_len) if rollout else None,
             slo,
             memory_tokens=memory_tokens,
         )
+        built.calibrate(max_prompt)
+        sync()
+        return built
 
     # warm-up: the first forwards on a device pay for kernel selection and allocation
     _replay(executor(True, True, LOOSE), requests[:4], 0.0, min(turns, 4), turn_prompt, 4, sync)
