@@ -1,4 +1,4 @@
-"""``rollarc bench spotlight``: Flow-GRPO with random seeds vs stale-weight seed exploration (± the bandit).
+"""``rollarc bench spotlight``: Flow-GRPO with random seeds vs stale-weight seed exploration (± a planner).
 
 Every mode trains from the same pretrained base with the same trainer and sampler resources, for the same
 number of steps, with ``--seeds`` RL seeds (the seed fixes the prompt schedule and the candidate noise
@@ -7,15 +7,17 @@ seeds):
 - ``baseline``: each group is ``G`` random noise seeds;
 - ``explore``: an explorer on the ``spot`` pool scores ``explore.candidates`` seeds per prompt on weights
   one version behind, and the trainer samples the ``G`` most contrastive with the current weights;
-- ``bandit``: the same candidate budget per step, split over the step's prompts by the UCB planner over
-  prompt templates (some prompts get more candidates, some none).
+- ``planner``: the same candidate budget per step, split over the step's prompts by ``--planner``
+  (``explore.planner``: ``contrast`` by default, or ``ucb1``; some prompts get more candidates, some none).
 
 The **target** follows :mod:`rollarc.bench.time_to_target`: ``s0 + fraction · (p − s0)``, with ``s0``
 the held-out reward of the shared base and ``p`` the lowest of the baseline seeds' best held-out
 rewards, so every baseline seed reaches it within its budget, and with ``fraction < 1`` below the noisy
 peaks. Reported per run: the RL wall time (evaluations excluded) and the steps to reach it (``null`` if
 never); per mode the median and ``[min, max]`` over seeds (a miss counts as infinite in the median);
-the speed-ups (ratio of medians, baseline over mode, in wall time and in steps); the cost to target
+the speed-ups (ratio of medians, baseline over mode, in wall time ``speedup_wall_*`` and in steps
+``speedup_steps_*``); ``cost_ratio_*``, the device-seconds to target (median wall time × the mode's
+device units, the explorer's included) of the mode over the baseline's; the cost to target
 (trainer and sampler on on-demand capacity, the explorer on spot capacity, priced from
 ``configs/cluster/hardware.yaml`` as ``--price-kind`` devices); and Kendall τ between per-seed rewards
 of the same prompts and seeds under versions ``v`` and ``v + s`` (s = 1, 2, 4) of the baseline's first
@@ -50,9 +52,10 @@ from rollarc.spotlight.kendall import kendall_tau
 
 MODES = {
     "baseline": ["explore.enabled=false"],
-    "explore": ["explore.enabled=true", "explore.bandit=false"],
-    "bandit": ["explore.enabled=true", "explore.bandit=true"],
+    "explore": ["explore.enabled=true", "explore.planner=uniform"],
+    "planner": ["explore.enabled=true"],  # + explore.planner=<--planner>
 }
+PLANNERS = ("contrast", "ucb1")
 # Every run: evaluation on all 41 held-out prompts every 2 steps (fine enough to time a crossing).
 COMMON = ["train.eval_every=2", "train.eval_prompts=41"]
 FULL = [
@@ -82,12 +85,15 @@ STEP_METRICS = (
 )
 
 
-def run_mode(config: str, overrides: list[str], label: str, seed: int, runs: Path) -> dict[str, Any]:
+def run_mode(
+    config: str, overrides: list[str], label: str, seed: int, runs: Path, planner: str = "contrast"
+) -> dict[str, Any]:
     cfg = load_t2i_config(
         config,
         [
             *overrides,
             *MODES[label],
+            *([f"explore.planner={planner}"] if label == "planner" else []),
             f"seed={seed}",
             f"name={label}-s{seed}",
             f"run.dir={runs}",
@@ -158,10 +164,28 @@ def kendall_by_staleness(cfg: T2IConfig, run_dir: Path, prompts: int = 8, seeds:
     return out
 
 
-def analyse(results: dict[str, list[dict[str, Any]]], fraction: float, per_hour: dict[str, float]) -> dict[str, Any]:
+def device_seconds(median_s: float | None, units: float) -> float | None:
+    """Device-seconds to target: the median wall time × the device units the mode holds (``None``: missed)."""
+    return None if median_s is None else median_s * units
+
+
+def cost_ratios(device_s: dict[str, float | None]) -> dict[str, float | None]:
+    """``cost_ratio_<mode>``: the mode's device-seconds to target over the baseline's (``None`` if either missed)."""
+    base = device_s["baseline"]
+    return {
+        f"cost_ratio_{m}": (d / base if d is not None and base else None)
+        for m, d in device_s.items()
+        if m != "baseline"
+    }
+
+
+def analyse(
+    results: dict[str, list[dict[str, Any]]], fraction: float, per_hour: dict[str, float], units: dict[str, float]
+) -> dict[str, Any]:
     """The benchmark's figures from each mode's run summaries (``evals``, ``step_means``, image counts).
 
-    ``per_hour``: the USD per hour of each mode's capacity (the explorer's spot unit included).
+    ``per_hour``: the USD per hour of each mode's capacity (the explorer's spot unit included); ``units``:
+    the device units each mode holds (trainer, sampler and, when exploring, the explorer).
     """
     start = results["baseline"][0]["evals"][0]["reward"]
     target = select_target(start, [curves(r["evals"])[0] for r in results["baseline"]], fraction)
@@ -177,6 +201,7 @@ def analyse(results: dict[str, list[dict[str, Any]]], fraction: float, per_hour:
         for m in results
     }
     b_cost = costs["baseline"]
+    device_s = {m: device_seconds(time_summary[m]["median"], units[m]) for m in results}
     return {
         "start_heldout_reward": start,
         "target_heldout_reward": target,
@@ -187,10 +212,17 @@ def analyse(results: dict[str, list[dict[str, Any]]], fraction: float, per_hour:
         "steps_to_target_summary": {m: summarise(v) for m, v in steps_to_target.items()},
         **{f"speedup_{m}": speedup(time_to_target["baseline"], time_to_target[m]) for m in results if m != "baseline"},
         **{
+            f"speedup_wall_{m}": speedup(time_to_target["baseline"], time_to_target[m])
+            for m in results
+            if m != "baseline"
+        },
+        **{
             f"speedup_steps_{m}": speedup(steps_to_target["baseline"], steps_to_target[m])
             for m in results
             if m != "baseline"
         },
+        "device_seconds_to_target": device_s,
+        **cost_ratios(device_s),
         "cost_to_target_usd": costs,
         "cost_ratio": {m: (b_cost / c if b_cost and c else None) for m, c in costs.items() if m != "baseline"},
         "explored_per_trained_image": {
@@ -243,7 +275,13 @@ def markdown_body(result: dict[str, Any]) -> str:
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="rollarc bench spotlight", description=__doc__.split("\n")[0])
     parser.add_argument("--config", default="configs/t2i_quickstart.yaml")
-    parser.add_argument("--seeds", type=int, default=2, help="RL seeds per mode (at least 2)")
+    parser.add_argument("--seeds", type=int, default=3, help="RL seeds per mode (at least 2)")
+    parser.add_argument("--planner", choices=PLANNERS, default="contrast", help="explore.planner of the planner mode")
+    parser.add_argument(
+        "--modes",
+        default=",".join(MODES),
+        help="comma-separated modes to run (baseline always runs: it sets the target)",
+    )
     parser.add_argument(
         "--quick", action="store_true", help="a short run: 12 steps of 8 groups of 8, 2 explored images per trained one"
     )
@@ -258,26 +296,42 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     if args.seeds < 2:
         parser.error(f"--seeds {args.seeds}: the spread needs at least 2 RL seeds per mode")
+    unknown = sorted(set(args.modes.split(",")) - set(MODES))
+    if unknown:
+        parser.error(f"--modes: unknown {', '.join(unknown)} (known: {', '.join(MODES)})")
+    modes = [m for m in MODES if m == "baseline" or m in args.modes.split(",")]
     overrides = [*COMMON, *(QUICK if args.quick else FULL), *args.overrides]
     base_cfg = load_t2i_config(args.config, overrides)
     tasks = [make_task(n, CACHE) for n in base_cfg.tasks]
     base = load_or_pretrain(base_cfg, tasks)  # the shared base is built before any timing
     overrides.append(f"model.path={base}")
     runs = Path(args.runs) if args.runs else Path(tempfile.mkdtemp(prefix="rollarc-bench-spotlight-"))
-    results: dict[str, list[dict[str, Any]]] = {m: [] for m in MODES}
+    results: dict[str, list[dict[str, Any]]] = {m: [] for m in modes}
     for seed in range(args.seeds):
-        for label in MODES:
+        for label in modes:
             print(f"== {label} seed {seed}", flush=True)
-            results[label].append(run_mode(args.config, overrides, label, seed, runs))
+            results[label].append(run_mode(args.config, overrides, label, seed, runs, args.planner))
     cat = load_catalogue(CATALOGUE)
     on_demand, spot = cat.price_per_hour(args.price_kind), cat.price_per_hour(args.price_kind, spot=True)
     roles = base_cfg.cluster.roles
     trainer_sampler = (roles.trainer.units + roles.sampler.units) * on_demand
-    per_hour = {m: trainer_sampler + (0.0 if m == "baseline" else roles.explorer.units * spot) for m in MODES}
-    result = analyse(results, args.fraction, per_hour)
+    per_hour = {m: trainer_sampler + (0.0 if m == "baseline" else roles.explorer.units * spot) for m in modes}
+    units = {
+        m: float(roles.trainer.units + roles.sampler.units + (0 if m == "baseline" else roles.explorer.units))
+        for m in modes
+    }
+    result = analyse(results, args.fraction, per_hour, units)
     tau = kendall_by_staleness(load_t2i_config(args.config, overrides), Path(results["baseline"][0]["run_dir"]))
-    result.update(kendall_tau=tau, seeds=args.seeds, steps=base_cfg.train.steps, price_kind=args.price_kind)
+    result.update(
+        kendall_tau=tau,
+        seeds=args.seeds,
+        steps=base_cfg.train.steps,
+        price_kind=args.price_kind,
+        planner=args.planner,
+        explorer_images_per_step=base_cfg.train.prompts_per_step * base_cfg.explore.candidates,
+    )
     body = markdown_body(result)
-    publish("spotlight", body, result, "rollarc bench spotlight", quick=args.quick, no_docs=args.no_docs)
+    partial = modes != list(MODES)  # an ablation over some modes is not the benchmark's figure
+    publish("spotlight", body, result, "rollarc bench spotlight", quick=args.quick, no_docs=args.no_docs or partial)
     emit_json(result)
     return 0

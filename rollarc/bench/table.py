@@ -157,10 +157,13 @@ def _spotlight(d: dict[str, Any]) -> Row:
         return times(value) if value is not None else "none (the median run missed the target)"
 
     seeds = len(d["time_to_target_s"]["baseline"])
+    # a JSON from before explore.planner named its planner mode "bandit" (UCB1)
+    mode = "planner" if "planner" in d["time_to_target_s"] else "bandit"
+    label = f"the {d.get('planner', 'contrast')} planner" if mode == "planner" else "the bandit"
     return (
         f"Flow-GRPO on a DiT, {seeds} seeds, medians: steps to a held-out reward target {ratio('speedup_steps_explore')} "
-        f"fewer with stale-weight seed exploration, {ratio('speedup_steps_bandit')} with the bandit; RL wall time to "
-        f"it {ratio('speedup_explore')} and {ratio('speedup_bandit')} shorter",
+        f"fewer with stale-weight seed exploration, {ratio(f'speedup_steps_{mode}')} with {label}; RL wall time to "
+        f"it {ratio('speedup_explore')} and {ratio(f'speedup_{mode}')} shorter",
         "`rollarc bench spotlight`",
     )
 

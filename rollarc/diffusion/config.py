@@ -94,25 +94,32 @@ class RLConfig(FrozenModel):
 
 
 class ExploreConfig(FrozenModel):
-    """Spotlight: stale-weight seed exploration on the spot pool, and the bandit planner."""
+    """Spotlight: stale-weight seed exploration on the spot pool, and the planner of its budget."""
 
     enabled: bool = Field(False, description="explore candidate seeds on weights one version behind the trainer")
-    candidates: int = Field(24, ge=2, description="candidate seeds per prompt explored (without the bandit)")
-    bandit: bool = Field(
-        False, description="UCB planner splits the same candidate budget over the step's prompts (some get none)"
+    candidates: int = Field(
+        24, ge=2, description="candidate seeds per prompt explored (a planner splits the same total differently)"
+    )
+    planner: Literal["uniform", "contrast", "ucb1"] = Field(
+        "uniform",
+        description="how the step's candidate budget is split over its prompts: uniform (candidates each), contrast "
+        "(by each arm's observed reward std; some get none) or ucb1 (UCB over observed variance gains)",
     )
     arms: Literal["template", "prompt"] = Field(
-        "template", description="the bandit's arms: prompt templates (recur every few steps) or prompts"
+        "template", description="a planner's arms: prompt templates (recur every few steps) or prompts"
+    )
+    contrast_decay: float = Field(
+        0.5, ge=0, lt=1, description="contrast planner: weight its moving average keeps on older observations"
     )
     ucb_c: float = Field(
-        0.01, ge=0, description="UCB exploration coefficient (rewards are variance gains, ~0.001–0.02)"
+        0.01, ge=0, description="ucb1 planner: exploration coefficient (rewards are variance gains, ~0.001–0.02)"
     )
-    chunk: int = Field(4, ge=1, description="the planner hands out candidates in chunks of this many seeds")
+    chunk: int = Field(4, ge=1, description="a planner hands out candidates in chunks of this many seeds")
 
     @model_validator(mode="after")
-    def _bandit_needs_exploration(self) -> ExploreConfig:
-        if self.bandit and not self.enabled:
-            raise ValueError("explore.bandit needs explore.enabled: true")
+    def _planner_needs_exploration(self) -> ExploreConfig:
+        if self.planner != "uniform" and not self.enabled:
+            raise ValueError(f"explore.planner {self.planner} needs explore.enabled: true")
         return self
 
 
@@ -253,10 +260,10 @@ class T2IConfig(FrozenModel):
             raise ValueError(
                 f"cluster.sp_degree {sp} must divide model.heads {self.model.heads} and the {tokens} image tokens"
             )
-        if self.explore.bandit and self.explore.candidates < self.train.group_size + self.explore.chunk:
+        if self.explore.planner != "uniform" and self.explore.candidates < self.train.group_size + self.explore.chunk:
             raise ValueError(
                 f"explore.candidates {self.explore.candidates} must be at least train.group_size + explore.chunk "
-                f"({self.train.group_size + self.explore.chunk}) for the bandit to explore anything"
+                f"({self.train.group_size + self.explore.chunk}) for the {self.explore.planner} planner to explore anything"
             )
         return self
 

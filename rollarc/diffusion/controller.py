@@ -6,15 +6,16 @@ Per step ``s`` (trainer at version ``v``):
    noise seeds, also fixed by ``(seed, s, prompt index)``; the baseline trains on the first ``G``.
 2. With exploration, the explorer has already scored candidates for these prompts on version ``v − 1``
    (launched during the previous step's training). Per prompt the trainer's group is the ``G``
-   candidates with the largest reward variance (``max_contrast_subset``). With the bandit, the step's
-   candidate budget is split over its prompts by the UCB planner over prompt templates; a prompt it
-   gives no candidates trains on its first ``G`` seeds, as in the baseline.
+   candidates with the largest reward variance (``max_contrast_subset``). With a planner
+   (``explore.planner``: ``contrast`` or ``ucb1``), the step's candidate budget is split over its prompts
+   by the planner's scores of their arms (prompt templates); a prompt it gives no candidates trains on
+   its first ``G`` seeds, as in the baseline.
 3. The sampler draws the groups with version ``v`` (SDE, ``sample_steps``); the explorer starts on the
    next step's prompts with version ``v`` while the trainer trains; the trainer steps to ``v + 1``; the
    new weights go to both as a versioned ``rollarc.sync`` update (a delta, or a full copy for a
-   receiver that cannot take it). With the bandit, step ``s``'s gains are observed from the sampler's fresh
-   rewards *before* step ``s + 1``'s exploration is allocated and launched (:meth:`explore_next`), so
-   each allocation uses every gain observed so far.
+   receiver that cannot take it). With a planner, step ``s``'s observations (contrast or gain) are made
+   from the sampler's fresh rewards *before* step ``s + 1``'s exploration is allocated and launched
+   (:meth:`explore_next`), so each allocation uses every observation so far.
 
 Logged per step: reward, near-zero-advantage fraction, Kendall τ between the explorer's stale and the
 sampler's fresh rewards of the chosen seeds, the chosen groups' reward variance (stale and fresh) and
@@ -44,10 +45,21 @@ from rollarc.diffusion.tasks.registry import template_of
 from rollarc.models.checkpoint import atomic_directory
 from rollarc.report.metrics import MetricsWriter
 from rollarc.report.run_dir import CHECKPOINTS, checkpoint_name
-from rollarc.spotlight.bandit import Arm, UcbPlanner, contrast_gain
+from rollarc.spotlight.bandit import UcbPlanner
+from rollarc.spotlight.contrast import ContrastPlanner
 from rollarc.spotlight.groups import choose_groups, exploration_stats
 
 SEED_SPACE = 1 << 31
+
+
+def make_planner(cfg: T2IConfig) -> ContrastPlanner | UcbPlanner | None:
+    """The planner ``explore.planner`` names (``None``: uniform, ``candidates`` per prompt)."""
+    ex = cfg.explore
+    if ex.planner == "contrast":
+        return ContrastPlanner(ex.contrast_decay)
+    if ex.planner == "ucb1":
+        return UcbPlanner(ex.ucb_c)
+    return None
 
 
 @dataclass
@@ -79,11 +91,11 @@ class T2IController:
         self.clock_start = time.time() - float(state.get("wall_s", 0.0))  # the run clock continues across a resume
         self.explored_images = int(state.get("explored_images", 0))
         self.sampled_images = int(state.get("sampled_images", 0))
-        self.planner = UcbPlanner(cfg.explore.ucb_c)
+        self.planner = make_planner(cfg)
         self.fleet_synced = (0, 0)  # the spot workers' (bytes, full copies) already logged
         self.sync_bytes_total = int(state.get("sync_bytes_total", 0))
-        for prompt, arm in state.get("arms", {}).items():
-            self.planner.arms[prompt] = Arm(int(arm[0]), float(arm[1]))
+        if self.planner is not None:
+            self.planner.load(state.get("arms", {}))
 
     # --- schedules fixed by the seed -------------------------------------------------------------
     def prompts_for(self, step: int) -> list[str]:
@@ -100,9 +112,9 @@ class T2IController:
         return template_of(prompt) if self.cfg.explore.arms == "template" else prompt
 
     def exploration_sizes(self, prompts: list[str]) -> list[int]:
-        """Candidates per prompt: ``candidates`` each, or the same budget split by the bandit (0: not explored)."""
+        """Candidates per prompt: ``candidates`` each, or the same budget split by the planner (0: not explored)."""
         ex, size = self.cfg.explore, self.cfg.train.group_size
-        if not ex.bandit:
+        if self.planner is None:
             return [ex.candidates] * len(prompts)
         arms = [self.arm_of(p) for p in prompts]
         return self.planner.allocate(arms, len(prompts) * ex.candidates, size, ex.chunk)
@@ -122,13 +134,11 @@ class T2IController:
     def explore_next(
         self, prompts: list[str], stale: list[list[float]] | None, fresh: np.ndarray
     ) -> tuple[Any, list[list[int]]] | None:
-        """Observe this step's gains (if it was explored and the bandit is on), then launch the next step's
-        exploration, allocated with them."""
-        if stale is not None and self.cfg.explore.bandit:
-            g = self.cfg.train.group_size
-            for prompt, cands, f in zip(prompts, stale, fresh.tolist(), strict=True):
-                if len(cands) > g:  # a prompt explored with only G candidates trained on a random group
-                    self.planner.observe(self.arm_of(prompt), contrast_gain(cands, f))
+        """Observe this step's prompts (if it was explored and a planner is on), then launch the next step's
+        exploration, allocated with what was observed."""
+        if stale is not None and self.planner is not None:
+            arms = [self.arm_of(p) for p in prompts]
+            self.planner.observe_step(arms, stale, fresh.tolist(), self.cfg.train.group_size)
         return self.launch_exploration(self.step + 1)
 
     # --- the loop ----------------------------------------------------------------------------------
@@ -240,8 +250,8 @@ class T2IController:
     ) -> dict[str, Any]:
         g = self.cfg.train.group_size
         out = exploration_stats(stale, chosen_stale, fresh.tolist(), g)
-        if self.cfg.explore.bandit:  # the gains were observed by explore_next
-            out["bandit_arms"] = len(self.planner.arms)
+        if self.planner is not None:  # observed by explore_next
+            out["planner_arms"] = len(self.planner.arms)
         return out
 
     def evaluate(self) -> dict[str, Any]:
@@ -276,7 +286,7 @@ class T2IController:
             "explored_images": self.explored_images,
             "sampled_images": self.sampled_images,
             "sync_bytes_total": self.sync_bytes_total,
-            "arms": {p: [a.pulls, a.total_gain] for p, a in self.planner.arms.items()},
+            "arms": {} if self.planner is None else self.planner.state(),
         }
 
     def summary(self) -> dict[str, Any]:

@@ -62,6 +62,15 @@ class UcbPlanner:
         arm.pulls += 1
         arm.total_gain += gain
 
+    def observe_step(
+        self, keys: Sequence[str], stale: Sequence[Sequence[float]], fresh: Sequence[Sequence[float]], group: int
+    ) -> None:
+        """A finished step's prompts: each explored beyond ``group`` candidates observes its :func:`contrast_gain`
+        (one explored with only ``group`` trained on a random group; one not explored gained nothing to learn from)."""
+        for key, cands, f in zip(keys, stale, fresh, strict=True):
+            if len(cands) > group:
+                self.observe(key, contrast_gain(cands, f))
+
     def step_scores(self, keys: Sequence[str]) -> list[float]:
         """Scores of this step's arms, an unseen arm taking the best seen score (1.0 when none is seen)."""
         raw = [self.score(k) for k in keys]
@@ -72,3 +81,9 @@ class UcbPlanner:
     def allocate(self, keys: Sequence[str], budget: int, group: int, chunk: int) -> list[int]:
         """Candidates per prompt (same order as ``keys``, the prompts' arms): 0 or ``group + chunk · n``."""
         return plan_candidates(self.step_scores(keys), budget, group, chunk)
+
+    def state(self) -> dict[str, list[float]]:
+        return {k: [a.pulls, a.total_gain] for k, a in self.arms.items()}
+
+    def load(self, state: dict[str, list[float]]) -> None:
+        self.arms = {k: Arm(int(v[0]), float(v[1])) for k, v in state.items()}

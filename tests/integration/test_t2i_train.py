@@ -1,4 +1,4 @@
-"""``rollarc train`` on a ``kind: t2i`` config: two Flow-GRPO steps with exploration and the bandit, then resume."""
+"""``rollarc train`` on a ``kind: t2i`` config: two Flow-GRPO steps with exploration and the ucb1 planner, then resume."""
 
 import json
 
@@ -26,7 +26,7 @@ def tiny_overrides(tmp_path):
         "train.eval_prompts=2",
         "train.eval_seeds=1",
         "explore.enabled=true",
-        "explore.bandit=true",
+        "explore.planner=ucb1",
         "explore.candidates=4",
         "explore.chunk=1",
         f"run.dir={tmp_path / 'runs'}",
@@ -45,7 +45,7 @@ def test_t2i_train_explores_trains_reports_and_resumes(tmp_path):
     assert [r["sample_version"] for r in rows] == [0, 1]  # samples carry the version that drew them
     assert [r["explorer_staleness"] for r in rows] == [0, 1]  # the first step has no older version
     assert all("chosen_var_fresh" in r and "random_var_stale" in r and "low_contrast_fraction" in r for r in rows)
-    # the bandit's allocation is logged (a 2-step base scores every image 0: no gain, so a uniform split)
+    # the planner's allocation is logged (a 2-step base scores every image 0: no gain, so a uniform split)
     assert [(r["explored_fraction"], r["candidates_std"]) for r in rows] == [(1.0, 0.0), (1.0, 0.0)]
     assert rows[-1]["explored_images"] > rows[-1]["sampled_images"] - 4  # explorer scored candidates
     # weights went through rollarc.sync: the trainer published its start weights, so each step is a delta

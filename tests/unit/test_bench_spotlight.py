@@ -2,7 +2,16 @@
 
 import pytest
 
-from rollarc.bench.spotlight import STEP_METRICS, analyse, curves, markdown_body, step_means, summarise
+from rollarc.bench.spotlight import (
+    STEP_METRICS,
+    analyse,
+    cost_ratios,
+    curves,
+    device_seconds,
+    markdown_body,
+    step_means,
+    summarise,
+)
 from rollarc.bench.time_to_target import first_crossing, select_target
 
 EVALS = [
@@ -36,6 +45,9 @@ def test_step_means_skip_steps_without_the_metric():
     assert out["candidates_std"] is None
 
 
+UNITS = {"baseline": 2.0, "explore": 3.0, "planner": 3.0}  # trainer + sampler, + the explorer when exploring
+
+
 def run(rewards, seconds, explored=0):
     """A run summary: held-out rewards at steps 0, 2, 4, ... reached after ``seconds`` of RL."""
     evals = [
@@ -57,7 +69,7 @@ def test_analyse_by_hand():
         "baseline": [run([0.5, 0.55, 0.6, 0.7], [0, 10, 20, 30]), run([0.5, 0.52, 0.6, 0.59], [0, 12, 24, 36])],
         "explore": [run([0.5, 0.6, 0.6, 0.6], [0, 15, 30, 45], 300), run([0.5, 0.5, 0.5, 0.5], [0, 15, 30, 45], 300)],
     }
-    out = analyse(results, 0.8, {"baseline": 2.0, "explore": 2.5})
+    out = analyse(results, 0.8, {"baseline": 2.0, "explore": 2.5}, UNITS)
     assert out["target_heldout_reward"] == pytest.approx(0.58)
     assert out["time_to_target_s"] == {"baseline": [20.0, 24.0], "explore": [15.0, None]}
     assert out["steps_to_target"] == {"baseline": [4.0, 4.0], "explore": [2.0, None]}
@@ -68,10 +80,46 @@ def test_analyse_by_hand():
     assert out["cost_to_target_usd"]["explore"] is None and out["cost_ratio"] == {"explore": None}
     assert out["explored_per_trained_image"] == {"baseline": 0.0, "explore": 3.0}
     results["explore"][1] = run([0.5, 0.59, 0.6, 0.6], [0, 5, 10, 15], 300)
-    out = analyse(results, 0.8, {"baseline": 2.0, "explore": 2.5})
+    out = analyse(results, 0.8, {"baseline": 2.0, "explore": 2.5}, UNITS)
     # medians: baseline 22 s and 4 steps, explore (15 + 5) / 2 = 10 s and 2 steps
     assert out["speedup_explore"] == pytest.approx(2.2) and out["speedup_steps_explore"] == pytest.approx(2.0)
     assert out["cost_ratio"]["explore"] == pytest.approx((22.0 * 2.0) / (10.0 * 2.5))
+    # the issue's keys: wall speed-up as speedup_explore; device-seconds 22 · 2 = 44 and 10 · 3 = 30
+    assert out["speedup_wall_explore"] == pytest.approx(2.2)
+    assert out["device_seconds_to_target"] == pytest.approx({"baseline": 44.0, "explore": 30.0})
+    assert out["cost_ratio_explore"] == pytest.approx(30.0 / 44.0)
+
+
+def test_device_seconds_and_cost_ratios_by_hand():
+    assert device_seconds(10.0, 3.0) == 30.0 and device_seconds(None, 3.0) is None
+    ratios = cost_ratios({"baseline": 40.0, "explore": 30.0, "planner": None})
+    assert ratios == {"cost_ratio_explore": 0.75, "cost_ratio_planner": None}
+    assert cost_ratios({"baseline": None, "explore": 30.0}) == {"cost_ratio_explore": None}
+
+
+def test_analyse_reports_the_planner_keys_over_three_seeds():
+    base = [
+        run([0.5, 0.55, 0.6, 0.7], [0, 10, 20, 30]),
+        run([0.5, 0.52, 0.6, 0.59], [0, 12, 24, 36]),
+        run([0.5, 0.6, 0.6, 0.6], [0, 9, 18, 27]),
+    ]  # peaks .70, .60, .60: target 0.58; times 20, 24, 9 -> median 20; steps 4, 4, 2 -> median 4
+    explore = [run([0.5, 0.6, 0.6, 0.6], [0, 8, 16, 24], 300)] * 3  # 8 s, 2 steps each
+    planner = [
+        run([0.5, 0.5, 0.6, 0.6], [0, 5, 10, 15], 300),
+        run([0.5, 0.6, 0.6, 0.6], [0, 5, 10, 15], 300),
+        run([0.5, 0.5, 0.5, 0.6], [0, 5, 10, 15], 300),
+    ]  # 10, 5, 15 s -> median 10; 4, 2, 6 steps -> median 4
+    out = analyse(
+        {"baseline": base, "explore": explore, "planner": planner},
+        0.8,
+        {"baseline": 2.0, "explore": 2.5, "planner": 2.5},
+        UNITS,
+    )
+    assert out["steps_to_target"]["planner"] == [4.0, 2.0, 6.0]
+    assert out["speedup_wall_explore"] == pytest.approx(20 / 8) and out["speedup_wall_planner"] == pytest.approx(2.0)
+    assert out["speedup_steps_explore"] == pytest.approx(2.0) and out["speedup_steps_planner"] == pytest.approx(1.0)
+    # device-seconds: baseline 20 · 2 = 40, explore 8 · 3 = 24, planner 10 · 3 = 30
+    assert out["cost_ratio_explore"] == pytest.approx(0.6) and out["cost_ratio_planner"] == pytest.approx(0.75)
 
 
 def test_markdown_body_with_and_without_a_target():
@@ -79,12 +127,12 @@ def test_markdown_body_with_and_without_a_target():
         "baseline": [run([0.5, 0.55, 0.6, 0.7], [0, 10, 20, 30]), run([0.5, 0.52, 0.6, 0.59], [0, 12, 24, 36])],
         "explore": [run([0.5, 0.6, 0.6, 0.6], [0, 15, 30, 45], 300), run([0.5, 0.59, 0.6, 0.6], [0, 5, 10, 15], 300)],
     }
-    out = analyse(reached, 0.8, {"baseline": 2.0, "explore": 2.5})
+    out = analyse(reached, 0.8, {"baseline": 2.0, "explore": 2.5}, UNITS)
     out["kendall_tau"] = {"1": 0.8}
     body = markdown_body(out)
     assert "| explore | [15.0, 5.0] | [2.0, 2.0] | 2.2 | 2 |" in body
     assert "target 0.580 (0.8 of the baseline's lowest peak gain)" in body and '{"1": 0.8}' in body
     flat = {m: [run([0.5, 0.5], [0, 10]), run([0.5, 0.4], [0, 10])] for m in ("baseline", "explore")}
-    body = markdown_body(analyse(flat, 0.8, {"baseline": 2.0, "explore": 2.5}))
+    body = markdown_body(analyse(flat, 0.8, {"baseline": 2.0, "explore": 2.5}, UNITS))
     assert "target none (the baseline never improved)" in body
     assert "| explore | [null, null] | [null, null] | n/a | n/a | n/a | 0 |" in body

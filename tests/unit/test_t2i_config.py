@@ -17,8 +17,8 @@ def test_kind_selects_the_t2i_config(tmp_path):
 def test_the_explorer_must_run_on_a_spot_pool():
     with pytest.raises(ConfigError, match=r"must be marked spot: true \(cluster.pools.compute.spot\)"):
         load_t2i_config("configs/t2i_quickstart.yaml", ["explore.enabled=true", "cluster.roles.explorer.pool=compute"])
-    with pytest.raises(ValueError, match=r"explore\.bandit needs explore\.enabled"):
-        T2IConfig(kind="t2i", explore={"bandit": True})
+    with pytest.raises(ValueError, match=r"explore\.planner ucb1 needs explore\.enabled"):
+        T2IConfig(kind="t2i", explore={"planner": "ucb1"})
     with pytest.raises(ValueError, match="one replica per role"):
         T2IConfig(kind="t2i", cluster={"roles": {"sampler": {"pool": "compute", "replicas": 2}}})
 
@@ -30,12 +30,12 @@ def test_unknown_keys_and_tasks_fail_in_one_line(capsys):
         load_t2i_config("configs/t2i_quickstart.yaml", ["tasks=[paint]"])
 
 
-def test_the_bandit_needs_room_for_one_chunk_beyond_the_group():
+def test_a_planner_needs_room_for_one_chunk_beyond_the_group():
     with pytest.raises(ValueError, match=r"group_size \+ explore\.chunk"):
         T2IConfig(
             kind="t2i",
             train={"group_size": 8},
-            explore={"enabled": True, "bandit": True, "candidates": 10, "chunk": 4},
+            explore={"enabled": True, "planner": "contrast", "candidates": 10, "chunk": 4},
         )
 
 

@@ -27,7 +27,7 @@ def test_schedules_are_fixed_by_the_seed(tmp_path):
 def test_the_bandit_splits_the_same_budget(tmp_path):
     plain = controller(tmp_path, candidates=12)
     assert plain.exploration_sizes(["a", "b", "c"]) == [12, 12, 12]
-    bandit = controller(tmp_path, candidates=12, bandit=True, chunk=4, arms="prompt", ucb_c=0.0)
+    bandit = controller(tmp_path, candidates=12, planner="ucb1", chunk=4, arms="prompt", ucb_c=0.0)
     assert bandit.exploration_sizes(["a", "b", "c"]) == [12, 12, 12]  # nothing observed: uniform
     bandit.planner.observe("a", 0.2)
     bandit.planner.observe("b", 0.0)
@@ -37,7 +37,7 @@ def test_the_bandit_splits_the_same_budget(tmp_path):
 
 
 def test_template_arms_recur_across_prompts(tmp_path):
-    bandit = controller(tmp_path, candidates=12, bandit=True, chunk=4)
+    bandit = controller(tmp_path, candidates=12, planner="ucb1", chunk=4)
     red, blue = "one red square left", "one blue square left"
     assert bandit.arm_of(red) == bandit.arm_of(blue) == "one * square left"
     bandit.planner.observe(bandit.arm_of(red), 0.1)
@@ -77,7 +77,7 @@ def test_the_next_allocation_uses_the_gain_observed_this_step(tmp_path):
         kind="t2i",
         seed=2,  # its schedule draws ["a", "b"] for step 4, so the split can be computed by hand
         train={"prompts_per_step": 2, "group_size": 4},
-        explore={"enabled": True, "bandit": True, "candidates": 8, "chunk": 4, "arms": "prompt", "ucb_c": 0.0},
+        explore={"enabled": True, "planner": "ucb1", "candidates": 8, "chunk": 4, "arms": "prompt", "ucb_c": 0.0},
     )
     fleet = RecordingFleet()
     ctl = T2IController(cfg, tmp_path, T2IWorkers(None, None, None, fleet), ["a", "b"], ["h"], NullMetrics())
@@ -93,3 +93,25 @@ def test_the_next_allocation_uses_the_gain_observed_this_step(tmp_path):
     assert prompts == ["a", "b"] and [len(s) for s in seeds] == [16, 0]
     ctl.explore_next(["a", "b"], None, fresh)  # a step that was not explored observes nothing
     assert ctl.planner.arms["a"].pulls == 1
+
+
+def test_the_contrast_planner_allocates_the_next_step_from_this_step(tmp_path):
+    """``explore.planner: contrast``: every prompt of step s is observed before step s + 1 is allocated (by hand)."""
+    cfg = T2IConfig(
+        kind="t2i",
+        seed=2,  # its schedule draws ["a", "b"] for step 4
+        train={"prompts_per_step": 2, "group_size": 4},
+        explore={"enabled": True, "planner": "contrast", "candidates": 8, "chunk": 4, "arms": "prompt"},
+    )
+    fleet = RecordingFleet()
+    ctl = T2IController(cfg, tmp_path, T2IWorkers(None, None, None, fleet), ["a", "b"], ["h"], NullMetrics())
+    ctl.step = 3
+    assert ctl.exploration_sizes(["a", "b"]) == [8, 8]  # nothing observed yet: uniform
+    stale = [[0.25] * 8, []]  # a explored, every candidate alike (std 0); b not explored
+    fresh = np.array([[0.25] * 4, [0.0, 0.0, 1.0, 1.0]])  # b's trained group: std 0.5
+    ctl.explore_next(["a", "b"], stale, fresh)
+    assert ctl.planner.arms["a"].score == 0.0 and ctl.planner.arms["b"].score == 0.5
+    ((prompts, seeds, _, _),) = fleet.launched
+    # scores [0, 0.5]: only b is explored; 16 images = G 4 + 3 chunks of 4
+    assert prompts == ["a", "b"] and [len(s) for s in seeds] == [0, 16]
+    assert ctl.state()["arms"] == {"a": [1, 0.0], "b": [1, 0.5]}
