@@ -26,7 +26,7 @@ BENCHMARKS = {
     "weightsync": "sparse bf16 delta vs full weight copies",
     "sim": "simulator speed at 3,072 GPUs",
     "chaos": "training through env failures and killed workers vs a clean run",
-    "spotlight": "t2i Flow-GRPO: stale-weight seed exploration (+ bandit) vs random seeds",
+    "spotlight": "t2i Flow-GRPO: stale-weight seed exploration (+ a budget planner) vs random seeds",
     "ditstep": "t2i: one DiT denoising step's compute vs the per-call overhead (Ray round trip, dispatch)",
     "spot": "preemption: pull scheduler vs push, elastic SP regroup vs cold restart, spot cost",
     "rose": "rollouts on dedicated plus borrowed serving capacity vs dedicated only, serving SLO kept",

@@ -4,16 +4,22 @@ torch's intra-op threads are set to the number of cores, and the CPU affinity of
 to those cores where the OS allows it (Linux ``sched_setaffinity``; elsewhere only the thread count is set). A
 Ray actor's process already runs several threads when its constructor starts (the core worker's, the event
 loop's), so each one is pinned, not only the caller; threads started later inherit the affinity.
+
+:func:`pin_process` pins another process of this machine (the Router's actor, from the driver), and
+:func:`pinned_here` pins the calling process for a block and restores its affinity after, so that the
+rollout side's driver and Router run on the rollout cores too and never take the serving core.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
 
-TASKS = Path("/proc/self/task")  # Linux: one entry per thread of this process
+PROC = Path("/proc")  # Linux: /proc/<pid>/task has one entry per thread of the process
 
 
 def available_cores() -> list[int]:
@@ -22,23 +28,53 @@ def available_cores() -> list[int]:
     return list(range(os.cpu_count() or 1))
 
 
-def _threads() -> list[int]:
-    """This process's thread ids (0, the calling thread, where they cannot be listed)."""
-    return [int(entry.name) for entry in TASKS.iterdir()] if TASKS.is_dir() else [0]
+def _threads(pid: int | None) -> list[int]:
+    """Thread ids of process ``pid`` (``None``: this one); ``[pid or 0]`` where they cannot be listed."""
+    tasks = PROC / ("self" if pid is None else str(pid)) / "task"
+    return [int(entry.name) for entry in tasks.iterdir()] if tasks.is_dir() else [pid or 0]
+
+
+def _apply(pid: int | None, cores: list[int]) -> bool:
+    """Set the affinity of every thread of ``pid`` (``None``: this process) to ``cores``; False if not allowed."""
+    try:
+        for thread in _threads(pid):
+            try:
+                os.sched_setaffinity(thread, cores)
+            except ProcessLookupError:  # the thread ended while we listed them
+                continue
+    except OSError:  # a container may forbid it
+        return False
+    return True
+
+
+def _set_affinity(pid: int | None, cores: list[int]) -> list[int]:
+    """Pin every thread of ``pid`` to ``cores`` (those this process may use); the cores pinned to, [] if none."""
+    usable = [c for c in cores if c in available_cores()]
+    if not usable or not hasattr(os, "sched_setaffinity"):
+        return []
+    return usable if _apply(pid, usable) else []
 
 
 def pin(cores: list[int]) -> list[int]:
     """Pin this process to ``cores`` (those that exist here); returns the cores it is pinned to ([] if not)."""
     usable = [c for c in cores if c in available_cores()]
     torch.set_num_threads(max(1, len(usable) or len(cores)))
-    if not usable or not hasattr(os, "sched_setaffinity"):
-        return []
+    return _set_affinity(None, cores)
+
+
+def pin_process(pid: int, cores: list[int]) -> list[int]:
+    """Pin every thread of another process ``pid`` on this machine to ``cores``; its torch threads are its own."""
+    return _set_affinity(pid, cores)
+
+
+@contextmanager
+def pinned_here(cores: list[int]) -> Iterator[list[int]]:
+    """Pin this process's threads to ``cores`` for the block (no torch change), then restore the affinity
+    this process had (threads started inside the block keep ``cores``)."""
+    before = available_cores()
+    pinned = _set_affinity(None, cores)
     try:
-        for thread in _threads():
-            try:
-                os.sched_setaffinity(thread, usable)
-            except ProcessLookupError:  # the thread ended while we listed them
-                continue
-    except OSError:  # a container may forbid it; the thread count still holds
-        return []
-    return usable
+        yield pinned
+    finally:
+        if pinned:
+            _apply(None, before)

@@ -16,13 +16,14 @@ observed), and each turn goes through ``rollarc.agent.turn.generate_turn`` into 
 the agent loop sends it, so a withdrawn turn resumes from its partial output as in training. Throughput is
 counted the same way in both rollout set-ups: turns (and tokens) that came back through the Router between the
 start and the moment the replica had served the whole window. Each actor is pinned to its cores
-(``serving_cores``, ``rollout_cores``; ``rose.pinning``), so serving never shares a core with the dedicated
-worker. Nothing here decides: routing and lending are the scheduling core's, as in training.
+(``serving_cores``, ``rollout_cores``; ``rose.pinning``), and so are the rollout side's Router and this
+driver (to ``rollout_cores``), so serving never shares a core with the rollout side's work. Nothing here decides: routing and lending are the scheduling core's, as in training.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import random
 import time
 from collections.abc import Iterator
@@ -41,6 +42,7 @@ from rollarc.engine.types import Completion, SamplingParams
 from rollarc.harvest_config import HarvestConfig
 from rollarc.models.checkpoint import new_policy, save_policy
 from rollarc.rose.config import RoseConfig
+from rollarc.rose.pinning import pin_process, pinned_here
 from rollarc.rose.slo import RequestTiming
 from rollarc.rose.trace import TraceRequest
 from rollarc.runtime.harvest_pool import HarvestPool
@@ -209,6 +211,7 @@ def run_setup(
     actors: list[Any] = [router]
     pool: HarvestPool | None = None
     try:
+        router_cores = pin_process(ray.get(router.__ray_call__.remote(_pid)), rose.rollout_cores)
         dedicated = None
         if mode != "alone":
             dedicated = RolloutWorker.options(num_cpus=0, max_concurrency=10_000).remote(  # type: ignore[attr-defined]
@@ -235,11 +238,12 @@ def run_setup(
         actors += list(pool.replicas.values())
         (serve,) = pool.replicas.values()
         drive = _Drive(mode, router, pool, serve, len(trace), shape, vocab_size, seed, timeout_s)
-        window_s, finished, ok = asyncio.run(drive.run())
+        with pinned_here(rose.rollout_cores) as driver_cores:
+            window_s, finished, ok = asyncio.run(drive.run())
         served = ray.get(serve.served_timings.remote())
         report = ray.get(serve.headroom.remote())
         routed = ray.get(router.routing_stats.remote())["turns"]
-        pinned = {"serve": list(served["pinned"])}
+        pinned = {"serve": list(served["pinned"]), "router": router_cores, "driver": driver_cores}
         if dedicated is not None:
             pinned["dedicated"] = list(ray.get(dedicated.stats.remote())["pinned"])
         timings = sorted((RequestTiming(*row) for row in served["timings"]), key=lambda t: t.arrival_s)
@@ -262,6 +266,11 @@ def run_setup(
             ray.kill(actor)
         if pool is not None:
             _wait_gone(list(pool.replicas))
+
+
+def _pid(_actor: Any) -> int:
+    """The process id of the actor it runs in (``actor.__ray_call__``), to pin it from here."""
+    return os.getpid()
 
 
 def _wait_gone(names: list[str], timeout_s: float = 30.0) -> None:

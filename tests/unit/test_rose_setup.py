@@ -83,3 +83,34 @@ def test_pin_pins_every_thread_of_the_process_not_only_the_caller() -> None:
     pinned, threads = json.loads(out.stdout.strip().splitlines()[-1])
     assert pinned == [core]
     assert len(threads) >= 2 and all(affinity == [core] for affinity in threads)
+
+
+PIN_ANOTHER_AND_RESTORE = """
+import json, os, subprocess, sys, threading
+from rollarc.rose.pinning import pin_process, pinned_here
+child = subprocess.Popen([sys.executable, "-c", "import threading, time; threading.Thread(target=time.sleep, args=(30,)).start(); time.sleep(30)"])
+import time; time.sleep(1.0)  # its second thread has started
+other = pin_process(child.pid, [{core}])
+child_threads = [sorted(os.sched_getaffinity(int(t))) for t in os.listdir(f"/proc/{{child.pid}}/task")]
+child.kill()
+before = sorted(os.sched_getaffinity(0))
+with pinned_here([{core}]) as here:
+    inside = [sorted(os.sched_getaffinity(int(t))) for t in os.listdir("/proc/self/task")]
+after = [sorted(os.sched_getaffinity(int(t))) for t in os.listdir("/proc/self/task")]
+print(json.dumps([other, child_threads, here, inside, before, after]))
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or not os.path.isdir("/proc/self/task"), reason="Linux only")
+def test_pin_process_pins_another_process_and_pinned_here_restores_the_affinity() -> None:
+    """The rollout side's Router (another process) and the driver (for a block) go to the rollout cores."""
+    import json
+
+    core = max(os.sched_getaffinity(0))
+    out = subprocess.run(
+        [sys.executable, "-c", PIN_ANOTHER_AND_RESTORE.format(core=core)], capture_output=True, text=True, check=True
+    )
+    other, child_threads, here, inside, before, after = json.loads(out.stdout.strip().splitlines()[-1])
+    assert other == [core] and len(child_threads) >= 2 and all(a == [core] for a in child_threads)
+    assert here == [core] and all(a == [core] for a in inside)
+    assert all(a == before for a in after)  # every thread back where it was
