@@ -27,6 +27,7 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 import tempfile
 import time
 from pathlib import Path
@@ -234,6 +235,7 @@ def main(argv: list[str]) -> int:
         f"Spot vs on-demand exploration cost ratio {result['cost_ratio_spot_vs_ondemand']:.2f}× "
         f"(run slowed {slowdown:.3f}× at the low rate)."
     )
-    publish("spot", body, result, "rollarc bench spot", quick=args.quick, no_docs=args.no_docs)
+    command = shlex.join(["rollarc", "bench", "spot", *argv])  # the arguments change what is measured (--ray-jobs)
+    publish("spot", body, result, command, quick=args.quick, no_docs=args.no_docs)
     emit_json(result)
     return 0

@@ -9,8 +9,12 @@ Each :meth:`CoServingExecutor.poll`:
    (newest first): aborted in R with their KV kept in R's prefix cache under the trajectory id, and queued
    again with their partial output;
 4. picks the largest rollout step (running decodes plus queued turns admitted, in order) that the SLO guard
-   (:mod:`rollarc.rose.guard`) admits; if not even the running decodes are admitted, rollout **pauses**
-   (its KV stays where it is) until serving calms down;
+   (:mod:`rollarc.rose.guard`) admits. When the guard refuses the running decodes as one batch but admits
+   fewer, the newest running turns beyond that are **preempted** (as under memory pressure: partial output
+   kept, KV in R's prefix cache, queued first) and the rest decode: rollout makes progress at the rate the
+   guard allows, as :meth:`capacity` reports it, instead of stalling every turn it holds until serving calms
+   (a turn stuck here stalls its trajectory). If not even one decode is admitted, rollout **pauses** (its KV
+   stays where it is) until serving calms down;
 5. runs that rollout step and feeds its time to the rollout latency model.
 
 :meth:`calibrate` fits both latency models from a few steps of each engine before any work arrives (a cold
@@ -89,7 +93,8 @@ class CoServingExecutor:
             "rollout_overruns": 0,
             "turns_done": 0,
             "pauses": 0,
-            "preemptions": 0,
+            "preemptions": 0,  # for memory and for the SLO
+            "preempted_for_slo": 0,  # running turns preempted so that the guard admits the rest
             "withdrawn": 0,
             "refused_tpot": 0,
             "refused_ttft_waiting": 0,
@@ -331,6 +336,31 @@ class CoServingExecutor:
             else:
                 self._queued.append(turn)
 
+    def _shrink_to_admitted(self, state: ServingState) -> None:
+        """If the guard refuses the running decodes as one batch, preempt the newest until it admits the rest.
+
+        Nothing changes when the whole batch is admitted, or when not even one decode is (that is a pause)."""
+        running = list(self._running)
+        contexts = [len(self._running[r].resume_prompt) for r in running]
+        if not running or self._judge(StepShape(decodes=len(running), context_tokens=sum(contexts)), state).admit:
+            return
+        keep = next(
+            (
+                k
+                for k in range(len(running) - 1, 0, -1)
+                if self._judge(StepShape(decodes=k, context_tokens=sum(contexts[:k])), state).admit
+            ),
+            0,
+        )
+        if keep == 0:
+            return
+        victims = list(reversed(running[keep:]))  # newest first, as under memory pressure
+        self.counters["preemptions"] += len(victims)
+        self.counters["preempted_for_slo"] += len(victims)
+        for request_id in victims:
+            self._running[request_id].preemptions += 1
+        self._abort_running(victims, requeue=True)
+
     _stepped = False
     _paused = False
 
@@ -339,6 +369,7 @@ class CoServingExecutor:
         self._stepped = False
         now = self.clock()
         state = self.serving_state(now)
+        self._shrink_to_admitted(state)
         version = self.rollout.version
         context = sum(len(t.resume_prompt) for t in self._running.values())
         free = (
@@ -359,6 +390,12 @@ class CoServingExecutor:
             tokens = len(turn.resume_prompt) - (hit[1] if hit is not None else 0)
             candidate = StepShape(decodes=len(self._running), prefill_tokens=prefill + tokens, context_tokens=context)
             verdict = self._judge(candidate, state)
+            if verdict.admit:  # and it must decode next to the others afterwards, or it would be preempted again
+                after = StepShape(
+                    decodes=len(self._running) + len(admit) + 1,
+                    context_tokens=context + sum(len(t.resume_prompt) for t in admit) + len(turn.resume_prompt),
+                )
+                verdict = self._judge(after, state)
             if not verdict.admit:
                 self.counters[f"refused_{verdict.reason}"] += 1
                 break

@@ -335,3 +335,28 @@ def test_calibration_keeps_each_steps_fastest_run() -> None:
         assert model.predict(StepShape(decodes=4, prefill_tokens=32, context_tokens=64)) == pytest.approx(
             0.001, abs=1e-6
         )
+
+
+def test_a_batch_the_guard_refuses_whole_decodes_what_it_admits_and_preempts_the_newest() -> None:
+    """Regression: the running batch was all or nothing, so when serving load admitted 2 of 3 decodes every
+    turn here stalled (its trajectory with it) while ``capacity()`` told the router 2 could run."""
+    ex = _executor()
+    turns = _turns(3, max_tokens=8)
+    for t in turns:
+        ex.submit_turn(t)
+    ex.poll()  # 3 running turns, one token each
+    assert len(ex.rollout.scheduler.running) == 3
+    _serve(ex, 3, max_tokens=8)  # 3 serving decodes: 12 ms; + 3 rollout 6 ms > 16 ms, + 2 rollout 4 ms fits
+    steps = ex.counters["rollout_steps"]
+    ex.poll()  # serving prefills its 3 requests, then the rollout step is judged next to their decodes
+    assert ex.counters["rollout_steps"] == steps + 1  # a step ran: no pause
+    assert ex.counters["pauses"] == 0
+    assert ex.counters["preempted_for_slo"] == 1 and ex.counters["preemptions"] == 1
+    assert turns[2].preemptions == 1 and turns[0].preemptions == turns[1].preemptions == 0  # the newest
+    assert len(ex.rollout.scheduler.running) == 2 and ex.capacity() == 2  # what runs is what capacity says
+    assert len(turns[2].output_ids) >= 1 and len(turns[2].token_versions) == len(turns[2].output_ids)  # kept
+    ex.poll()  # serving still decodes 3: the preempted turn is not admitted again only to be preempted
+    assert ex.counters["preempted_for_slo"] == 1 and len(ex.rollout.scheduler.running) == 2
+    done = _drain(ex)
+    assert sorted(t.turn_id for t in done) == ["t0.0", "t1.0", "t2.0"]
+    assert all(len(t.output_ids) == 8 and len(t.logprobs) == 8 for t in done)
