@@ -40,6 +40,7 @@ from rollarc.sync.versions import WHOLE
 # (and its tokens), which the agent loop resumed instead of regenerating.
 COUNTED = (
     "preemptions",
+    "preempted_for_slo",
     "pauses",
     "withdrawn",
     "turns_done",
