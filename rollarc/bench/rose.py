@@ -78,8 +78,14 @@ def cross_site_bytes_ratio(borrowed_workers: int, quick: bool) -> tuple[float, i
 
 
 def load_window(rose: RoseConfig, trace: list[TraceRequest], time_scale: float) -> list[TraceRequest]:
-    """The replayed window of ``trace`` at ``time_scale`` (arrivals from 0)."""
+    """The replayed window of ``trace`` at ``time_scale`` (arrivals from 0).
+
+    ``replay.offset_s`` is in the default load's scaled time (``replay.time_scale``), as in training; every load
+    point starts at that same moment of the original trace, so the points differ in load, not in which part of
+    the trace they replay (an offset kept in each point's own scaled time would move the window's start).
+    """
     replay = rose.replay
+    start = replay.offset_s * replay.time_scale / time_scale  # the same original moment at every time scale
     scaled = scale(
         trace,
         time_scale,
@@ -88,12 +94,15 @@ def load_window(rose: RoseConfig, trace: list[TraceRequest], time_scale: float) 
         max_output_tokens=replay.max_output_tokens,
     )
     window = [
-        TraceRequest(r.arrival_s - replay.offset_s, r.prompt_tokens, r.output_tokens)
+        TraceRequest(r.arrival_s - start, r.prompt_tokens, r.output_tokens)
         for r in scaled
-        if replay.offset_s <= r.arrival_s <= replay.offset_s + replay.duration_s
+        if start <= r.arrival_s <= start + replay.duration_s
     ]
     if not window:
-        raise ValueError(f"no requests in the trace window offset_s={replay.offset_s} duration_s={replay.duration_s}")
+        raise ValueError(
+            f"no requests in the trace window offset_s={replay.offset_s} duration_s={replay.duration_s} "
+            f"at time scale {time_scale:g}"
+        )
     return window
 
 
@@ -244,6 +253,8 @@ def sweep(
 ) -> tuple[SLOConfig, dict[float, dict[str, Any]]]:
     """The derived SLO, and the three set-ups at each time scale; ``extend``: heavier loads until the guard acts."""
     base = rose.replay.time_scale
+    for s in scales:  # an empty window fails now, not after the load points before it have run
+        load_window(rose, trace, s)
     # the SLO, derived from serving alone at the default load before anything else runs
     first_alone = run_alone(policy, rose, load_window(rose, trace, base), base)
     slo = derived_slo(rose, first_alone)
