@@ -29,6 +29,7 @@ borrowed worker.
 from __future__ import annotations
 
 import argparse
+import shlex
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -285,8 +286,16 @@ def main(argv: list[str]) -> int:
         help="comma-separated trace time scales for the curve "
         "(default: replay.time_scale; full runs add half and twice it, then heavier points until the guard acts)",
     )
+    parser.add_argument(
+        "--publish-as",
+        default="rose",
+        help="name of the published block and JSON (overrides change what is measured: e.g. another window of "
+        "the trace, replay.offset_s=1800 --publish-as rose_window1800)",
+    )
     add_docs_flag(parser)
     args = parser.parse_args(argv)
+    if args.overrides and args.publish_as == "rose" and not (args.quick or args.no_docs):
+        parser.error("overrides change what is measured: publish them under their own name with --publish-as NAME")
     rose = load_config(RoseConfig, Path(args.config) if args.config else None, args.overrides)
     if args.quick:
         rose = rose.model_copy(update={"replay": rose.replay.model_copy(update={"duration_s": 8.0})})
@@ -348,8 +357,7 @@ def main(argv: list[str]) -> int:
         loads=[{k: v for k, v in c.items() if k != "pinned"} for c in curve],
         pinned=main_point["pinned"],
     )
-    publish(
-        "rose", docs_body(result, curve), result, "rollarc bench rose --json", quick=args.quick, no_docs=args.no_docs
-    )
+    command = shlex.join(["rollarc", "bench", "rose", *argv])  # the trace, the config and the overrides measured
+    publish(args.publish_as, docs_body(result, curve), result, command, quick=args.quick, no_docs=args.no_docs)
     emit_json(result)
     return 0
