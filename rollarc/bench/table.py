@@ -191,11 +191,24 @@ def _rose(d: dict[str, Any]) -> Row:
     rates = [c["requests_per_s"] for c in points]
     if all("lends" in c for c in points):  # the training path's actors: say whether anything was borrowed at all
         lends, borrowed = sum(c["lends"] for c in points), sum(c["borrowed_turns"] for c in points)
+        other = d.get("companions", {}).get("rose_window1800")
+        # the default load point's rate: the top-level keys are that point's
+        rate = (
+            next((c["requests_per_s"] for c in other["loads"] if c["speedup_harvest"] == other["speedup_harvest"]), 0.0)
+            if other
+            else 0.0
+        )
+        heavier = (
+            f"; a heavier window ({rate:.1f} req/s) {times(other['speedup_harvest'])} at "
+            f"{other['slo_attainment_coserving']:.3f} vs {other['slo_attainment_alone']:.3f}"
+            if other
+            else ""
+        )
         return (
             f"on the training path the guard made {lends} lends ({borrowed} borrowed turns) at "
             f"{min(rates):.0f}–{max(rates):.0f} req/s of the Azure trace, SLO TTFT p99 {d['slo']['ttft_p99_ms']:.0f} "
             f"ms; rollouts {times(min(speedups))}–{times(max(speedups))} dedicated-only; attainment "
-            f"{d['slo_attainment_coserving']:.3f} co-serving vs {d['slo_attainment_alone']:.3f} alone "
+            f"{d['slo_attainment_coserving']:.3f} co-serving vs {d['slo_attainment_alone']:.3f} alone{heavier} "
             "([why](docs/rose.md#the-benchmark-rollarc-bench-rose))",
             "`rollarc bench rose --trace …`",
         )
@@ -238,6 +251,10 @@ ROWS: list[tuple[str, str, Callable[[dict[str, Any]], Row]]] = [
 ]
 
 
+# JSON files a row also reads (under ``companions`` of its own), where the row states another run's figure
+COMPANIONS: dict[str, list[str]] = {"rose": ["rose_window1800"]}
+
+
 def source_path(source: str, json_dir: Path) -> Path:
     return json_dir / f"{source}.json"
 
@@ -260,7 +277,12 @@ def render(json_dir: Path) -> str:
             lines.append(f"| {what} | not measured yet | | |")
             continue
         data = json.loads(path.read_text())
-        result, command = row(data)
+        companions = {
+            c: json.loads(p.read_text())
+            for c in COMPANIONS.get(source, [])
+            if (p := source_path(c, json_dir)).is_file()
+        }
+        result, command = row({**data, "companions": companions} if companions else data)
         lines.append(f"| {what} | {result} | {where(data)} | {command} |")
     return "\n".join(lines)
 

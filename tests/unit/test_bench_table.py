@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from rollarc.bench.report_file import REPO_ROOT
-from rollarc.bench.table import END, ROWS, START, main, readme_block, render, source_path, update_readme
+from rollarc.bench.table import COMPANIONS, END, ROWS, START, main, readme_block, render, source_path, update_readme
 
 JSON_DIR = REPO_ROOT / "docs" / "benchmarks"
 README = REPO_ROOT / "README.md"
@@ -52,7 +52,8 @@ def test_readme_headline_table_is_the_one_the_json_files_generate():
 
 def test_every_decimal_figure_in_the_readme_is_a_json_value():
     text = README.read_text()
-    sources = [p for _, s, _ in ROWS if (p := source_path(s, JSON_DIR)).is_file()]
+    names = [s for _, s, _ in ROWS] + [c for s in COMPANIONS.values() for c in s]
+    sources = [p for s in names if (p := source_path(s, JSON_DIR)).is_file()]
     values = json_values(sources)
     figures = re.findall(r"(?<![\w.])[+-]?\d+\.\d+(?:e[+-]?\d+)?", text)
     assert figures, "the README shows no decimal figure at all"
@@ -73,6 +74,21 @@ def test_every_json_file_has_its_block_in_the_benchmarks_page():
     for path in JSON_DIR.glob("*.json"):
         name = path.stem
         assert f"<!-- bench:{name}:start -->" in page and f"<!-- bench:{name}:end -->" in page, name
+
+
+def test_the_rose_row_states_its_companion_windows_figures(tmp_path):
+    """The headline ROSE row also gives the second window's speed-up and attainment, read from its own JSON."""
+    point = {"speedup_harvest": 1.5, "requests_per_s": 2.0, "lends": 1, "borrowed_turns": 10}
+    rose = {"date": "d", "machine": "m", "loads": [point], "slo": {"ttft_p99_ms": 50.0}, "speedup_harvest": 1.5}
+    rose |= {"slo_attainment_coserving": 1.0, "slo_attainment_alone": 1.0}
+    other = {**rose, "loads": [{**point, "requests_per_s": 7.25, "speedup_harvest": 1.875}], "speedup_harvest": 1.875}
+    other |= {"slo_attainment_coserving": 0.981}
+    (tmp_path / "rose.json").write_text(json.dumps(rose))
+    row = next(line for line in render(tmp_path).splitlines() if line.startswith("| ROSE"))
+    assert "heavier window" not in row
+    (tmp_path / "rose_window1800.json").write_text(json.dumps(other))
+    row = next(line for line in render(tmp_path).splitlines() if line.startswith("| ROSE"))
+    assert "a heavier window (7.2 req/s) **1.88×** at 0.981 vs 1.000" in row
 
 
 def test_rows_read_only_their_json(tmp_path):
