@@ -30,11 +30,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from rollarc.bench import machine_load
+from rollarc.bench import machine_load, runs_root
 from rollarc.bench.report_file import add_docs_flag, emit_json, git_commit, markdown_table, publish
 from rollarc.bench.time_to_target import estimate_noise, first_crossing, select_target, speedup, spread, success_curve
 from rollarc.bench.trained_composition import KEYS as COMPOSITION_KEYS
@@ -78,12 +79,23 @@ def modes(steps_k: list[int], monolithic: bool = True) -> list[tuple[str, list[s
     return out
 
 
-def run_mode(config_path: str, overrides: list[str], label: str, runs: Path) -> dict[str, Any]:
+def run_mode(
+    config_path: str, overrides: list[str], label: str, runs: Path, meta: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """Train one run into ``runs/label`` and read its figures; a run already finished there (an earlier
+    invocation with the same ``--runs`` root, see runs_root.py) is read, not trained again."""
     home = runs / label  # one folder per run: labels may prefix each other (sync, sync_s1)
+    if runs_root.finished(home):
+        print(f"   reusing the finished run in {home}", flush=True)
+        return read_run(home)
+    if runs_root.discard_unfinished(home):
+        print(f"   discarded the unfinished run in {home}: it trains again from the start", flush=True)
     cfg = load_train_config(config_path, [*overrides, f"name={label}", f"run.dir={home}", "run.progress=false"])
     code = run_training(cfg)
     if code != 0:
         raise RuntimeError(f"mode {label} failed with exit code {code}")
+    if meta is not None:
+        runs_root.record(runs, meta, label, machine_load.summary())
     return read_run(home)
 
 
@@ -108,8 +120,8 @@ def read_run(home: Path) -> dict[str, Any]:
     }
 
 
-# Written into a ``--runs`` root by a measured run: its commit and machine load, for ``--from-runs``.
-META_FILE = "bench_meta.json"
+# Written into a ``--runs`` root by a measured run: its commit, overrides and machine load (runs_root.py).
+META_FILE = runs_root.META_FILE
 
 # Runs per mode: two seeds could not separate an effect of k from run-to-run noise (docs/async.md#measured);
 # three give a median that one bad seed cannot decide.
@@ -200,10 +212,14 @@ def main(argv: list[str]) -> int:
         overrides.append(f"model.path={policy}")
         base = load_train_config(args.config, overrides)
         runs = Path(args.runs) if args.runs else Path(tempfile.mkdtemp(prefix="rollarc-bench-async-"))
-        results, curves = train_runs(args, overrides, ks, seeds, base.seed, runs)
-        meta = {"commit": git_commit(), "machine_load": machine_load.summary()}
-        _atomic_json(runs / META_FILE, meta)  # so a later --from-runs publishes this run's own record
-        command = "rollarc bench async"
+        try:
+            meta = runs_root.open_root(runs, git_commit(), overrides)
+        except runs_root.RootMismatch as err:
+            parser.error(str(err))
+        runs_root.record(runs, meta, None, machine_load.summary())  # so a later --from-runs has this record
+        results, curves = train_runs(args, overrides, ks, seeds, base.seed, runs, meta)
+        runs_root.record(runs, meta, None, machine_load.summary())
+        command = shlex.join(["rollarc", "bench", "async", *argv])
     to_target = time_to_target(results["sync"]["success_before"], curves, args.target_fraction)
     episodes = base.train.eval_episodes
     noise = estimate_noise(results["sync"]["success_before"], episodes)
@@ -299,19 +315,27 @@ def main(argv: list[str]) -> int:
             for i, curve in enumerate(runs_of)
         ],
     )
-    publish("async", body, result, command, quick=args.quick, no_docs=args.no_docs, meta=meta)
+    published = {key: meta[key] for key in ("commit", "machine_load", "sessions") if key in meta}
+    publish("async", body, result, command, quick=args.quick, no_docs=args.no_docs, meta=published)
     emit_json(result)
     return 0
 
 
 def train_runs(
-    args: argparse.Namespace, overrides: list[str], ks: list[int], seeds: int, seed0: int, runs: Path
+    args: argparse.Namespace,
+    overrides: list[str],
+    ks: list[int],
+    seeds: int,
+    seed0: int,
+    runs: Path,
+    meta: dict[str, Any] | None = None,
 ) -> tuple[dict[str, dict[str, Any]], dict[str, list[Any]]]:
-    """Train every mode (first seed), then sync, k=1 and k=2 again for the other seeds."""
+    """Train every mode (first seed), then sync, k=1 and k=2 again for the other seeds; runs already
+    finished under ``runs`` are reused."""
     results: dict[str, dict[str, Any]] = {}
     for label, mode_overrides in modes(ks, args.monolithic):
         print(f"== {label}", flush=True)
-        results[label] = run_mode(args.config, [*overrides, *mode_overrides], label, runs)
+        results[label] = run_mode(args.config, [*overrides, *mode_overrides], label, runs, meta)
         r = results[label]
         print(
             f"   {r['rl_wall_s']:.1f} s, {r['trajectories_per_s']:.2f} traj/s, success {r['success']:.3f}, "
@@ -324,7 +348,7 @@ def train_runs(
             if label in curves:
                 print(f"== {label}, seed {seed0 + seed}", flush=True)
                 run = run_mode(
-                    args.config, [*overrides, *mode_overrides, f"seed={seed0 + seed}"], f"{label}_s{seed}", runs
+                    args.config, [*overrides, *mode_overrides, f"seed={seed0 + seed}"], f"{label}_s{seed}", runs, meta
                 )
                 curves[label].append(run["curve"])
     return results, curves
@@ -346,12 +370,6 @@ def reread_runs(runs: Path, ks: list[int]) -> tuple[dict[str, dict[str, Any]], d
 def curve_modes(ks: list[int]) -> list[str]:
     """The modes run over several seeds for time to target."""
     return ["sync", *(f"async_k{k}" for k in ks if k in (1, 2))]
-
-
-def _atomic_json(path: Path, value: dict[str, Any]) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(value, indent=1))
-    tmp.replace(path)
 
 
 def _or_nan(value: float | None) -> float:
