@@ -256,7 +256,20 @@ class CoServingExecutor:
     def poll(self) -> PollResult:
         """One iteration: admit arrivals, one serving step, then at most one guarded rollout step."""
         result = PollResult()
-        now = self.clock()
+        self._admit_arrivals(self.clock())
+        if self.serving is not None and self.serving.has_unfinished():
+            result.served = self._serving_step()
+            result.worked = True
+        if self.rollout is not None and (self._running or self._queued):
+            # what arrived during the serving step is waiting now: the guard must see it, and how long it waited
+            self._admit_arrivals(self.clock())
+            self._enforce_memory()
+            result.turns = self._rollout_step()
+            result.worked = result.worked or bool(result.turns) or self._stepped
+        return result
+
+    def _admit_arrivals(self, now: float) -> None:
+        """Hand every serving request that has arrived by ``now`` to the serving engine (it waits there)."""
         while self.serving is not None and self._arrivals and self._arrivals[0].arrival_s <= now:
             request = self._arrivals.popleft()
             self.serving.add_request(
@@ -267,14 +280,6 @@ class CoServingExecutor:
             self._serving[request.request_id] = request
             self._recent_prompts.append(len(request.prompt_ids))
             self.counters["serving_requests"] += 1
-        if self.serving is not None and self.serving.has_unfinished():
-            result.served = self._serving_step()
-            result.worked = True
-        if self.rollout is not None and (self._running or self._queued):
-            self._enforce_memory()
-            result.turns = self._rollout_step()
-            result.worked = result.worked or bool(result.turns) or self._stepped
-        return result
 
     def _serving_step(self) -> list[RequestTiming]:
         assert self.serving is not None

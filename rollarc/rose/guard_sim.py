@@ -11,7 +11,9 @@ step (or when serving is idle) one rollout step runs, of ``rollout_batch`` decod
 - **guard off**: the whole batch, always.
 
 A request that arrives during a rollout step waits for its end, and a running request's next token waits for
-it too: the delays the guard exists to bound. Deterministic: one trace gives one set of timings.
+it too: the delays the guard exists to bound. A request that arrived during the serving step just before is
+waiting when the guard decides, with the time it has waited, as in the executor. Deterministic: one trace
+gives one set of timings.
 """
 
 from __future__ import annotations
@@ -97,12 +99,11 @@ class CoServingSim:
         rollout_tokens = pauses = shrunk = 0
         longest_prompt = 0
         while arrivals or waiting or running:
-            while arrivals and arrivals[0].arrival_s <= now:
-                request = arrivals.popleft()
-                waiting.append(request)
-                longest_prompt = max(longest_prompt, request.prompt_tokens)
+            longest_prompt = max(longest_prompt, _arrive(arrivals, waiting, now))
             if waiting or running:
                 now = self._serving_step(now, waiting, running, timings)
+            # what arrived during the serving step waits too: the guard must see it (and how long it has waited)
+            longest_prompt = max(longest_prompt, _arrive(arrivals, waiting, now))
             batch = self._rollout_batch(now, waiting, running, longest_prompt) if self.rollout_batch else 0
             if self.rollout_batch and batch == 0:
                 pauses += 1
@@ -164,3 +165,13 @@ class CoServingSim:
                 break
             best = batch
         return best
+
+
+def _arrive(arrivals: deque[TraceRequest], waiting: deque[TraceRequest], now: float) -> int:
+    """Move every request that has arrived by ``now`` to ``waiting``; the longest prompt among them (0 if none)."""
+    longest = 0
+    while arrivals and arrivals[0].arrival_s <= now:
+        request = arrivals.popleft()
+        waiting.append(request)
+        longest = max(longest, request.prompt_tokens)
+    return longest

@@ -360,3 +360,44 @@ def test_a_batch_the_guard_refuses_whole_decodes_what_it_admits_and_preempts_the
     done = _drain(ex)
     assert sorted(t.turn_id for t in done) == ["t0.0", "t1.0", "t2.0"]
     assert all(len(t.output_ids) == 8 and len(t.logprobs) == 8 for t in done)
+
+
+class _SlowEngine(LLMEngine):
+    """An engine whose every step takes ``seconds`` on the test's clock (the executor's clock)."""
+
+    def __init__(self, seed: int, clock: Clock, seconds: float) -> None:
+        model, _ = nano_policy(seed)
+        super().__init__(model, EngineConfig(max_num_seqs=8, prefix_cache_tokens=4096, seed=seed))
+        self.clock, self.seconds = clock, seconds
+
+    def step(self):  # type: ignore[no-untyped-def]
+        self.clock.t += self.seconds
+        return super().step()
+
+
+def test_a_request_that_arrives_during_the_serving_step_is_waiting_when_the_guard_decides() -> None:
+    """Regression: arrivals were handed to serving only at the start of a poll, so one that arrived during the
+    serving step was invisible to the guard, which then admitted a rollout step that request had to wait for on
+    top of the time it had already waited."""
+    clock = Clock()
+    ex = CoServingExecutor(
+        _SlowEngine(1, clock, 0.030),  # every serving step takes 30 ms
+        _engine(2),
+        SLOConfig(ttft_p99_ms=50.0, tpot_p99_ms=1000.0),  # a TTFT budget of 40 ms with the 0.2 margin
+        margin=0.2,
+        clock=clock,
+    )
+    ex.serving_model = FixedModel(0.004, 0.0)
+    ex.rollout_model = FixedModel(0.002, 0.0)
+    turns = _turns(8, max_tokens=30)
+    for t in turns:
+        ex.submit_turn(t)
+    ex.poll()  # serving idle: all 8 turns run
+    assert len(ex.rollout.scheduler.running) == 8
+    a, b = random_prompts([4, 4], seed=11)
+    ex.submit_serving(ServingRequest("a", 0.001, a, 4))
+    ex.submit_serving(ServingRequest("b", 0.010, b, 4))  # arrives while serving prefills "a"
+    clock.t = 0.001
+    ex.poll()  # serving step to 31 ms; then "b" has waited 21 ms: 21 + 2 k (rollout) + 8 (serving) <= 40 ms
+    assert [r.request_id for r in ex.serving.scheduler.waiting] == ["b"]
+    assert ex.counters["preempted_for_slo"] == 3 and len(ex.rollout.scheduler.running) == 5

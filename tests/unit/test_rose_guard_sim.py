@@ -38,8 +38,9 @@ def test_without_the_guard_attainment_falls_below_serving_alone() -> None:
         )
     for alone_att, guarded_att, unguarded_att, pauses, guarded_tokens, unguarded_tokens in rows:
         assert alone_att >= 0.97  # 1.5 x its own p99: serving alone mostly meets it
-        # close to alone, not equal: the guard budgets an arrival at a rollout step's start, so a request that
-        # arrives during the serving step before it waits for both (at most 1 of the 62 requests per load here)
+        # close to alone, not equal: the guard budgets one arrival of the longest prompt seen so far, so two
+        # that arrive during one rollout step, with more prompt tokens together, can still miss (1 of the 62
+        # requests at two of the loads here; budgeting the busiest past burst instead missed the same ones)
         assert alone_att - 0.02 <= guarded_att <= alone_att
         assert unguarded_att < alone_att - 0.5  # without it, rollout steps break most requests' SLO
         assert pauses > 0 and 0 < guarded_tokens < unguarded_tokens  # the guard acts, and still lends some time
