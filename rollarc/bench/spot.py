@@ -15,6 +15,10 @@
 2. **SP recovery**: an elastic Ulysses group of ``--sp`` gloo processes loses a member; the time to the
    next successful forward pass by elastic regroup (survivors keep their weights) against a cold restart
    (new processes that load the weights from disk and form a new group).
+2b. **SP recovery inside a training run** (``rollarc.bench.spot_train``, ``--train-config``, default
+   ``configs/t2i_spot_sp.yaml``): the regroups and cold starts of the explorers' SP groups as ``rollarc train``
+   timed them under the config's preemption trace; ``recovery_speedup_training`` is their medians' ratio.
+   ``--train-config ''`` skips it; ``--quick`` runs it with a tiny model for a few steps.
 3. **Cost**: exploration on spot nodes under the low rate against on-demand exploration, for the roles
    of ``--config``; spot and on-demand prices of ``--price-kind`` from the hardware catalogue. The spot
    run is slowed by the pull scheduler's measured makespan ratio at the low rate (with no notice, the
@@ -37,6 +41,7 @@ import torch
 
 from rollarc.bench.report_file import add_docs_flag, emit_json, markdown_table, publish
 from rollarc.bench.spot_ray import pull_vs_push_measured
+from rollarc.bench.spot_train import train_and_time_recovery
 from rollarc.cluster.catalogue import load_catalogue
 from rollarc.diffusion.config import load_t2i_config
 from rollarc.diffusion.model import build_policy
@@ -139,6 +144,48 @@ def _row(name: str, pull: FleetResult, push: FleetResult, step_s: float) -> list
     ]
 
 
+# --quick: the training run of part 2b on a tiny DiT for a few steps (what the code path needs, not a figure)
+QUICK_TRAIN = [
+    "pretrain.steps=2",
+    "pretrain.batch_size=8",
+    "model.width=16",
+    "model.layers=1",
+    "model.heads=2",
+    "train.steps=2",
+    "train.prompts_per_step=2",
+    "train.group_size=2",
+    "train.sample_steps=2",
+    "train.eval_steps=3",
+    "train.eval_every=1",
+    "train.eval_prompts=2",
+    "explore.candidates=4",
+    "cluster.pools.spot.count=1",
+    "spot.replacement_s=0.0",
+]
+
+
+def quick_training(tmp: Path) -> list[str]:
+    """Overrides of part 2b's run for ``--quick``: a tiny DiT, and one noticed preemption at once, so that a
+    two-step run regroups at least once."""
+    trace = tmp / "trace.yaml"
+    trace.write_text("preemptions:\n  - {at_s: 0.0, slot: 0, notice_s: 1.0}\n")
+    return [*QUICK_TRAIN, f"pretrain.checkpoint={tmp / 'base'}", f"spot.trace={trace}", "spot.target=slot"]
+
+
+def _training_sentence(in_training: dict[str, Any] | None, config: str) -> str:
+    if in_training is None:
+        return ""
+    regroups, colds = in_training["regroup_s"], in_training["cold_start_s"]
+    ratio = in_training["recovery_speedup"]
+    return (
+        f"Inside `rollarc train {config}` (SP degree {in_training['sp_degree']}, {in_training['preemptions']} "
+        f"preemptions): {len(regroups)} regroups ({', '.join(f'{s:.3f}' for s in regroups) or 'none'} s) against "
+        f"{len(colds)} cold starts of an SP group ({', '.join(f'{s:.2f}' for s in colds) or 'none'} s): "
+        f"{'no ratio (a regroup or a cold start is missing)' if ratio is None else f'{ratio:.1f}× (medians)'}; "
+        f"lost {in_training['lost_jobs']}, duplicated {in_training['duplicate_jobs']} jobs. "
+    )
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="rollarc bench spot", description=__doc__.split("\n")[0])
     parser.add_argument("--config", default="configs/t2i_spot.yaml", help="t2i config: model size, roles, pools")
@@ -159,6 +206,11 @@ def main(argv: list[str]) -> int:
     parser.add_argument(
         "--cluster-step-s", type=float, default=0.5, help="assumed seconds per denoising step of a job at cluster scale"
     )
+    parser.add_argument(
+        "--train-config",
+        default="configs/t2i_spot_sp.yaml",
+        help="t2i spot config with cluster.sp_degree > 1 whose training run times SP recovery ('' skips it)",
+    )
     parser.add_argument("--json", action="store_true", help="(the JSON line is always printed last)")
     add_docs_flag(parser)
     args = parser.parse_args(argv)
@@ -174,6 +226,12 @@ def main(argv: list[str]) -> int:
         sp = sp_recovery(2 if args.quick else args.sp, mc.width, mc.layers, mc.heads, Path(tmp))
     with tempfile.TemporaryDirectory(prefix="rollarc-bench-spot-ray-") as tmp:
         measured = pull_vs_push_measured(cfg, Path(tmp), 16 if args.quick else args.ray_jobs, args.ray_steps)
+    in_training = None
+    if args.train_config:
+        with tempfile.TemporaryDirectory(prefix="rollarc-bench-spot-train-") as tmp:
+            in_training = train_and_time_recovery(
+                args.train_config, Path(tmp) / "runs", quick_training(Path(tmp)) if args.quick else []
+            )
     slowdown = runs["low_no_notice"]["pull"].ticks / runs["none"]["pull"].ticks
     cat = load_catalogue(CATALOGUE)
     on_demand, spot = cat.price_per_hour(args.price_kind), cat.price_per_hour(args.price_kind, spot=True)
@@ -191,6 +249,8 @@ def main(argv: list[str]) -> int:
         "recovery_s_elastic": sp["elastic"],
         "recovery_s_cold": sp["cold"],
         "recovery_speedup": sp["cold"] / sp["elastic"],
+        "recovery_speedup_training": None if in_training is None else in_training["recovery_speedup"],
+        "recovery_in_training": in_training,
         "cost_ratio_spot_vs_ondemand": cost_on_demand / cost_spot,
         "time_ratio_spot_vs_ondemand": slowdown,
         "sp_degree_after_loss": int(sp["degree_after_loss"]),
@@ -232,6 +292,7 @@ def main(argv: list[str]) -> int:
         f"the tick model's prediction."
         f"\n\nSP recovery after losing one of {2 if args.quick else args.sp}: elastic regroup "
         f"{sp['elastic']:.3f} s, cold restart {sp['cold']:.3f} s ({result['recovery_speedup']:.1f}×). "
+        f"{_training_sentence(in_training, args.train_config)}"
         f"Spot vs on-demand exploration cost ratio {result['cost_ratio_spot_vs_ondemand']:.2f}× "
         f"(run slowed {slowdown:.3f}× at the low rate)."
     )

@@ -33,6 +33,7 @@ class SPPolicy(T2IPolicy):
     def __init__(self, policy: T2IPolicy, policy_dir: str | Path, degree: int, threads: int):
         super().__init__(policy.transformer, policy.encoder)
         self._workdir = tempfile.TemporaryDirectory(prefix="rollarc-sp-")
+        t0 = time.perf_counter()
         self.group = ElasticSPGroup(degree, policy_dir, self._workdir.name, threads)
         self.regroups = 0
         self.joins = 0
@@ -40,6 +41,9 @@ class SPPolicy(T2IPolicy):
         if self.group.form() != degree:
             self.group.close()
             raise ValueError(f"SP degree {degree} does not divide the DiT's heads and tokens")
+        # what a cold restart costs on this machine, measured where it happens: new member processes that
+        # load the weights from disk and form a group (the baseline a regroup is compared with)
+        self.cold_start_s = time.perf_counter() - t0
 
     @property
     def degree(self) -> int:

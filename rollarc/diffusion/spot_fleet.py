@@ -29,6 +29,7 @@ from a peer.
 
 from __future__ import annotations
 
+import statistics
 import threading
 import time
 from dataclasses import dataclass, field
@@ -57,6 +58,13 @@ HEAD_RESOURCE = "spot_head"
 POLL_S = 0.05
 
 
+def recovery_speedup(cold_s: list[float], regroup_s: list[float]) -> float | None:
+    """Median cold start over median regroup, both measured in this run (``None`` until both happened)."""
+    if not cold_s or not regroup_s:
+        return None
+    return statistics.median(cold_s) / max(statistics.median(regroup_s), 1e-9)
+
+
 @ray.remote
 class SpotQueue:
     def __init__(self, lease_s: float):
@@ -67,6 +75,7 @@ class SpotQueue:
         self.closed = False
         self.sp_orders: dict[str, list[str]] = {}
         self.sp_done: list[tuple[str, str, int, float]] = []  # (worker, order, degree after it, seconds)
+        self.sp_cold: list[tuple[str, float]] = []  # (worker, seconds its SP group took to start cold)
 
     def submit(self, jobs: list[JobSpec]) -> None:
         for job in jobs:
@@ -109,6 +118,10 @@ class SpotQueue:
     def sp_done_by(self, worker: str, order: str, degree: int, seconds: float) -> None:
         self.sp_done.append((worker, order, degree, seconds))
 
+    def sp_cold_start_by(self, worker: str, seconds: float) -> None:
+        """A worker's SP group started cold (new processes, weights from disk): the regroup's baseline."""
+        self.sp_cold.append((worker, seconds))
+
     def put_weights(self, version: int, base: int | None, wrapped_refs: list[Any]) -> None:
         """Keep the references (wrapped in a list so Ray does not resolve them) of one weight version's update
         from ``base`` (None: the update is itself a full copy) and of its full copy."""
@@ -150,6 +163,10 @@ class SpotQueue:
             "sp_joins": sum(1 for _, order, _, _ in self.sp_done if order == "grow"),
             "sp_regroup_s": [round(sec, 4) for _, order, _, sec in self.sp_done if order == "shrink"],
             "sp_degrees_after": [degree for _, _, degree, _ in self.sp_done],
+            "sp_cold_start_s": [round(sec, 4) for _, sec in self.sp_cold],
+            "sp_recovery_speedup": recovery_speedup(
+                [sec for _, sec in self.sp_cold], [sec for _, order, _, sec in self.sp_done if order == "shrink"]
+            ),
             "sync_bytes": sum(nbytes for _, _, nbytes, _ in self.synced),
             "sync_full_copies": sum(1 for _, _, _, full in self.synced if full),
             "syncs": len(self.synced),
@@ -189,6 +206,8 @@ class SpotExplorer:
         (docs/spot.md#rollarc-bench-spot). A notice then reaches the worker up to that many steps later, so
         ``heartbeat_every`` steps must stay well inside the notice and the lease (``spot.lease_s``).
         """
+        if isinstance(self.policy, SPPolicy):
+            ray.get(queue.sp_cold_start_by.remote(self.name, self.policy.cold_start_s))
         while True:
             self._obey_sp_orders(queue, between_jobs=True)
             lease = ray.get(queue.pull.remote(self.name))

@@ -31,6 +31,12 @@ def test_a_notice_regroups_the_explorers_sp_group_during_training(tmp_path):
     spot = json.loads((run_dir / "summary.json").read_text())["spot"]
     assert rows[-1]["spot_sp_regroups"] == spot["sp_regroups"] == 1
     assert spot["sp_degrees_after"][0] == 1  # two members minus the noticed one: the survivor alone
+    # the regroup's baseline, timed in the same run: the one explorer's SP group started cold (processes,
+    # weights from disk; the noticed member rejoins from a peer, not cold); the ratio is the run's own
+    (cold,) = spot["sp_cold_start_s"]
+    (regroup,) = spot["sp_regroup_s"]
+    assert cold > 0 and regroup > 0
+    assert spot["sp_recovery_speedup"] == pytest.approx(cold / regroup, rel=1e-2)  # the lists are rounded
     assert spot["sp_joins"] in (0, 1)  # the rejoin is ordered at the next fleet call; the run may end first
     assert spot["sp_degrees_after"][1:] == [2] * spot["sp_joins"]
     assert (spot["lost_jobs"], spot["duplicate_jobs"]) == (0, 0)
