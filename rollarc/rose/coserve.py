@@ -202,7 +202,9 @@ class CoServingExecutor:
         step against an SLO derived from serving alone, no rollout step ever runs, and so the model never learns
         (the replica is never lent). The steps span the shapes the guard asks about: prefills of up to
         ``prompt_tokens`` (each engine's own limit permitting) and decode batches of 1 up to ``max_num_seqs``.
-        Greedy requests: no sampling generator is drawn from. Returns the steps measured per engine.
+        Greedy requests: no sampling generator is drawn from. Returns the steps measured per engine. The guard's
+        arrival budget starts at ``prompt_tokens`` (the longest prompt serving may send) until serving's own
+        prompts replace it.
         """
         if self._serving or self._arrivals or self._running or self._queued:
             raise ValueError(f"{self.name}: calibrate before any serving request or rollout turn is submitted")
@@ -212,6 +214,11 @@ class CoServingExecutor:
             ("rollout", self.rollout, self.rollout_model),
         ):
             steps[role] = 0 if engine is None else self._calibrate(engine, model, prompt_tokens)
+        if self.serving is not None:
+            # until serving's own prompts are seen, budget an arrival for the longest prompt it may send: with an
+            # empty history the guard budgeted no prefill at all, so the first long prompts met rollout steps
+            # sized as if none would come
+            self._recent_prompts.append(max(1, min(prompt_tokens, self.serving.max_model_len - 1)))
         return steps
 
     def _calibrate(self, engine: LLMEngine, model: StepLatencyModel, prompt_tokens: int) -> int:

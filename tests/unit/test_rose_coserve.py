@@ -290,6 +290,13 @@ def test_a_cold_rollout_model_refuses_every_step_and_calibration_lends_the_idle_
     # idle serving: a rollout step of 1 ms plus an arriving request's 1 ms prefill fit 48 ms at any batch
     assert ex.capacity(limit=8) == 8
     assert ex.rollout_model.samples == 24 and ex.counters["rollout_steps"] == 0  # calibration is not rollout work
+    # regression: before any serving request the arrival budget was 0 prompt tokens (none budgeted for the first
+    # long prompts); it starts at the longest prompt serving may send, and serving's own prompts replace it
+    assert ex.serving_state(clock()).arrival_prefill_tokens == 64
+    for i in range(64):
+        ex.submit_serving(ServingRequest(f"s{i}", 0.0, [1, 2, 3], 1))
+    ex.poll()
+    assert ex.serving_state(clock()).arrival_prefill_tokens == 3
 
 
 def test_calibration_draws_no_sampling_randomness_and_refuses_a_busy_executor() -> None:
