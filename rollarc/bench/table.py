@@ -180,9 +180,15 @@ def _spot(d: dict[str, Any]) -> Row:
     return (
         f"{d['lost_jobs']} lost and {d['duplicate_jobs']} duplicated jobs under preemption; {measured}pull vs push at "
         f"the high preemption rate {times(modelled)} (prediction of the fleet model); elastic SP "
-        f"regroup {d['recovery_s_elastic']:.3f} s vs {d['recovery_s_cold']:.1f} s cold restart",
+        f"regroup {d['recovery_s_elastic']:.3f} s vs {d['recovery_s_cold']:.1f} s cold restart"
+        + _in_training(d.get("recovery_speedup_training")),
         "`rollarc bench spot`",
     )
+
+
+def _in_training(ratio: float | None) -> str:
+    """The SP recovery speed-up a training run timed (bench spot part 2b), when the JSON has one."""
+    return "" if ratio is None else f"; inside a training run {times(ratio)}"
 
 
 def _rose(d: dict[str, Any]) -> Row:

@@ -178,3 +178,19 @@ def test_rose_row_says_when_nothing_was_borrowed():
     row = _rose(d)[0]
     assert "the guard made 0 lends (0 borrowed turns) at 1–75 req/s" in row
     assert "**0.80×**–**1.13×** dedicated-only" in row and "faster" not in row
+
+
+def test_spot_row_states_the_recovery_timed_in_training_when_measured():
+    from rollarc.bench.table import _spot
+
+    d = {
+        "lost_jobs": 0,
+        "duplicate_jobs": 0,
+        "throughput_ratio_pull_vs_push": 0.89,
+        "throughput_ratio_pull_vs_push_high_modelled": 1.17,
+        "recovery_s_elastic": 0.053,
+        "recovery_s_cold": 4.5,
+    }
+    assert "inside a training run" not in _spot(d)[0]  # a JSON from before part 2b: nothing made up
+    d["recovery_speedup_training"] = 61.25
+    assert _spot(d)[0].endswith("; inside a training run **61.25×**")
