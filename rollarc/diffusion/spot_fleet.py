@@ -473,6 +473,9 @@ class SpotFleet:
             ray.get(self.queue.notice.remote(target.name))
             self._event(f"notice ({notice_s:g} s)", target.name)
             self.stop.wait(notice_s)
+        # a spot VM takes its processes with it: kill the worker now, or it may outlive its removed node for a
+        # moment and finish the job it holds (a push job would then never be lost; a pull lease never expire)
+        ray.kill(target.worker, no_restart=True)
         self.cluster.remove_node(target.node, allow_graceful=False)
         target.down_at = time.monotonic()
         self.log.node_seconds[target.name] = target.down_at - target.up_at
