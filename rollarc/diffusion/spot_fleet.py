@@ -13,7 +13,8 @@ pool's real nodes and the cloud's notice takes the injector's place.
   full copy; either way from memory rather than from disk, and the bytes are counted (``sync_bytes``,
   ``sync_full_copies``).
 - :class:`SpotExplorer` pulls a job (a prompt's candidate seeds), samples it one denoising step at a
-  time, heartbeats every ``heartbeat_every`` steps, commits its in-flight latent on a NOTICE, and hands in the rewards.
+  time, heartbeats every ``heartbeat_every`` steps, commits its in-flight latent on a NOTICE, and hands in the rewards
+  and takes its next lease in one round trip (``complete_and_pull``).
 - :class:`SpotFleet` (driver side) starts one worker per spot slot, runs the injector's schedule in a
   thread (notice → node removal ``notice_s`` later → replacement at least ``replacement_s`` after that,
   started on the driver's main thread), and counts node-seconds per worker for the cost.
@@ -92,6 +93,16 @@ class SpotQueue:
 
     def commit(self, job_id: int, token: int, state: InFlight, step: int) -> bool:
         return self.queue.commit(job_id, token, state, step)
+
+    def complete_and_pull(
+        self, job_id: int, token: int, result: dict[str, Any], worker: str
+    ) -> tuple[Lease | None, list[str]]:
+        """``complete``, then ``worker``'s SP orders, then ``pull``, in one round trip (a pull worker's between
+        jobs). No lease when an order is a grow: a joiner can take longer than a lease, so the worker grows
+        first and pulls after."""
+        self.complete(job_id, token, result)
+        orders = self.take_sp_orders(worker, True)
+        return (None if "grow" in orders else self.pull(worker)), orders
 
     def notice(self, worker: str) -> None:
         self.queue.notice(worker)
@@ -208,14 +219,16 @@ class SpotExplorer:
         """
         if isinstance(self.policy, SPPolicy):
             ray.get(queue.sp_cold_start_by.remote(self.name, self.policy.cold_start_s))
+        lease: Any = None  # the next job's Lease, or None (pull one)
         while True:
-            self._obey_sp_orders(queue, between_jobs=True)
-            lease = ray.get(queue.pull.remote(self.name))
             if lease is None:
-                if ray.get(queue.is_closed.remote()):
-                    return "closed"
-                time.sleep(POLL_S)
-                continue
+                self._obey_sp_orders(queue, between_jobs=True)
+                lease = ray.get(queue.pull.remote(self.name))
+                if lease is None:
+                    if ray.get(queue.is_closed.remote()):
+                        return "closed"
+                    time.sleep(POLL_S)
+                    continue
             self._use_version(queue, lease.job.version)
             job = lease.job
             state = lease.progress
@@ -237,10 +250,13 @@ class SpotExplorer:
                 ray.get(queue.commit.remote(job.job_id, lease.token, state, state.step))
                 return "noticed"
             if beat is Beat.LOST:
+                lease = None
                 continue
             rewards = score(self.table, state.prompts, to_images(state.x))
             result = {"rewards": rewards, "version": job.version, "images": len(rewards), "worker": self.name}
-            ray.get(queue.complete.remote(job.job_id, lease.token, result))
+            # one round trip between jobs: the result handed in, the next lease and any SP orders back
+            lease, orders = ray.get(queue.complete_and_pull.remote(job.job_id, lease.token, result, self.name))
+            self._apply_sp_orders(queue, orders)
 
     def ready(self) -> str:
         """Answers once the worker has loaded its DiT (a benchmark starts its clock after that)."""
@@ -266,7 +282,13 @@ class SpotExplorer:
         """
         if not isinstance(self.policy, SPPolicy):
             return
-        for order in ray.get(queue.take_sp_orders.remote(self.name, between_jobs)):
+        self._apply_sp_orders(queue, ray.get(queue.take_sp_orders.remote(self.name, between_jobs)))
+
+    def _apply_sp_orders(self, queue: Any, orders: list[str]) -> None:
+        """Carry out SP orders already taken from the queue, reporting each one's seconds."""
+        if not orders or not isinstance(self.policy, SPPolicy):
+            return
+        for order in orders:
             seconds = self.policy.shrink() if order == "shrink" else self.policy.grow()
             ray.get(queue.sp_done_by.remote(self.name, order, self.policy.degree, seconds))
 
