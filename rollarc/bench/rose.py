@@ -168,6 +168,9 @@ def one_load(
         "pauses": serve_counters["pauses"],
         "borrowed_rollout_steps": serve_counters["rollout_steps"],
         "rollout_overruns": serve_counters["rollout_overruns"],  # steps > 1.5x their prediction (+2 ms)
+        # engine time of the borrowed rollout steps, and the replica's loop time after them (fed to the guard's model)
+        "rollout_ms": serve_counters["rollout_ms"],
+        "loop_gap_ms": serve_counters["loop_gap_ms"],
         "withdrawals": harvest.lending["withdrawals"],
         "lends": harvest.lending["lends"],
         "guard_actions": guard_actions,

@@ -90,6 +90,7 @@ class CoServingExecutor:
             "rollout_steps": 0,
             "rollout_tokens": 0,
             "rollout_ms": 0,
+            "loop_gap_ms": 0,  # time between a rollout step and the next poll (the caller's loop), fed to the model
             "rollout_overruns": 0,
             "turns_done": 0,
             "pauses": 0,
@@ -263,6 +264,7 @@ class CoServingExecutor:
     def poll(self) -> PollResult:
         """One iteration: admit arrivals, one serving step, then at most one guarded rollout step."""
         result = PollResult()
+        self._observe_rollout(self.clock())
         self._admit_arrivals(self.clock())
         if self.serving is not None and self.serving.has_unfinished():
             result.served = self._serving_step()
@@ -375,6 +377,23 @@ class CoServingExecutor:
 
     _stepped = False
     _paused = False
+    _last_rollout: tuple[StepShape, float, float] | None = None  # (shape, seconds, when it ended)
+
+    def _observe_rollout(self, now: float) -> None:
+        """Feed the rollout model the last rollout step's time *plus* the time until this poll.
+
+        Serving waits for both: between two polls the replica's event loop answers the router (turns submitted,
+        finished turns handed back, their timeline spans), work that exists because rollout runs here and that
+        the engine step's own clock does not see. A serving request that arrives then waits for it, so the guard
+        must budget it as part of the step (``loop_gap_ms`` counts it).
+        """
+        if self._last_rollout is None:
+            return
+        shape, elapsed, ended = self._last_rollout
+        self._last_rollout = None
+        gap = max(0.0, now - ended)
+        self.rollout_model.observe(shape, elapsed + gap)
+        self.counters["loop_gap_ms"] += round(1000 * gap)
 
     def _rollout_step(self) -> list[Turn]:
         assert self.rollout is not None
@@ -443,7 +462,7 @@ class CoServingExecutor:
             context_tokens=context,
         )
         predicted = self.rollout_model.predict(best)
-        self.rollout_model.observe(shape, elapsed)
+        self._last_rollout = (shape, elapsed, self.clock())  # observed at the next poll, with what came between
         self.counters["rollout_steps"] += 1
         self.counters["rollout_ms"] += round(1000 * elapsed)
         self.counters["rollout_overruns"] += elapsed > 1.5 * predicted + 0.002  # the guard's blind spot

@@ -45,6 +45,7 @@ COUNTED = (
     "withdrawn",
     "turns_done",
     "rollout_overruns",
+    "loop_gap_ms",
     "migrated",
     "migrated_kept",
     "migrated_kept_tokens",

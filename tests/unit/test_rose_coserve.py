@@ -408,3 +408,34 @@ def test_a_request_that_arrives_during_the_serving_step_is_waiting_when_the_guar
     ex.poll()  # serving step to 31 ms; then "b" has waited 21 ms: 21 + 2 k (rollout) + 8 (serving) <= 40 ms
     assert [r.request_id for r in ex.serving.scheduler.waiting] == ["b"]
     assert ex.counters["preempted_for_slo"] == 3 and len(ex.rollout.scheduler.running) == 5
+
+
+class _RecordingModel(FixedModel):
+    """A fixed model that also keeps every observation it is fed."""
+
+    def __init__(self, per_decode: float, per_token: float) -> None:
+        super().__init__(per_decode, per_token)
+        self.seen: list[tuple[StepShape, float]] = []
+
+    def observe(self, shape: StepShape, seconds: float) -> None:
+        self.seen.append((shape, seconds))
+
+
+def test_the_rollout_model_is_fed_the_step_and_the_loop_time_after_it() -> None:
+    """Regression: the model saw only the engine step, not the replica's loop time that follows it (answering the
+    router), which a serving request arriving then waits for too."""
+    ex = _executor()
+    model = _RecordingModel(0.002, 0.0)
+    ex.rollout_model = model
+    for t in _turns(2, max_tokens=8):
+        ex.submit_turn(t)
+    clock = ex.clock
+    assert isinstance(clock, Clock)
+    ex.poll()  # one rollout step; the fake clock does not move during it: its engine time is 0
+    assert model.seen == []  # observed at the next poll, with what came between
+    clock.t += 0.007  # the caller's loop: 7 ms before it polls again
+    ex.poll()
+    (shape, seconds), *_ = model.seen
+    assert shape.decodes == 0 and shape.prefill_tokens > 0  # the first step prefilled both turns
+    assert seconds == pytest.approx(0.007)
+    assert ex.counters["loop_gap_ms"] == 7
