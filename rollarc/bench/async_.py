@@ -186,8 +186,24 @@ def main(argv: list[str]) -> int:
         metavar="ROOT",
         help="train nothing: publish again from the finished runs of an earlier --runs ROOT and its bench_meta.json",
     )
+    parser.add_argument(
+        "--export-to",
+        default=None,
+        metavar="DEST",
+        help="train nothing: copy the --runs ROOT's record, finished runs (no timelines) and warm start to DEST, "
+        "to be copied back to ROOT in a later sitting (runs_root.py)",
+    )
     parser.add_argument("overrides", nargs="*", help="key=value overrides applied to every mode")
     args = parser.parse_args(argv)
+    if args.export_to:
+        if not args.runs:
+            parser.error("--export-to needs --runs ROOT (the root to export)")
+        try:
+            labels = runs_root.export_records(Path(args.runs), Path(args.export_to))
+        except runs_root.RootMismatch as err:
+            parser.error(str(err))
+        print(f"exported {len(labels)} finished runs ({', '.join(labels) or 'none'}) to {args.export_to}")
+        return 0
     overrides = [*(QUICK if args.quick else []), *args.overrides]
     if args.steps is not None:
         overrides.append(f"train.steps={args.steps}")

@@ -12,6 +12,12 @@ the code's commit and the overrides every run gets (config, steps, warm start). 
 different overrides is refused with a one-line error: that ``ROOT`` belongs to another measurement. Each
 invocation appends a session with the runs it trained and its machine load, and the published load
 (``combined_load``) is over all sessions, weighted by their wall time, so a noisy sitting cannot hide.
+
+A sitting may end with the machine it ran on (a fresh checkout next time). ``export_records`` copies what a
+later invocation reads of a root (``bench_meta.json``, each finished run's small files, the warm start inside
+the root) to a folder that can be committed; copied back to the same ``ROOT`` path, and run from a checkout
+of the recorded commit, the runs are reused as if they had never left. Left out: ``timeline.jsonl`` (tens of
+MB per run, read by no figure of this benchmark), the tensorboard folder and checkpoints.
 """
 
 from __future__ import annotations
@@ -24,6 +30,8 @@ from typing import Any
 from rollarc.bench.machine_load import QUIET_OTHER_SHARE
 
 META_FILE = "bench_meta.json"
+# Run files a later invocation does not read and that are too large to commit.
+NOT_EXPORTED = frozenset({"timeline.jsonl"})
 
 
 class RootMismatch(ValueError):
@@ -98,3 +106,42 @@ def discard_unfinished(home: Path) -> bool:
         shutil.rmtree(home)
         return True
     return False
+
+
+def export_records(root: Path, dest: Path) -> list[str]:
+    """Copy ``root``'s record, its finished runs' top-level files (less ``NOT_EXPORTED``) and a warm start kept
+    under ``root`` (``sft.checkpoint=`` among the overrides) to ``dest``; returns the run labels copied.
+    Unfinished runs are skipped: a later invocation would train them again anyway."""
+    meta_path = root / META_FILE
+    if not meta_path.is_file():
+        raise RootMismatch(f"{root}: no {META_FILE} there (only a measured run writes one)")
+    if dest.resolve() == root.resolve():
+        raise RootMismatch(f"{dest}: exporting a root onto itself")
+    dest.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(meta_path, dest / META_FILE)
+    labels = []
+    for home in sorted(p for p in root.iterdir() if p.is_dir()):
+        if not finished(home):
+            continue
+        (run_dir,) = [p for p in home.iterdir() if p.is_dir()]
+        out = dest / home.name / run_dir.name
+        out.mkdir(parents=True, exist_ok=True)
+        for f in run_dir.iterdir():
+            if f.is_file() and f.name not in NOT_EXPORTED:
+                shutil.copy2(f, out / f.name)
+        labels.append(home.name)
+    warm = warm_start_in(root, json.loads(meta_path.read_text()).get("overrides") or [])
+    if warm is not None:
+        shutil.copytree(warm, dest / warm.relative_to(root.resolve()), dirs_exist_ok=True)
+    return labels
+
+
+def warm_start_in(root: Path, overrides: list[str]) -> Path | None:
+    """The ``sft.checkpoint=`` folder of ``overrides`` when it lies inside ``root`` (as the docs advise)."""
+    for item in overrides:
+        key, _, value = item.partition("=")
+        if key == "sft.checkpoint" and value:
+            path = Path(value).resolve()
+            if path.is_dir() and path.is_relative_to(root.resolve()):
+                return path
+    return None

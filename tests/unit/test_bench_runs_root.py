@@ -2,6 +2,7 @@
 interrupted ones train again, and a root of another commit or other overrides is refused."""
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -84,3 +85,37 @@ def test_the_load_over_sessions_is_weighted_by_wall_time() -> None:
     # (0.02 * 300 + 0.30 * 100) / 400 = 0.09; (0.9 * 300 + 0.6 * 100) / 400 = 0.825
     assert load == {"other_cpu_share": 0.09, "own_cpu_share": 0.825, "wall_s": 400.0, "quiet": True, "sessions": 2}
     assert runs_root.combined_load([None]) is None
+
+
+def test_export_copies_what_a_later_sitting_reads_and_it_is_reused(tmp_path: Path, capsys) -> None:
+    root, dest = tmp_path / "root", tmp_path / "records"
+    meta = runs_root.open_root(root, "abc1234", [f"sft.checkpoint={root / 'sft'}", "train.steps=100"])
+    runs_root.record(root, meta, "sync", {"other_cpu_share": 0.0, "own_cpu_share": 0.9, "wall_s": 10.0})
+    (root / "sft").mkdir()
+    (root / "sft" / "model.safetensors").write_bytes(b"\x01\x02weights")
+    done = _run(root / "sync", rl_wall_s=40.0)
+    (done / "timeline.jsonl").write_text("{}\n" * 1000)
+    (done / "checkpoints" / "v100").mkdir(parents=True)
+    _run(root / "async_k1", status="stopped")
+    assert runs_root.export_records(root, dest) == ["sync"]
+    copied = dest / "sync" / done.name
+    assert sorted(p.name for p in copied.iterdir()) == ["metrics.jsonl", "summary.json"]
+    assert (copied / "summary.json").read_bytes() == (done / "summary.json").read_bytes()
+    assert not (dest / "async_k1").exists()
+    assert (dest / "sft" / "model.safetensors").read_bytes() == b"\x01\x02weights"
+    # the next sitting: the records copied back to the same ROOT path, same commit and overrides
+    shutil.rmtree(root)
+    shutil.copytree(dest, root)
+    assert runs_root.open_root(root, "abc1234", meta["overrides"])["commit"] == "abc1234"
+    r = async_.run_mode(str(tmp_path / "absent.yaml"), [], "sync", root)
+    assert r["rl_wall_s"] == 40.0
+    assert "reusing the finished run" in capsys.readouterr().out
+
+
+def test_export_refuses_a_folder_that_is_no_root(tmp_path: Path) -> None:
+    with pytest.raises(runs_root.RootMismatch, match=r"no bench_meta\.json"):
+        runs_root.export_records(tmp_path / "nothing", tmp_path / "dest")
+    meta = runs_root.open_root(tmp_path / "r", "abc1234", [])
+    runs_root.record(tmp_path / "r", meta, None, None)
+    with pytest.raises(runs_root.RootMismatch, match="onto itself"):
+        runs_root.export_records(tmp_path / "r", tmp_path / "r")
