@@ -203,6 +203,8 @@ def main(argv: list[str]) -> int:
         except runs_root.RootMismatch as err:
             parser.error(str(err))
         print(f"exported {len(labels)} finished runs ({', '.join(labels) or 'none'}) to {args.export_to}")
+        if runs_root.git_ignored(Path(args.export_to)):
+            print(f"warning: git ignores {args.export_to}: a commit will not hold it (see git check-ignore -v)")
         return 0
     overrides = [*(QUICK if args.quick else []), *args.overrides]
     if args.steps is not None:

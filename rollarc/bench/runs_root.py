@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -145,3 +146,14 @@ def warm_start_in(root: Path, overrides: list[str]) -> Path | None:
             if path.is_dir() and path.is_relative_to(root.resolve()):
                 return path
     return None
+
+
+def git_ignored(path: Path) -> bool:
+    """Whether git would leave ``path`` out of a commit (a ``runs/`` pattern matches any folder of that name,
+    which once kept an export out of the repository unnoticed); ``False`` outside a checkout."""
+    folder = path if path.is_dir() else path.parent
+    try:
+        done = subprocess.run(["git", "-C", str(folder), "check-ignore", "-q", str(path.resolve())], check=False)
+    except FileNotFoundError:  # no git on this machine
+        return False
+    return done.returncode == 0

@@ -3,6 +3,7 @@ interrupted ones train again, and a root of another commit or other overrides is
 
 import json
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -119,3 +120,12 @@ def test_export_refuses_a_folder_that_is_no_root(tmp_path: Path) -> None:
     runs_root.record(tmp_path / "r", meta, None, None)
     with pytest.raises(runs_root.RootMismatch, match="onto itself"):
         runs_root.export_records(tmp_path / "r", tmp_path / "r")
+
+
+def test_an_export_into_an_ignored_folder_is_noticed(tmp_path: Path) -> None:
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    (tmp_path / ".gitignore").write_text("runs/\n")
+    (tmp_path / "docs" / "runs" / "x").mkdir(parents=True)
+    (tmp_path / "docs" / "records" / "x").mkdir(parents=True)
+    assert runs_root.git_ignored(tmp_path / "docs" / "runs" / "x")
+    assert not runs_root.git_ignored(tmp_path / "docs" / "records" / "x")
