@@ -8,7 +8,7 @@ seeds):
 - ``explore``: an explorer on the ``spot`` pool scores ``explore.candidates`` seeds per prompt on weights
   one version behind, and the trainer samples the ``G`` most contrastive with the current weights;
 - ``planner``: the same candidate budget per step, split over the step's prompts by ``--planner``
-  (``explore.planner``: ``contrast`` by default, or ``ucb1``; some prompts get more candidates, some none).
+  (``explore.planner``: ``contrast``; some prompts get more candidates, some none).
 
 The **target** follows :mod:`rollarc.bench.time_to_target`: ``s0 + fraction · (p − s0)``, with ``s0``
 the held-out reward of the shared base and ``p`` the lowest of the baseline seeds' best held-out
@@ -55,7 +55,7 @@ MODES = {
     "explore": ["explore.enabled=true", "explore.planner=uniform"],
     "planner": ["explore.enabled=true"],  # + explore.planner=<--planner>
 }
-PLANNERS = ("contrast", "ucb1")
+PLANNERS = ("contrast",)
 # Every run: evaluation on all 41 held-out prompts every 2 steps (fine enough to time a crossing).
 COMMON = ["train.eval_every=2", "train.eval_prompts=41"]
 FULL = [

@@ -100,19 +100,16 @@ class ExploreConfig(FrozenModel):
     candidates: int = Field(
         24, ge=2, description="candidate seeds per prompt explored (a planner splits the same total differently)"
     )
-    planner: Literal["uniform", "contrast", "ucb1"] = Field(
+    planner: Literal["uniform", "contrast"] = Field(
         "uniform",
-        description="how the step's candidate budget is split over its prompts: uniform (candidates each), contrast "
-        "(by each arm's observed reward std; some get none) or ucb1 (UCB over observed variance gains)",
+        description="how the step's candidate budget is split over its prompts: uniform (candidates each) or contrast "
+        "(by each arm's observed reward std; some get none)",
     )
     arms: Literal["template", "prompt"] = Field(
         "template", description="a planner's arms: prompt templates (recur every few steps) or prompts"
     )
     contrast_decay: float = Field(
         0.5, ge=0, lt=1, description="contrast planner: weight its moving average keeps on older observations"
-    )
-    ucb_c: float = Field(
-        0.01, ge=0, description="ucb1 planner: exploration coefficient (rewards are variance gains, ~0.001–0.02)"
     )
     chunk: int = Field(4, ge=1, description="a planner hands out candidates in chunks of this many seeds")
 

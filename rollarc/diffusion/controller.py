@@ -7,13 +7,13 @@ Per step ``s`` (trainer at version ``v``):
 2. With exploration, the explorer has already scored candidates for these prompts on version ``v − 1``
    (launched during the previous step's training). Per prompt the trainer's group is the ``G``
    candidates with the largest reward variance (``max_contrast_subset``). With a planner
-   (``explore.planner``: ``contrast`` or ``ucb1``), the step's candidate budget is split over its prompts
+   (``explore.planner: contrast``), the step's candidate budget is split over its prompts
    by the planner's scores of their arms (prompt templates); a prompt it gives no candidates trains on
    its first ``G`` seeds, as in the baseline.
 3. The sampler draws the groups with version ``v`` (SDE, ``sample_steps``); the explorer starts on the
    next step's prompts with version ``v`` while the trainer trains; the trainer steps to ``v + 1``; the
    new weights go to both as a versioned ``rollarc.sync`` update (a delta, or a full copy for a
-   receiver that cannot take it). With a planner, step ``s``'s observations (contrast or gain) are made
+   receiver that cannot take it). With a planner, step ``s``'s observations (each prompt's contrast) are made
    from the sampler's fresh rewards *before* step ``s + 1``'s exploration is allocated and launched
    (:meth:`explore_next`), so each allocation uses every observation so far.
 
@@ -45,21 +45,16 @@ from rollarc.diffusion.tasks.registry import template_of
 from rollarc.models.checkpoint import atomic_directory
 from rollarc.report.metrics import MetricsWriter
 from rollarc.report.run_dir import CHECKPOINTS, checkpoint_name
-from rollarc.spotlight.bandit import UcbPlanner
 from rollarc.spotlight.contrast import ContrastPlanner
 from rollarc.spotlight.groups import choose_groups, exploration_stats
 
 SEED_SPACE = 1 << 31
 
 
-def make_planner(cfg: T2IConfig) -> ContrastPlanner | UcbPlanner | None:
+def make_planner(cfg: T2IConfig) -> ContrastPlanner | None:
     """The planner ``explore.planner`` names (``None``: uniform, ``candidates`` per prompt)."""
     ex = cfg.explore
-    if ex.planner == "contrast":
-        return ContrastPlanner(ex.contrast_decay)
-    if ex.planner == "ucb1":
-        return UcbPlanner(ex.ucb_c)
-    return None
+    return ContrastPlanner(ex.contrast_decay) if ex.planner == "contrast" else None
 
 
 @dataclass
@@ -138,7 +133,7 @@ class T2IController:
         exploration, allocated with what was observed."""
         if stale is not None and self.planner is not None:
             arms = [self.arm_of(p) for p in prompts]
-            self.planner.observe_step(arms, stale, fresh.tolist(), self.cfg.train.group_size)
+            self.planner.observe_step(arms, stale, fresh.tolist())
         return self.launch_exploration(self.step + 1)
 
     # --- the loop ----------------------------------------------------------------------------------

@@ -1,1 +1,1 @@
-"""Spotlight: seed exploration on stale weights, contrastive group selection, and a bandit planner (pure parts)."""
+"""Spotlight: seed exploration on stale weights, contrastive group selection, and the contrast planner (pure parts)."""

@@ -1,4 +1,4 @@
-"""``rollarc train`` on a ``kind: t2i`` config: two Flow-GRPO steps with exploration and the ucb1 planner, then resume."""
+"""``rollarc train`` on a ``kind: t2i`` config: two Flow-GRPO steps with exploration and the contrast planner, then resume."""
 
 import json
 
@@ -26,7 +26,7 @@ def tiny_overrides(tmp_path):
         "train.eval_prompts=2",
         "train.eval_seeds=1",
         "explore.enabled=true",
-        "explore.planner=ucb1",
+        "explore.planner=contrast",
         "explore.candidates=4",
         "explore.chunk=1",
         f"run.dir={tmp_path / 'runs'}",

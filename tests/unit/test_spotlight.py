@@ -1,11 +1,10 @@
-"""Spotlight's pure parts against hand-computed numbers: group selection, Kendall τ, the budget split, the UCB planner."""
+"""Spotlight's pure parts against hand-computed numbers: group selection, Kendall τ, the budget split."""
 
 import itertools
 import math
 
 import pytest
 
-from rollarc.spotlight.bandit import UcbPlanner
 from rollarc.spotlight.budget import plan_candidates, split_by_score
 from rollarc.spotlight.groups import choose_groups, exploration_stats
 from rollarc.spotlight.kendall import kendall_tau
@@ -68,36 +67,6 @@ def test_plan_candidates_never_overspends_and_explores_usefully():
 def test_plan_candidates_rejects_infinite_scores():
     with pytest.raises(ValueError, match="finite"):
         plan_candidates([math.inf, 1.0], 24, 4, 4)
-
-
-def test_ucb_planner_by_hand():
-    planner = UcbPlanner(exploration=0.05)
-    planner.observe("a", 0.2)
-    planner.observe("a", 0.4)
-    planner.observe("b", 0.1)
-    sa = 0.3 + 0.05 * math.sqrt(math.log(3) / 2)
-    sb = 0.1 + 0.05 * math.sqrt(math.log(3) / 1)
-    assert planner.score("a") == pytest.approx(sa)
-    assert planner.score("b") == pytest.approx(sb)
-    assert planner.score("c") == math.inf
-    # the unseen arm takes the best seen score of the step (a's)
-    assert planner.step_scores(["a", "c", "b"]) == pytest.approx([sa, sa, sb])
-    assert planner.step_scores(["c", "d"]) == [1.0, 1.0]
-    # 36 images, G 4, chunk 4: shares of a, c: 36·sa/(2sa+sb) ≈ 14.7 >= 8, b's ≈ 6.0 < 8 is dropped;
-    # 7 extra chunks: one each, the other 5 split evenly between a and c (ties go to the earlier)
-    assert planner.allocate(["a", "c", "b"], 36, 4, 4) == [20, 16, 0]
-
-
-def test_ucb_planner_allocates_unlike_uniform_once_gains_differ():
-    """Arms that recur: after a few steps of observed gains the split follows them (the uniform one would not)."""
-    planner = UcbPlanner(exploration=0.001)
-    for _ in range(5):
-        planner.observe("high", 0.02)
-        planner.observe("low", -0.005)
-        planner.observe("mid", 0.01)
-    plan = planner.allocate(["low", "high", "mid", "high"], 4 * 12, 4, 4)
-    assert plan[0] == 0 and min(plan[1], plan[3]) > plan[2] > 0 and sum(plan) <= 48
-    assert plan == [0, 20, 12, 16]  # 6 chunks split 2.38 : 1.23 : 2.38, the tie in remainder to the first
 
 
 def test_choose_groups_falls_back_for_unexplored_prompts():

@@ -17,8 +17,10 @@ def test_kind_selects_the_t2i_config(tmp_path):
 def test_the_explorer_must_run_on_a_spot_pool():
     with pytest.raises(ConfigError, match=r"must be marked spot: true \(cluster.pools.compute.spot\)"):
         load_t2i_config("configs/t2i_quickstart.yaml", ["explore.enabled=true", "cluster.roles.explorer.pool=compute"])
-    with pytest.raises(ValueError, match=r"explore\.planner ucb1 needs explore\.enabled"):
-        T2IConfig(kind="t2i", explore={"planner": "ucb1"})
+    with pytest.raises(ValueError, match=r"explore\.planner contrast needs explore\.enabled"):
+        T2IConfig(kind="t2i", explore={"planner": "contrast"})
+    with pytest.raises(ValueError, match="ucb1"):  # the UCB1 bandit was removed (docs/diffusion.md)
+        T2IConfig(kind="t2i", explore={"enabled": True, "planner": "ucb1"})
     with pytest.raises(ValueError, match="one replica per role"):
         T2IConfig(kind="t2i", cluster={"roles": {"sampler": {"pool": "compute", "replicas": 2}}})
 

@@ -24,26 +24,26 @@ def test_schedules_are_fixed_by_the_seed(tmp_path):
     assert a.candidates_for(3, 1, 4) != a.candidates_for(4, 1, 4)
 
 
-def test_the_bandit_splits_the_same_budget(tmp_path):
+def test_the_contrast_planner_splits_the_same_budget(tmp_path):
     plain = controller(tmp_path, candidates=12)
     assert plain.exploration_sizes(["a", "b", "c"]) == [12, 12, 12]
-    bandit = controller(tmp_path, candidates=12, planner="ucb1", chunk=4, arms="prompt", ucb_c=0.0)
-    assert bandit.exploration_sizes(["a", "b", "c"]) == [12, 12, 12]  # nothing observed: uniform
-    bandit.planner.observe("a", 0.2)
-    bandit.planner.observe("b", 0.0)
-    sizes = bandit.exploration_sizes(["a", "b", "c"])
-    # b's gain is 0: not explored; the unseen c scores like a; 36 images: 4 + 4 + 7 chunks of 4 -> 20, 16
+    planned = controller(tmp_path, candidates=12, planner="contrast", chunk=4, arms="prompt")
+    assert planned.exploration_sizes(["a", "b", "c"]) == [12, 12, 12]  # nothing observed: uniform
+    planned.planner.observe("a", 0.2)
+    planned.planner.observe("b", 0.0)
+    sizes = planned.exploration_sizes(["a", "b", "c"])
+    # b's seeds all scored alike: not explored; the unseen c scores like a; 36 images: 4 + 4 + 7 chunks of 4 -> 20, 16
     assert sizes == [20, 0, 16] and sum(sizes) <= 36
 
 
 def test_template_arms_recur_across_prompts(tmp_path):
-    bandit = controller(tmp_path, candidates=12, planner="ucb1", chunk=4)
+    planned = controller(tmp_path, candidates=12, planner="contrast", chunk=4)
     red, blue = "one red square left", "one blue square left"
-    assert bandit.arm_of(red) == bandit.arm_of(blue) == "one * square left"
-    bandit.planner.observe(bandit.arm_of(red), 0.1)
-    bandit.planner.observe(bandit.arm_of("two red pluses right"), -0.1)
+    assert planned.arm_of(red) == planned.arm_of(blue) == "one * square left"
+    planned.planner.observe(planned.arm_of(red), 0.1)
+    planned.planner.observe(planned.arm_of("two red pluses right"), 0.0)
     # blue was never seen but its template was: it is explored, the other template's prompt is not
-    assert bandit.exploration_sizes([blue, "two green pluses right"]) == [24, 0]
+    assert planned.exploration_sizes([blue, "two green pluses right"]) == [24, 0]
 
 
 class RecordingFleet:
@@ -69,30 +69,6 @@ def test_exploration_goes_to_the_spot_fleet_as_jobs_of_its_weight_version(tmp_pa
     assert prompts == ctl.prompts_for(2) and launched_seeds == seeds and len(seeds[0]) == cfg.explore.candidates
     assert (steps, version) == (cfg.train.sample_steps, 7)
     assert ctl.launch_exploration(cfg.train.steps) is None  # nothing past the last step
-
-
-def test_the_next_allocation_uses_the_gain_observed_this_step(tmp_path):
-    """No lag: step s's gains are observed before step s+1's exploration is allocated (by hand below)."""
-    cfg = T2IConfig(
-        kind="t2i",
-        seed=2,  # its schedule draws ["a", "b"] for step 4, so the split can be computed by hand
-        train={"prompts_per_step": 2, "group_size": 4},
-        explore={"enabled": True, "planner": "ucb1", "candidates": 8, "chunk": 4, "arms": "prompt", "ucb_c": 0.0},
-    )
-    fleet = RecordingFleet()
-    ctl = T2IController(cfg, tmp_path, T2IWorkers(None, None, None, fleet), ["a", "b"], ["h"], NullMetrics())
-    ctl.step = 3
-    assert ctl.prompts_for(4) == ["a", "b"]
-    assert ctl.exploration_sizes(["a", "b"]) == [8, 8]  # nothing observed yet: uniform
-    stale = [[0.0] * 8, [0.0] * 8]  # both prompts' candidates scored alike on the stale weights
-    fresh = np.array([[0.0, 0.0, 1.0, 1.0], [0.5] * 4])  # a's trained group has variance 0.25, b's 0
-    ctl.explore_next(["a", "b"], stale, fresh)
-    assert ctl.planner.arms["a"].mean_gain == 0.25 and ctl.planner.arms["b"].mean_gain == 0.0
-    ((prompts, seeds, _, _),) = fleet.launched
-    # scores [0.25, 0]: only a is explored; budget 2 × 8 = 16 = G 4 + 3 chunks of 4 -> [16, 0]
-    assert prompts == ["a", "b"] and [len(s) for s in seeds] == [16, 0]
-    ctl.explore_next(["a", "b"], None, fresh)  # a step that was not explored observes nothing
-    assert ctl.planner.arms["a"].pulls == 1
 
 
 def test_the_contrast_planner_allocates_the_next_step_from_this_step(tmp_path):
