@@ -34,6 +34,7 @@ import statistics
 import threading
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -51,12 +52,19 @@ from rollarc.diffusion.tasks.registry import make_task
 from rollarc.diffusion.weight_sync import DiTReceiver
 from rollarc.diffusion.workers import load_weights, reward_table, sampling_policy, score
 from rollarc.placement import CATALOGUE, pool_resource
+from rollarc.spotlight.heartbeat import pipelined_beat
 from rollarc.spotlight.job_queue import Beat, JobQueue, JobSpec, Lease
 from rollarc.spotlight.preemption import Hit, Preemption, Target, at_rate, busy_slot, from_trace, what_is_hit
 from rollarc.sync.codec import state_checksums
 
 HEAD_RESOURCE = "spot_head"
 POLL_S = 0.05
+
+
+def _answer(ref: Any) -> Beat | None:
+    """A heartbeat's answer if it is back, else None (never waits)."""
+    ready, _ = ray.wait([ref], timeout=0)
+    return ray.get(ready[0]) if ready else None
 
 
 def recovery_speedup(cold_s: list[float], regroup_s: list[float]) -> float | None:
@@ -212,10 +220,10 @@ class SpotExplorer:
     def serve(self, queue: Any, noise_level: float, heartbeat_every: int = 1) -> str:
         """Pull and run jobs until the queue closes ("closed") or a notice arrives ("noticed").
 
-        ``heartbeat_every``: denoising steps between heartbeats. Each heartbeat is a round trip to the queue
-        actor; on a DiT whose step is shorter than that round trip, one per step made pull slower than push
-        (docs/spot.md#rollarc-bench-spot). A notice then reaches the worker up to that many steps later, so
-        ``heartbeat_every`` steps must stay well inside the notice and the lease (``spot.lease_s``).
+        ``heartbeat_every``: denoising steps between heartbeats. Heartbeats are pipelined
+        (:func:`~rollarc.spotlight.heartbeat.pipelined_beat`): the answer to one is read at the next, so the
+        loop never waits for the queue, and a notice reaches the worker up to two intervals later; those
+        steps must stay well inside the notice and the lease (``spot.lease_s``).
         """
         if isinstance(self.policy, SPPolicy):
             ray.get(queue.sp_cold_start_by.remote(self.name, self.policy.cold_start_s))
@@ -235,7 +243,7 @@ class SpotExplorer:
             if state is None:
                 prompts = [job.prompt] * len(job.seeds)
                 state = start(self.policy, prompts, list(job.seeds), job.steps, noise_level, job.version)
-            beat = Beat.OK
+            beat, in_flight = Beat.OK, None
             while not state.finished:
                 advance(self.policy, state, 1)
                 if state.finished:
@@ -243,7 +251,8 @@ class SpotExplorer:
                 self._obey_sp_orders(queue, between_jobs=False)
                 if state.step % heartbeat_every:
                     continue
-                beat = ray.get(queue.heartbeat.remote(job.job_id, lease.token, state.step))
+                send = partial(queue.heartbeat.remote, job.job_id, lease.token, state.step)
+                beat, in_flight = pipelined_beat(in_flight, send, _answer)
                 if beat is not Beat.OK:
                     break
             if beat is Beat.NOTICE:
