@@ -186,6 +186,19 @@ def _training_sentence(in_training: dict[str, Any] | None, config: str) -> str:
     )
 
 
+def _accounting_sentence(measured: dict[str, Any]) -> str:
+    """Where each mode's slot-seconds went (``spot_ray.time_accounting``), as one sentence of the block."""
+
+    def part(mode: str) -> str:
+        a = measured[mode]["time_accounting"]
+        return (
+            f"{mode} {a['slot_s']:.1f}: busy {a['busy_slot_s']:.1f} (median job {1000 * a['job_s_median']:.0f} ms), "
+            f"down {a['down_slot_s']:.1f}, idle at the end {a['tail_idle_slot_s']:.1f}, other {a['other_slot_s']:.1f}"
+        )
+
+    return f"Slot-seconds, {part('pull')}; {part('push')}."
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="rollarc bench spot", description=__doc__.split("\n")[0])
     parser.add_argument("--config", default="configs/t2i_spot.yaml", help="t2i config: model size, roles, pools")
@@ -288,8 +301,8 @@ def main(argv: list[str]) -> int:
         f"({measured['throughput_ratio']:.2f}×); redone jobs pull {mp['redone_jobs']} / push {mq['redone_jobs']}, "
         f"lost {mp['lost_jobs']} / {mq['lost_jobs']}; preemptions that hit a node before the mode finished "
         f"pull {mp['preemptions']} / push {mq['preemptions']} (the trace is in seconds: a mode that finishes first "
-        f"meets fewer of its events); same rewards: {measured['same_rewards']}. The table above is "
-        f"the tick model's prediction."
+        f"meets fewer of its events); same rewards: {measured['same_rewards']}. {_accounting_sentence(measured)} "
+        f"The table above is the tick model's prediction."
         f"\n\nSP recovery after losing one of {2 if args.quick else args.sp}: elastic regroup "
         f"{sp['elastic']:.3f} s, cold restart {sp['cold']:.3f} s ({result['recovery_speedup']:.1f}×). "
         f"{_training_sentence(in_training, args.train_config)}"

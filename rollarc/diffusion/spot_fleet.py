@@ -61,6 +61,16 @@ HEAD_RESOURCE = "spot_head"
 POLL_S = 0.05
 
 
+def worker_name(slot: int, generation: int) -> str:
+    """The name of the worker of ``slot``'s ``generation``-th node (0: the first; each replacement adds one)."""
+    return f"spot{slot}-g{generation}"
+
+
+def slot_of(worker: str) -> int:
+    """The slot of a worker named by :func:`worker_name`."""
+    return int(worker.removeprefix("spot").split("-g")[0])
+
+
 def _answer(ref: Any) -> Beat | None:
     """A heartbeat's answer if it is back, else None (never waits)."""
     ready, _ = ray.wait([ref], timeout=0)
@@ -238,6 +248,7 @@ class SpotExplorer:
                     time.sleep(POLL_S)
                     continue
             self._use_version(queue, lease.job.version)
+            began = time.perf_counter()
             job = lease.job
             state = lease.progress
             if state is None:
@@ -261,8 +272,7 @@ class SpotExplorer:
             if beat is Beat.LOST:
                 lease = None
                 continue
-            rewards = score(self.table, state.prompts, to_images(state.x))
-            result = {"rewards": rewards, "version": job.version, "images": len(rewards), "worker": self.name}
+            result = self._result(job, state, began)
             # one round trip between jobs: the result handed in, the next lease and any SP orders back
             lease, orders = ray.get(queue.complete_and_pull.remote(job.job_id, lease.token, result, self.name))
             self._apply_sp_orders(queue, orders)
@@ -277,10 +287,23 @@ class SpotExplorer:
             raise ValueError(
                 f"{self.name} holds weights of version {self.version}, job {job.job_id} needs {job.version}"
             )
+        began = time.perf_counter()
         state = start(self.policy, [job.prompt] * len(job.seeds), list(job.seeds), job.steps, noise_level, job.version)
         advance(self.policy, state, job.steps)
+        return self._result(job, state, began)
+
+    def _result(self, job: JobSpec, state: InFlight, began: float) -> dict[str, Any]:
+        """A finished job's result: its rewards, and for the benchmark's time accounting the seconds this worker
+        spent on it (sampling and scoring, from ``began``) and when it finished (``done_at``, the epoch clock)."""
         rewards = score(self.table, state.prompts, to_images(state.x))
-        return {"rewards": rewards, "version": job.version, "images": len(rewards), "worker": self.name}
+        return {
+            "rewards": rewards,
+            "version": job.version,
+            "images": len(rewards),
+            "worker": self.name,
+            "seconds": time.perf_counter() - began,
+            "done_at": time.time(),
+        }
 
     def _obey_sp_orders(self, queue: Any, between_jobs: bool) -> None:
         """Shrink or grow the SP group as the fleet ordered (between denoising steps, never mid-forward).
@@ -407,7 +430,7 @@ class SpotFleet:
 
     def _add(self, slot: int) -> None:
         gen = self.generation[slot]
-        name = f"spot{slot}-g{gen}"
+        name = worker_name(slot, gen)
         node_resource = f"spot_node_{slot}_{gen}"
         node = self.cluster.add_node(num_cpus=0, resources={self.spot_resource: 1, node_resource: 1})
         policy_dir, tasks, cache, threads = self.worker_args

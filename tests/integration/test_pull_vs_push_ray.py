@@ -34,6 +34,10 @@ def test_pull_and_push_on_ray_under_one_trace(tmp_path):
     assert (push["completed"], push["lost_jobs"], push["duplicate_jobs"]) == (8, 0, 0)
     assert pull["preemptions"] == push["preemptions"] == 2
     assert out["throughput_ratio"] == pytest.approx(pull["jobs_per_s"] / push["jobs_per_s"])
+    for mode in (pull, push):  # where the slot-seconds went: slot 0 spent 0.5 s without a node in both modes
+        acc = mode["time_accounting"]
+        assert acc["slot_s"] == pytest.approx(2 * mode["seconds"]) and 0 < acc["busy_share"] <= 1
+        assert acc["down_slot_s"] > 0 and acc["job_s_median"] > 0
     # Not asserted: that push redid a job. Whether the loss at 0.2 s (wall clock) catches slot 0 mid-job
     # depends on the machine's speed: under load a clean CI run saw push redo nothing. The restart of a lost
     # job from step 0 is tested deterministically in tests/unit/test_spot_push_plan.py.
