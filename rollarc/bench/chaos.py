@@ -1,7 +1,7 @@
 """``rollarc bench chaos``: train through env failures, hangs and the loss of one worker of every role.
 
 Per seed (``--seeds``, default 2), two runs of the same config and seed (``configs/quickstart.yaml`` by
-default, shortened, in synchronous mode: ``SHARED``), from one SFT warm start:
+default, shortened), from one SFT warm start:
 
 - ``clean``: no injected fault;
 - ``chaos``: every env step first waits a heavy-tailed delay resampled from a trace (lognormal, median
@@ -86,12 +86,6 @@ def write_latency_trace(path: Path, seed: int, n: int = 20_000, hang_prob: float
 
 SHARED = [
     "tasks.0.latency.failure_retries=2",  # a transient step failure is retried, not the episode dropped
-    # the quickstart's synchronous twin, which the published figures measured (the quickstart trains asynchronously
-    # since 2026-12-03; chaos measures recovery, and its clean and chaos runs share the mode either way)
-    "async.mode=sync",
-    "async.max_staleness=0",
-    "cluster.roles.train.threads=2",
-    "cluster.roles.rollout.threads=2",
 ]
 
 
