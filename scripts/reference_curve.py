@@ -1,7 +1,7 @@
 """A training curve without Ray: the reference loop (``rollarc/train/reference_loop.py``) from a warm start.
 
-The reference loop plays the very batches a synchronous ``rollarc train`` plays (the quickstart with
-``async.mode=sync``, which this script sets), in one process, so it is the cheapest way to study how a config learns (docs/algorithms.md, "Learning-rate schedule")::
+The reference loop plays the very batches a synchronous ``rollarc train`` plays, in one process, so it is
+the cheapest way to study how a config learns (docs/algorithms.md, "Learning-rate schedule")::
 
     rollarc sft configs/quickstart.yaml
     python scripts/reference_curve.py OUT.jsonl artifacts/sft/quickstart [key=value ...]
@@ -22,8 +22,6 @@ from rollarc.config import load_train_config
 from rollarc.train.reference_loop import run_reference
 
 CONFIG = "configs/quickstart.yaml"
-# the reference loop is synchronous; the quickstart trains asynchronously, so its synchronous twin is the reference
-SYNC = ["async.mode=sync", "async.max_staleness=0"]
 STEP_KEYS = ("version", "success", "signal_groups_frac", "entropy", "grad_norm", "lr", "step_time_s", "wall_s")
 
 
@@ -32,7 +30,7 @@ def main(argv: list[str]) -> int:
         print(__doc__, file=sys.stderr)
         return 2
     out, policy, *overrides = argv
-    cfg = load_train_config(CONFIG, [*SYNC, *overrides])
+    cfg = load_train_config(CONFIG, overrides)
     with Path(out).open("w") as log:
 
         def write(record: dict[str, Any]) -> None:
