@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import signal
 import statistics
 import tempfile
@@ -136,6 +137,17 @@ def render(result: dict[str, Any]) -> str:
     return body
 
 
+def published_command(seeds: int, config: str, publish_as: str, overrides: list[str]) -> str:
+    """The command recorded with the figures: the one that ran, overrides included (40 steps, or another mode,
+    are other figures than the quickstart's)."""
+    command = "rollarc bench demo" + (f" --seeds {seeds}" if seeds != 3 else "")
+    if publish_as != "demo":
+        command += f" --config {config} --publish-as {publish_as}"
+    if overrides:
+        command += " " + shlex.join(overrides)
+    return command
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="rollarc bench demo", description=__doc__.split("\n")[0])
     parser.add_argument("--config", default="configs/quickstart.yaml")
@@ -171,9 +183,7 @@ def main(argv: list[str]) -> int:
         s = per_seed[-1]
         print(f"   {_pct(s['heldout_before_rl'])} -> {_pct(s['heldout_after_rl'])} in {s['wall_s']:.0f} s", flush=True)
     result = aggregate(per_seed)
-    command = "rollarc bench demo" + (f" --seeds {args.seeds}" if args.seeds != 3 else "")
-    if args.publish_as != "demo":
-        command += f" --config {args.config} --publish-as {args.publish_as}"
+    command = published_command(args.seeds, args.config, args.publish_as, args.overrides)
     publish(args.publish_as, render(result), result, command, quick=args.quick, no_docs=args.no_docs)
     emit_json(result)
     return 0 if result["gain_final_min"] is not None else 1

@@ -13,7 +13,9 @@ lease that the worker renews by heartbeats; three things can end it:
 
 Every lease carries a fencing token (a counter bumped at each grant). A late ``complete``, ``commit`` or
 ``heartbeat`` under an old token is refused, so a worker that was presumed dead and comes back cannot
-complete a job twice. Time is passed in (``now``), never read, so the core is deterministic and tested
+complete a job twice. A worker whose node the fleet has removed (``gone``) is fenced too: nothing more is
+accepted from it, even under a lease still valid, because a process can outlive its removed node for a
+moment; its leases run out and its jobs are redone, as for any loss without notice. Time is passed in (``now``), never read, so the core is deterministic and tested
 with random kills (tests/unit/test_spot_job_queue.py).
 """
 
@@ -85,6 +87,7 @@ class JobQueue:
         self.held: dict[int, _Held] = {}
         self.results: dict[int, object] = {}
         self.noticed: set[str] = set()
+        self.gone_workers: set[str] = set()
         self.stats = QueueStats()
         self._token = 0
 
@@ -102,7 +105,7 @@ class JobQueue:
     def pull(self, worker: str, now: float) -> Lease | None:
         """The next job under a fresh lease, or None (queue empty, or this worker is under notice)."""
         self.expire(now)
-        if worker in self.noticed or not self.pending:
+        if worker in self.noticed or worker in self.gone_workers or not self.pending:
             return None
         job_id = self.pending.popleft()
         self._token += 1
@@ -146,6 +149,10 @@ class JobQueue:
         """A preemption notice for ``worker``: its next heartbeat says NOTICE and it pulls nothing more."""
         self.noticed.add(worker)
 
+    def gone(self, worker: str) -> None:
+        """``worker``'s node was removed: accept nothing more from it (see the module docstring)."""
+        self.gone_workers.add(worker)
+
     def expire(self, now: float) -> list[int]:
         """Requeue every job whose lease ran out (its worker vanished without notice); returns their ids."""
         gone = [job_id for job_id, h in self.held.items() if h.expires <= now]
@@ -158,7 +165,7 @@ class JobQueue:
 
     def _current(self, job_id: int, token: int) -> _Held | None:
         held = self.held.get(job_id)
-        if held is None or held.lease.token != token:
+        if held is None or held.lease.token != token or held.lease.worker in self.gone_workers:
             self.stats.stale_refused += 1
             return None
         return held

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rollarc.bench.demo import aggregate, main, render, seed_result
+from rollarc.bench.demo import aggregate, main, published_command, render, seed_result
 
 
 def summary(before: float, after: float) -> dict:
@@ -60,3 +60,13 @@ def test_another_config_must_publish_under_its_own_name(capsys):
     with pytest.raises(SystemExit):
         main(["--config", "configs/rlvr.yaml"])  # would overwrite the quickstart's docs/benchmarks/demo.json
     assert "--publish-as" in capsys.readouterr().err
+
+
+def test_the_published_command_is_the_one_that_ran_overrides_included():
+    """Regression: demo_sync40 was published as plain ``--seeds 1`` although it ran ``train.steps=40``."""
+    assert published_command(3, "configs/quickstart.yaml", "demo", []) == "rollarc bench demo"
+    assert (
+        published_command(1, "configs/quickstart.yaml", "demo_async40", ["train.steps=40", "async.mode=async"])
+        == "rollarc bench demo --seeds 1 --config configs/quickstart.yaml --publish-as demo_async40 "
+        "train.steps=40 async.mode=async"
+    )

@@ -75,6 +75,25 @@ def test_no_notice_loss_requeues_on_expiry_and_fences_the_zombie():
     assert q.results == {0: "img"}
 
 
+def test_a_gone_worker_is_fenced_under_a_valid_lease_and_its_job_expires_and_is_redone():
+    """Regression (CI): a worker that outlived its removed node for a moment handed in its job under a lease still
+    valid, so no lease expired. Once the fleet says the worker is gone, nothing more is accepted from it."""
+    q = JobQueue(lease_s=5)
+    q.submit(job(0))
+    zombie = q.pull("w0", now=0)
+    assert zombie is not None and q.heartbeat(0, zombie.token, 2, now=1) is Beat.OK  # renewed to t=6
+    q.gone("w0")
+    assert q.heartbeat(0, zombie.token, 3, now=2) is Beat.LOST  # 4 s of lease left, but fenced: renews nothing
+    assert not q.complete(0, zombie.token, "late")
+    assert not q.commit(0, zombie.token, "latent", 3)
+    assert q.pull("w0", now=2) is None and q.stats.stale_refused == 3
+    assert q.pull("w1", now=5.9) is None and q.stats.requeued_on_expiry == 0
+    redo = q.pull("w1", now=6.0)
+    assert redo is not None and redo.progress is None and redo.token != zombie.token
+    assert (q.stats.requeued_on_expiry, q.stats.lost_steps) == (1, 2)
+    assert q.complete(0, redo.token, "img") and q.results == {0: "img"}
+
+
 def test_expiry_after_a_commit_loses_only_the_steps_since():
     q = JobQueue(lease_s=5)
     q.submit(job(0, steps=8))

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from rollarc.diffusion.model import build_policy
-from rollarc.diffusion.resumable import advance, finish, start
+from rollarc.diffusion.resumable import advance, finish, prepare, start
 from rollarc.diffusion.sampling import sample_sde
 
 VOCAB = ["one", "red", "square", "left", "two", "blue"]
@@ -39,3 +39,20 @@ def test_resume_under_other_weights_differs_and_unfinished_state_is_refused():
     with pytest.raises(ValueError, match="at step 2 of 4"):
         finish(state)
     assert not torch.equal(finish(advance(other, state, 4)).states, whole.states)
+
+
+def test_one_step_at_a_time_with_one_preparation_is_bitwise_the_uninterrupted_run():
+    """A spot worker prepares a job once (noise, grid, context) and advances it step by step; a resuming worker
+    prepares its own. Both give the image ``sample_sde`` gives in one call."""
+    worker_a, worker_b = tiny(), tiny()
+    whole = sample_sde(worker_a, PROMPTS, SEEDS, 6, 0.7, version=1)
+    state = start(worker_a, PROMPTS, SEEDS, 6, 0.7, 1)
+    ready = prepare(worker_a, state)
+    for _ in range(3):
+        advance(worker_a, state, 1, ready)
+    state = pickle.loads(pickle.dumps(state))  # committed on a notice; the preparation stays behind
+    ready_b = prepare(worker_b, state)
+    while not state.finished:
+        advance(worker_b, state, 1, ready_b)
+    out = finish(state)
+    assert torch.equal(out.states, whole.states) and torch.equal(out.logps, whole.logps)
