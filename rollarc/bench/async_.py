@@ -7,6 +7,9 @@ same pools:
 - ``sync``: disaggregated (rollout and trainer each hold one unit of the compute pool), k = 0 with the
   barrier: all B×G trajectories, then train, then sync.
 - ``async k``: the same placement; rollout never stops; each trained token is at most k versions old.
+- ``async k`` with another ``async.in_flight_update`` (``--in-flight abort``): mode ``async_kK_abort``, the
+  same runs but with turns cut by a weight update resuming on the new weights (docs/async.md#in-flight-weight-updates);
+  run over as many seeds as its k, so the choice of the default is measured, not argued.
 - ``monolithic``: rollout and trainer share the whole compute pool and alternate (each phase gets
   every thread of the pool), k = 0: the colocated synchronous design of most RL frameworks. It runs once,
   for throughput only; ``--no-monolithic`` leaves it out.
@@ -32,6 +35,7 @@ import argparse
 import json
 import shlex
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -59,10 +63,19 @@ QUICK = [
 ]
 
 
-def modes(steps_k: list[int], monolithic: bool = True) -> list[tuple[str, list[str]]]:
-    """(label, overrides) per mode, in the order they run."""
+IN_FLIGHT = ("finish", "abort", "continue")  # async.in_flight_update's values
+
+
+def modes(steps_k: list[int], monolithic: bool = True, in_flight: Sequence[str] = ()) -> list[tuple[str, list[str]]]:
+    """(label, overrides) per mode, in the order they run: sync, each k, each k again under each of
+    ``in_flight`` (an ``async.in_flight_update`` value, label suffix ``_VALUE``), monolithic."""
     out = [("sync", ["async.mode=sync", "async.max_staleness=0"])]
     out += [(f"async_k{k}", ["async.mode=async", f"async.max_staleness={k}"]) for k in steps_k]
+    out += [
+        (f"async_k{k}_{value}", ["async.mode=async", f"async.max_staleness={k}", f"async.in_flight_update={value}"])
+        for value in in_flight
+        for k in steps_k
+    ]
     if not monolithic:
         return out
     out.append(
@@ -147,6 +160,12 @@ def time_to_target(
         out[f"speedup_to_target_k{k}"] = (
             speedup(times["sync"], times[label]) if label in times and target is not None else None
         )
+    # every mode's, the --in-flight variants included
+    out["speedup_to_target"] = {
+        label: (speedup(times["sync"], t) if target is not None else None)
+        for label, t in times.items()
+        if label != "sync"
+    }
     return out
 
 
@@ -176,6 +195,18 @@ def main(argv: list[str]) -> int:
         action=argparse.BooleanOptionalAction,
         default=True,
         help="also run the monolithic mode once (throughput only; --no-monolithic saves a synchronous-length run)",
+    )
+    parser.add_argument(
+        "--in-flight",
+        default="",
+        help="also run each async mode with these async.in_flight_update values, comma-separated (e.g. abort): "
+        "modes async_kK_VALUE, over as many seeds as k",
+    )
+    parser.add_argument(
+        "--publish-as",
+        default="async",
+        help="the name its block and JSON are published under (a variant must not overwrite the headline: "
+        "e.g. --in-flight abort --publish-as inflight)",
     )
     parser.add_argument("--json", action="store_true", help="(the JSON line is always printed last)")
     add_docs_flag(parser)
@@ -216,14 +247,22 @@ def main(argv: list[str]) -> int:
         parser.error(f"--target-fraction {args.target_fraction}: use a fraction in (0, 1]")
     overrides.append(f"train.eval_every={args.eval_every if args.eval_every is not None else (1 if args.quick else 2)}")
     ks = [int(k) for k in args.ks.split(",") if k]
+    in_flight = [v for v in args.in_flight.split(",") if v]
+    unknown = sorted(set(in_flight) - set(IN_FLIGHT))
+    if unknown:
+        parser.error(f"--in-flight {','.join(unknown)}: use values of async.in_flight_update ({', '.join(IN_FLIGHT)})")
+    if in_flight and args.publish_as == "async" and not args.no_docs:
+        parser.error("--in-flight needs --publish-as NAME (the headline figures are 'async')")
     if args.from_runs:
         runs = Path(args.from_runs)
         if not (runs / META_FILE).is_file():
             parser.error(f"--from-runs {runs}: no {META_FILE} there (only a measured run writes one)")
         base = load_train_config(args.config, overrides)
-        results, curves, seeds = reread_runs(runs, ks)
+        results, curves, seeds = reread_runs(runs, ks, in_flight)
         meta = json.loads((runs / META_FILE).read_text())
         command = f"rollarc bench async --from-runs {runs.name}"
+        if in_flight:
+            command += f" --ks {args.ks} --in-flight {args.in_flight} --publish-as {args.publish_as}"
     else:
         base = load_train_config(args.config, overrides)
         policy, _ = initial_policy(base)  # train the shared SFT warm start once, before any timing
@@ -235,7 +274,7 @@ def main(argv: list[str]) -> int:
         except runs_root.RootMismatch as err:
             parser.error(str(err))
         runs_root.record(runs, meta, None, machine_load.summary())  # so a later --from-runs has this record
-        results, curves = train_runs(args, overrides, ks, seeds, base.seed, runs, meta)
+        results, curves = train_runs(args, overrides, ks, in_flight, seeds, base.seed, runs, meta)
         runs_root.record(runs, meta, None, machine_load.summary())
         command = shlex.join(["rollarc", "bench", "async", *argv])
     to_target = time_to_target(results["sync"]["success_before"], curves, args.target_fraction)
@@ -249,6 +288,7 @@ def main(argv: list[str]) -> int:
     result = {
         "sync_s": sync_s,
         "async_s": {str(k): results[f"async_k{k}"]["rl_wall_s"] for k in ks},
+        "rl_wall_s": {label: r["rl_wall_s"] for label, r in results.items()},  # every mode's, variants included
         "monolithic_s": results["monolithic"]["rl_wall_s"] if "monolithic" in results else None,
         **{f"speedup_k{k}": sync_s / results[f"async_k{k}"]["rl_wall_s"] for k in ks},
         "speedup_k2_vs_monolithic": (
@@ -306,7 +346,7 @@ def main(argv: list[str]) -> int:
             [
                 label,
                 ", ".join("not reached" if t is None else f"{t:.1f}" for t in times),
-                "" if label == "sync" else _or_none(to_target.get(f"speedup_to_target_{label.removeprefix('async_')}")),
+                "" if label == "sync" else _or_none(to_target["speedup_to_target"].get(label)),
             ]
             for label, times in to_target["time_to_target_s"].items()
         ],
@@ -334,7 +374,7 @@ def main(argv: list[str]) -> int:
         ],
     )
     published = {key: meta[key] for key in ("commit", "machine_load", "sessions") if key in meta}
-    publish("async", body, result, command, quick=args.quick, no_docs=args.no_docs, meta=published)
+    publish(args.publish_as, body, result, command, quick=args.quick, no_docs=args.no_docs, meta=published)
     emit_json(result)
     return 0
 
@@ -343,6 +383,7 @@ def train_runs(
     args: argparse.Namespace,
     overrides: list[str],
     ks: list[int],
+    in_flight: list[str],
     seeds: int,
     seed0: int,
     runs: Path,
@@ -351,7 +392,7 @@ def train_runs(
     """Train every mode (first seed), then sync, k=1 and k=2 again for the other seeds; runs already
     finished under ``runs`` are reused."""
     results: dict[str, dict[str, Any]] = {}
-    for label, mode_overrides in modes(ks, args.monolithic):
+    for label, mode_overrides in modes(ks, args.monolithic, in_flight):
         print(f"== {label}", flush=True)
         results[label] = run_mode(args.config, [*overrides, *mode_overrides], label, runs, meta)
         r = results[label]
@@ -360,9 +401,9 @@ def train_runs(
             f"bubbles {json.dumps({k: round(v, 2) for k, v in r['bubble'].items()})}",
             flush=True,
         )
-    curves = {label: [results[label]["curve"]] for label in curve_modes(ks)}
+    curves = {label: [results[label]["curve"]] for label in curve_modes(ks, in_flight)}
     for seed in range(1, seeds):
-        for label, mode_overrides in modes(ks):
+        for label, mode_overrides in modes(ks, True, in_flight):
             if label in curves:
                 print(f"== {label}, seed {seed0 + seed}", flush=True)
                 run = run_mode(
@@ -372,11 +413,13 @@ def train_runs(
     return results, curves
 
 
-def reread_runs(runs: Path, ks: list[int]) -> tuple[dict[str, dict[str, Any]], dict[str, list[Any]], int]:
+def reread_runs(
+    runs: Path, ks: list[int], in_flight: Sequence[str] = ()
+) -> tuple[dict[str, dict[str, Any]], dict[str, list[Any]], int]:
     """What ``train_runs`` returned, read back from the folders it left under ``runs``, and the seed count."""
-    labels = [label for label, _ in modes(ks)] + ["monolithic"]
+    labels = [label for label, _ in modes(ks, True, in_flight)]
     results = {label: read_run(runs / label) for label in labels if (runs / label).is_dir()}
-    curves = {label: [results[label]["curve"]] for label in curve_modes(ks)}
+    curves = {label: [results[label]["curve"]] for label in curve_modes(ks, in_flight)}
     seeds = 1
     while all((runs / f"{label}_s{seeds}").is_dir() for label in curves):
         for label in curves:
@@ -385,9 +428,10 @@ def reread_runs(runs: Path, ks: list[int]) -> tuple[dict[str, dict[str, Any]], d
     return results, curves, seeds
 
 
-def curve_modes(ks: list[int]) -> list[str]:
-    """The modes run over several seeds for time to target."""
-    return ["sync", *(f"async_k{k}" for k in ks if k in (1, 2))]
+def curve_modes(ks: list[int], in_flight: Sequence[str] = ()) -> list[str]:
+    """The modes run over several seeds for time to target: sync, k = 1 and 2, and their --in-flight variants."""
+    seeded = [k for k in ks if k in (1, 2)]
+    return ["sync", *(f"async_k{k}" for k in seeded), *(f"async_k{k}_{v}" for v in in_flight for k in seeded)]
 
 
 def _or_nan(value: float | None) -> float:

@@ -99,3 +99,43 @@ def test_from_runs_without_a_record_is_a_one_line_error(tmp_path: Path, capsys) 
     except SystemExit as e:
         assert e.code == 2
     assert f"no {META_FILE}" in capsys.readouterr().err
+
+
+def test_in_flight_variants_run_as_their_own_modes_and_get_their_own_speed_up(tmp_path: Path, capsys) -> None:
+    """``--in-flight abort`` adds ``async_k2_abort`` (same k, turns cut by an update resume on the new weights),
+    over as many seeds as k = 2, with its time to target against the same synchronous runs."""
+    assert async_.modes([2], monolithic=False, in_flight=["abort"]) == [
+        ("sync", ["async.mode=sync", "async.max_staleness=0"]),
+        ("async_k2", ["async.mode=async", "async.max_staleness=2"]),
+        ("async_k2_abort", ["async.mode=async", "async.max_staleness=2", "async.in_flight_update=abort"]),
+    ]
+    assert async_.curve_modes([2, 4], ["abort"]) == ["sync", "async_k2", "async_k2_abort"]
+    root = tmp_path / "runs"
+    for s in range(2):
+        suffix = "" if s == 0 else f"_s{s}"
+        _run(root / f"sync{suffix}", 40.0, [(0, 0.4), (2, 0.5), (4, 0.6)])
+        _run(root / f"async_k2{suffix}", 10.0, [(0, 0.4), (2, 0.6), (4, 0.6)])
+        _run(root / f"async_k2_abort{suffix}", 16.0, [(0, 0.4), (2, 0.45), (4, 0.6)])
+    (root / META_FILE).write_text(json.dumps({"commit": "abc1234", "machine_load": None}))
+    argv = ["--from-runs", str(root), "--ks", "2", "--in-flight", "abort", "--no-docs"]
+    assert async_.main(argv) == 0
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    # target 0.4 + 0.8 * 0.2 = 0.56; step v ends 10 v s into RL: sync at 40 s, k = 2 at 20 s, abort at 40 s
+    assert result["seeds"] == 2
+    assert result["speedup_to_target"] == {"async_k2": 2.0, "async_k2_abort": 1.0}
+    assert result["speedup_to_target_k2"] == 2.0
+    assert result["rl_wall_s"] == {"sync": 40.0, "async_k2": 10.0, "async_k2_abort": 16.0}
+
+
+def test_bad_in_flight_values_and_an_unnamed_variant_are_one_line_errors(capsys) -> None:
+    for argv, message in (
+        (["--in-flight", "later", "--no-docs"], "--in-flight later"),
+        (["--in-flight", "abort"], "--publish-as"),  # it would overwrite the headline async.json
+    ):
+        try:
+            async_.main(argv)
+        except SystemExit as e:
+            assert e.code == 2
+        else:
+            raise AssertionError(f"{argv} was accepted")
+        assert message in capsys.readouterr().err
