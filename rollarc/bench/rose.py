@@ -185,9 +185,6 @@ def one_load(
             role: [round(1000 * c, 4) for c in coef] if (coef := harvest.extra.get(f"{role}_model")) else None
             for role in ("serving", "rollout")
         },
-        # the guard's error factors at the end of the harvest run (rose/prediction_error.py): how far above its
-        # model it budgeted each role's steps
-        "error_factors": harvest.extra.get("error_factors"),
         "pinned": harvest.pinned,
     }
     print(

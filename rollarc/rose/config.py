@@ -16,14 +16,6 @@ class RoseConfig(FrozenModel):
     margin: float = Field(
         0.2, ge=0, lt=1, description="the guard admits a rollout step only within (1 - margin) x each SLO target"
     )
-    error_quantile: float = Field(
-        0.95,
-        ge=0,
-        lt=1,
-        description="the guard multiplies each role's step prediction by this quantile of its recent actual / "
-        "predicted ratios (at least 1), so it budgets for its latency model's recent shortfalls; 0: no such "
-        "factor (rollarc/rose/prediction_error.py)",
-    )
     memory_tokens: int = Field(
         4096,
         ge=1,

@@ -38,7 +38,6 @@ from rollarc.engine.engine import LLMEngine
 from rollarc.engine.types import Completion, SamplingParams
 from rollarc.rose.guard import ServingState, Verdict, judge
 from rollarc.rose.latency_model import StepLatencyModel, StepShape
-from rollarc.rose.prediction_error import PredictionError
 from rollarc.rose.slo import RequestTiming, SLOConfig
 from rollarc.rose.turns import Turn
 
@@ -70,7 +69,6 @@ class CoServingExecutor:
         slo: SLOConfig,
         *,
         margin: float = 0.2,
-        error_quantile: float = 0.0,
         memory_tokens: int = 1 << 30,
         name: str = "coserve",
         clock: Callable[[], float] = time.perf_counter,
@@ -81,9 +79,6 @@ class CoServingExecutor:
         self.margin, self.memory_tokens, self.name, self.clock = margin, memory_tokens, name, clock
         self.serving_model = StepLatencyModel()
         self.rollout_model = StepLatencyModel()
-        # how far each model's predictions recently fell short (the guard multiplies them by it)
-        self.serving_error = PredictionError(quantile=error_quantile)
-        self.rollout_error = PredictionError(quantile=error_quantile)
         self._arrivals: deque[ServingRequest] = deque()  # not yet arrived (sorted by arrival)
         self._serving: dict[str, ServingRequest] = {}  # admitted to S, unfinished
         self._queued: deque[Turn] = deque()  # rollout turns waiting for a guarded step
@@ -298,7 +293,6 @@ class CoServingExecutor:
     def _serving_step(self) -> list[RequestTiming]:
         assert self.serving is not None
         finished, shape, elapsed = self._timed_step(self.serving)
-        self.serving_error.observe(self.serving_model.predict(shape), elapsed)
         self.serving_model.observe(shape, elapsed)
         self.counters["serving_steps"] += 1
         return [self._timing(c) for c in finished]
@@ -320,8 +314,6 @@ class CoServingExecutor:
             self.slo.ttft_p99_ms,
             self.slo.tpot_p99_ms,
             self.margin,
-            self.serving_error.factor(),
-            self.rollout_error.factor(),
         )
 
     def _serving_reservation(self) -> int:
@@ -385,7 +377,7 @@ class CoServingExecutor:
 
     _stepped = False
     _paused = False
-    _last_rollout: tuple[StepShape, float, float, float] | None = None  # (shape, seconds, when it ended, predicted)
+    _last_rollout: tuple[StepShape, float, float] | None = None  # (shape, seconds, when it ended)
 
     def _observe_rollout(self, now: float) -> None:
         """Feed the rollout model the last rollout step's time *plus* the time until this poll.
@@ -397,10 +389,9 @@ class CoServingExecutor:
         """
         if self._last_rollout is None:
             return
-        shape, elapsed, ended, predicted = self._last_rollout
+        shape, elapsed, ended = self._last_rollout
         self._last_rollout = None
         gap = max(0.0, now - ended)
-        self.rollout_error.observe(predicted, elapsed + gap)
         self.rollout_model.observe(shape, elapsed + gap)
         self.counters["loop_gap_ms"] += round(1000 * gap)
 
@@ -471,12 +462,7 @@ class CoServingExecutor:
             context_tokens=context,
         )
         predicted = self.rollout_model.predict(best)
-        self._last_rollout = (
-            shape,
-            elapsed,
-            self.clock(),
-            predicted,
-        )  # observed at the next poll, with what came between
+        self._last_rollout = (shape, elapsed, self.clock())  # observed at the next poll, with what came between
         self.counters["rollout_steps"] += 1
         self.counters["rollout_ms"] += round(1000 * elapsed)
         self.counters["rollout_overruns"] += elapsed > 1.5 * predicted + 0.002  # the guard's blind spot

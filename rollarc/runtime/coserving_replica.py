@@ -110,7 +110,6 @@ class CoServingReplica:
             rollout,
             harvest.slo,
             margin=harvest.margin,
-            error_quantile=harvest.error_quantile,
             memory_tokens=harvest.memory_tokens,
             name=name,
         )
@@ -311,7 +310,6 @@ class CoServingReplica:
             "pinned": self.pinned,
             "serving_model": ex.serving_model.coefficients() if ex.serving_model.fitted else None,
             "rollout_model": ex.rollout_model.coefficients() if ex.rollout_model.fitted else None,
-            "error_factors": {"serving": ex.serving_error.factor(), "rollout": ex.rollout_error.factor()},
         }
 
     def drain_spans(self) -> list[dict[str, Any]]:

@@ -117,7 +117,6 @@ def harvest_config(rose: RoseConfig) -> HarvestConfig:
         serving=rose.serving,
         slo=rose.slo,
         margin=rose.margin,
-        error_quantile=rose.error_quantile,
         memory_tokens=rose.memory_tokens,
         replay=rose.replay,
         lend_after_s=rose.lend_after_s,
@@ -260,11 +259,7 @@ def run_setup(
             routed={key.split("@", 1)[1]: int(n) for key, n in routed.items()},
             pinned=pinned,
             turn_versions_ok=ok,
-            extra={
-                "serving_model": served["serving_model"],
-                "rollout_model": served["rollout_model"],
-                "error_factors": served["error_factors"],
-            },
+            extra={"serving_model": served["serving_model"], "rollout_model": served["rollout_model"]},
         )
     finally:
         for actor in actors:
