@@ -8,7 +8,14 @@ of that session (found by the session directory's name in its command line, with
 and kills what is still alive after a grace period. The driver calls :func:`reap` itself after a
 normal shutdown, and stops the watcher.
 
-Usage (internal): ``python -m rollarc.ray_reaper DRIVER_PID DRIVER_CREATE_TIME SESSION_DIR``.
+The watcher learns that the driver has ended from its standard input, a pipe whose only writer is
+the driver: the kernel closes it however the driver ends, and the read returns end-of-file. It
+used to poll the driver's pid and compare its start time, which psutil derives from the wall
+clock's boot time: a step of the clock (a VM restored, the clock set) changed that time, the
+watcher took the live driver for dead and reaped its cluster, and the driver exited with status 1
+a minute later, without a word under pytest's capture (a CI run of the suite ended so).
+
+Usage (internal): ``python -m rollarc.ray_reaper SESSION_DIR``, standard input the driver's pipe.
 """
 
 from __future__ import annotations
@@ -16,13 +23,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import psutil
 
 GRACE_S = 5.0
-POLL_S = 1.0
 
 
 def session_processes(session_dir: str | Path) -> list[psutil.Process]:
@@ -59,29 +64,42 @@ def reap(session_dir: str | Path, grace_s: float = GRACE_S) -> list[int]:
 
 
 def start_watcher(session_dir: str) -> subprocess.Popen[bytes]:
-    """A process that reaps the session once this (driver) process is gone, however it ends."""
-    me = psutil.Process()
+    """A process that reaps the session once this (driver) process is gone, however it ends.
+
+    The returned process's ``stdin`` is the driver's end of the pipe: keep it open while the cluster
+    lives (closing it, or the driver ending, makes the watcher reap). The pipe is not inherited by
+    processes the driver starts with exec, so Ray's daemons do not keep the watcher waiting.
+    """
     return subprocess.Popen(
-        [sys.executable, "-m", "rollarc.ray_reaper", str(me.pid), repr(me.create_time()), session_dir],
-        stdin=subprocess.DEVNULL,
+        [sys.executable, "-m", "rollarc.ray_reaper", session_dir],
+        stdin=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,  # a signal to the driver's process group does not take the watcher too
     )
 
 
-def _driver_alive(pid: int, create_time: float) -> bool:
+def stop_watcher(watcher: subprocess.Popen[bytes], timeout_s: float) -> None:
+    """Stop a watcher without it reaping (the driver has reaped), and close the driver's end of its pipe."""
+    watcher.terminate()
     try:
-        proc = psutil.Process(pid)
-        return proc.create_time() == create_time and proc.status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
+        watcher.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        watcher.kill()
+        watcher.wait(timeout=timeout_s)
+    if watcher.stdin is not None:
+        watcher.stdin.close()
+
+
+def wait_for_end_of_file(fd: int) -> None:
+    """Block until every writer of ``fd`` has closed it (the driver has ended)."""
+    while os.read(fd, 4096):
+        pass
 
 
 def main(argv: list[str]) -> int:
-    pid, create_time, session_dir = int(argv[0]), float(argv[1]), argv[2]
-    while _driver_alive(pid, create_time):
-        time.sleep(POLL_S)
+    session_dir = argv[0]
+    wait_for_end_of_file(sys.stdin.fileno())
     reap(session_dir)
     return 0
 

@@ -47,7 +47,7 @@ from rollarc.placement import actor_options as actor_options  # re-exported: the
 from rollarc.placement import is_gpu_kind as is_gpu_kind
 from rollarc.plugin_path import plugin_pythonpath as plugin_pythonpath
 from rollarc.ray_local_start import init_local_ray
-from rollarc.ray_reaper import reap, start_watcher
+from rollarc.ray_reaper import reap, start_watcher, stop_watcher
 
 WATCHER_STOP_S = 10.0
 _local_session: tuple[str, subprocess.Popen[bytes]] | None = None  # (session dir, watcher) of our local cluster
@@ -193,11 +193,7 @@ def stop_ray() -> None:
     session_dir, watcher = _local_session
     _local_session = None
     reap(session_dir)
-    watcher.terminate()
-    try:
-        watcher.wait(timeout=WATCHER_STOP_S)
-    except subprocess.TimeoutExpired:
-        watcher.kill()
+    stop_watcher(watcher, WATCHER_STOP_S)
 
 
 def gpu_demand(cluster: ClusterConfig) -> float:
