@@ -41,7 +41,7 @@ from rollarc.bench.weightsync import real_updates
 from rollarc.configio import load_config
 from rollarc.rose.config import RoseConfig
 from rollarc.rose.sites import bytes_per_hop, cross_site_bytes, plan_hops
-from rollarc.rose.slo import SLOConfig, summarize
+from rollarc.rose.slo import SLOConfig, misses, summarize
 from rollarc.rose.trace import TraceRequest, read_trace, scale, synthetic_trace
 from rollarc.runtime.rose_setup import Mode, PolicySpec, SetupResult, rose_cluster, run_setup, write_policy
 
@@ -148,7 +148,7 @@ def one_load(
         "withdrawals": harvest.lending["withdrawals"],
     }
     dedicated_turns = harvest.routed.get("dedicated", 0)
-    row = {
+    row: dict[str, Any] = {
         "time_scale": time_scale,
         "requests": len(window),
         "requests_per_s": len(window) / rose.replay.duration_s,
@@ -186,13 +186,19 @@ def one_load(
             for role in ("serving", "rollout")
         },
         "pinned": harvest.pinned,
+        # the requests over the SLO in each set-up: TTFT or TPOT, and how many would have missed with no rollout
+        # time in their life on the serving worker (without_rollout: not the guard's admissions)
+        "slo_misses": {mode: misses(run.timings, rose.slo) for mode, run in runs.items()},
     }
     print(
         f"  {row['rollout_traj_s_dedicated']:.2f} -> {row['rollout_traj_s_harvest']:.2f} traj/s "
         f"({row['speedup_harvest']:.2f}x); SLO attainment {row['slo_attainment_alone']:.3f} alone, "
         f"{row['slo_attainment_coserving']:.3f} co-serving; preemptions {row['preemptions']}, pauses {row['pauses']}, "
         f"withdrawals {row['withdrawals']}, "
-        f"borrowed share {row['speedup_within_run']:.2f}x within the harvest run",
+        f"borrowed share {row['speedup_within_run']:.2f}x within the harvest run; SLO misses "
+        + ", ".join(f"{mode} {m['missed']}" for mode, m in row["slo_misses"].items())
+        + f" (co-serving: {row['slo_misses']['harvest']['ttft']} on TTFT, {row['slo_misses']['harvest']['tpot']} on "
+        f"TPOT, {row['slo_misses']['harvest']['without_rollout']} even without its rollout time)",
         flush=True,
     )
     return row

@@ -38,7 +38,7 @@ from rollarc.engine.engine import LLMEngine
 from rollarc.engine.types import Completion, SamplingParams
 from rollarc.rose.guard import ServingState, Verdict, judge
 from rollarc.rose.latency_model import StepLatencyModel, StepShape
-from rollarc.rose.slo import RequestTiming, SLOConfig
+from rollarc.rose.slo import RequestTiming, SLOConfig, overlap_s
 from rollarc.rose.turns import Turn
 
 CALIBRATION_PROMPT = 8  # prompt tokens of each request of a calibration decode batch
@@ -84,6 +84,8 @@ class CoServingExecutor:
         self._queued: deque[Turn] = deque()  # rollout turns waiting for a guarded step
         self._running: dict[str, Turn] = {}  # request id in R -> turn
         self._recent_prompts: deque[int] = deque(maxlen=64)
+        # (start, end) of each rollout step with the loop time after it, while a serving request may still need them
+        self._rollout_spans: deque[tuple[float, float]] = deque()
         self.counters: dict[str, int] = {
             "serving_steps": 0,
             "serving_requests": 0,
@@ -300,7 +302,14 @@ class CoServingExecutor:
     def _timing(self, completion: Completion) -> RequestTiming:
         request = self._serving.pop(completion.request_id)
         first = completion.first_token_time if completion.first_token_time is not None else completion.finish_time
-        return RequestTiming(request.arrival_s, first, completion.finish_time, completion.num_tokens)
+        return RequestTiming(
+            request.arrival_s,
+            first,
+            completion.finish_time,
+            completion.num_tokens,
+            overlap_s(self._rollout_spans, request.arrival_s, first),
+            overlap_s(self._rollout_spans, first, completion.finish_time),
+        )
 
     # ------------------------------------------------------------------ rollout
     def _judge(self, step: StepShape, state: ServingState) -> Verdict:
@@ -394,6 +403,14 @@ class CoServingExecutor:
         gap = max(0.0, now - ended)
         self.rollout_model.observe(shape, elapsed + gap)
         self.counters["loop_gap_ms"] += round(1000 * gap)
+        if self.serving is not None:
+            self._rollout_spans.append((ended - elapsed, max(now, ended)))
+            # a span that ended before every serving request still here arrived is no one's any more
+            oldest = min((r.arrival_s for r in self._serving.values()), default=None)
+            if oldest is None:
+                oldest = self._arrivals[0].arrival_s if self._arrivals else now
+            while self._rollout_spans and self._rollout_spans[0][1] < oldest:
+                self._rollout_spans.popleft()
 
     def _rollout_step(self) -> list[Turn]:
         assert self.rollout is not None

@@ -4,6 +4,10 @@ Per request: TTFT = first token time - arrival; TPOT = (finish - first token) / 
 time per output token after the first (undefined for one-token outputs, which then meet the TPOT target).
 A request *attains* the SLO when its TTFT <= ``ttft_p99_ms`` and its TPOT <= ``tpot_p99_ms``; the SLO of the
 deployment holds when the p99 of each is within target. Attainment = fraction of requests that attain.
+
+On a co-serving worker each request also carries the rollout time that ran there during its life (steps and the
+loop time after them, before and after its first token); :func:`misses` says which requests missed and whether
+they would have missed with none of that time.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from rollarc.harvest_config import SLOConfig as SLOConfig  # re-exported: defined below rollarc.config
 
@@ -21,6 +26,8 @@ class RequestTiming:
     first_token_s: float
     finish_s: float
     output_tokens: int
+    rollout_before_first_s: float = 0.0  # rollout work on the same worker while it waited for its first token
+    rollout_after_first_s: float = 0.0  # ... and while it decoded
 
     @property
     def ttft_ms(self) -> float:
@@ -62,4 +69,40 @@ def summarize(timings: Sequence[RequestTiming], slo: SLOConfig) -> dict[str, flo
         "tpot_p99_ms": tpot99,
         "slo_attainment": sum(attains(t, slo) for t in timings) / len(timings) if timings else math.nan,
         "slo_met": float(ttft99 <= slo.ttft_p99_ms and tpot99 <= slo.tpot_p99_ms),
+    }
+
+
+def overlap_s(spans: Sequence[tuple[float, float]], start: float, end: float) -> float:
+    """Seconds of ``[start, end]`` covered by ``spans`` (disjoint ``(start, end)`` intervals)."""
+    return sum(max(0.0, min(b, end) - max(a, start)) for a, b in spans)
+
+
+def misses(timings: Sequence[RequestTiming], slo: SLOConfig, keep: int = 10) -> dict[str, Any]:
+    """The requests that missed the SLO: how many on TTFT and on TPOT, how many would have missed even without
+    the rollout time in their life (``without_rollout``: not the guard's doing), and the first ``keep`` in detail."""
+    missed = [t for t in timings if not attains(t, slo)]
+    counterfactual = [
+        RequestTiming(
+            t.arrival_s,
+            t.first_token_s - t.rollout_before_first_s,
+            t.finish_s - t.rollout_before_first_s - t.rollout_after_first_s,
+            t.output_tokens,
+        )
+        for t in missed
+    ]
+    return {
+        "missed": len(missed),
+        "ttft": sum(t.ttft_ms > slo.ttft_p99_ms for t in missed),
+        "tpot": sum((v := t.tpot_ms) is not None and v > slo.tpot_p99_ms for t in missed),
+        "without_rollout": sum(not attains(t, slo) for t in counterfactual),
+        "detail": [
+            {
+                "ttft_ms": round(t.ttft_ms, 1),
+                "tpot_ms": None if (v := t.tpot_ms) is None else round(v, 2),
+                "output_tokens": t.output_tokens,
+                "rollout_before_first_ms": round(1000 * t.rollout_before_first_s, 1),
+                "rollout_after_first_ms": round(1000 * t.rollout_after_first_s, 1),
+            }
+            for t in missed[:keep]
+        ],
     }

@@ -18,6 +18,7 @@ that fell behind catches up from the trainer (a delta chain or a full copy), and
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import random
 import time
 import uuid
@@ -301,12 +302,13 @@ class CoServingReplica:
         }
 
     def served_timings(self) -> dict[str, Any]:
-        """Every serving request finished so far, ``(arrival, first token, finish, output tokens)`` on this actor's
-        clock, the cores it is pinned to, and the latency models' coefficients (``rollarc bench rose``)."""
+        """Every serving request finished so far, as :class:`RequestTiming` fields (arrival, first token and finish on
+        this actor's clock, output tokens, the rollout time before and after its first token), the cores it is
+        pinned to, and the latency models' coefficients (``rollarc bench rose``)."""
         self._check_loop()
         ex = self.executor
         return {
-            "timings": [(t.arrival_s, t.first_token_s, t.finish_s, t.output_tokens) for t in self.timings],
+            "timings": [dataclasses.astuple(t) for t in self.timings],
             "pinned": self.pinned,
             "serving_model": ex.serving_model.coefficients() if ex.serving_model.fitted else None,
             "rollout_model": ex.rollout_model.coefficients() if ex.rollout_model.fitted else None,

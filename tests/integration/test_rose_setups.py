@@ -55,3 +55,10 @@ def test_three_setups_serve_every_request_and_harvest_borrows(tmp_path: Path) ->
     assert harvest.routed["borrowed"] > 0  # turns finished on the borrowed replica, through the Router
     assert harvest.counters["turns_done"] > 0  # the replica's own count of the rollout turns it finished
     assert harvest.turns <= sum(harvest.routed.values())
+    # the rollout time each serving request saw on its worker: none where nothing was lent, and what is counted in
+    # the harvest run never exceeds the request's own life
+    assert all(t.rollout_before_first_s == t.rollout_after_first_s == 0.0 for t in alone.timings + dedicated.timings)
+    assert any(t.rollout_before_first_s + t.rollout_after_first_s > 0.0 for t in harvest.timings)
+    assert all(
+        t.rollout_before_first_s + t.rollout_after_first_s <= t.finish_s - t.arrival_s + 1e-9 for t in harvest.timings
+    )

@@ -13,7 +13,7 @@ from rollarc.engine.types import SamplingParams
 from rollarc.policy.dispatcher import BORROWED_POOL, Dispatcher
 from rollarc.rose.coserve import CoServingExecutor, ServingRequest
 from rollarc.rose.latency_model import StepLatencyModel, StepShape
-from rollarc.rose.slo import SLOConfig
+from rollarc.rose.slo import RequestTiming, SLOConfig
 from rollarc.rose.turns import Turn
 from tests.unit.test_engine_models import nano_policy, random_prompts
 
@@ -439,3 +439,25 @@ def test_the_rollout_model_is_fed_the_step_and_the_loop_time_after_it() -> None:
     assert shape.decodes == 0 and shape.prefill_tokens > 0  # the first step prefilled both turns
     assert seconds == pytest.approx(0.007)
     assert ex.counters["loop_gap_ms"] == 7
+
+
+def test_each_served_request_carries_the_rollout_time_that_ran_during_its_life() -> None:
+    """Real clock (the engines time their requests with it); only how measured intervals relate is asserted."""
+    ex = CoServingExecutor(_engine(1), _engine(2), SLOConfig(ttft_p99_ms=1000.0, tpot_p99_ms=1000.0), margin=0.2)
+    ex.serving_model = FixedModel(0.0, 0.0)
+    ex.rollout_model = FixedModel(0.0, 0.0)  # the guard admits every rollout step
+    ex.submit_serving(ServingRequest("s0", ex.clock(), random_prompts([4], seed=3)[0], 6))
+    alone: list[RequestTiming] = []
+    while not ex.serving_idle():
+        alone += ex.poll().served
+    assert [(t.rollout_before_first_s, t.rollout_after_first_s) for t in alone] == [(0.0, 0.0)]
+    for turn in _turns(4, max_tokens=40):
+        ex.submit_turn(turn)
+    ex.poll()  # rollout is running before the request arrives
+    ex.submit_serving(ServingRequest("s1", ex.clock(), random_prompts([4], seed=4)[0], 6))
+    beside: list[RequestTiming] = []
+    while not ex.serving_idle():
+        beside += ex.poll().served
+    (timing,) = beside
+    assert timing.rollout_after_first_s > 0.0  # a rollout step ran between each of its decode steps
+    assert timing.rollout_before_first_s + timing.rollout_after_first_s <= timing.finish_s - timing.arrival_s

@@ -10,7 +10,7 @@ import pytest
 from rollarc.rose.guard import ServingState, judge
 from rollarc.rose.latency_model import StepLatencyModel, StepShape, solve
 from rollarc.rose.sites import bytes_per_hop, cross_site_bytes, plan_hops
-from rollarc.rose.slo import RequestTiming, SLOConfig, attains, percentile, summarize
+from rollarc.rose.slo import RequestTiming, SLOConfig, attains, misses, overlap_s, percentile, summarize
 from rollarc.rose.trace import TraceError, TraceRequest, parse_rows, read_trace, scale, synthetic_trace, write_trace
 
 # ------------------------------------------------------------------ trace
@@ -79,6 +79,32 @@ def test_slo_attainment_by_hand() -> None:
     summary = summarize([ok, slow_first, slow_tokens, single], slo)
     assert summary["slo_attainment"] == 0.5
     assert summary["slo_met"] == 0.0
+
+
+def test_overlap_of_rollout_spans_by_hand() -> None:
+    spans = [(0.0, 0.010), (0.020, 0.030), (0.050, 0.060)]
+    assert overlap_s(spans, 0.005, 0.025) == pytest.approx(0.005 + 0.005)
+    assert overlap_s(spans, 0.030, 0.050) == 0.0
+    assert overlap_s(spans, -1.0, 1.0) == pytest.approx(0.030)
+
+
+def test_misses_say_which_target_and_whether_rollout_time_explains_them() -> None:
+    slo = SLOConfig(ttft_p99_ms=100.0, tpot_p99_ms=10.0)
+    # ttft 150 ms of which 60 ms rollout: 90 ms without it, so the rollout time made it miss
+    late_by_rollout = RequestTiming(0.0, 0.15, 0.15 + 4 * 0.008, 5, rollout_before_first_s=0.06)
+    # tpot (0.1 - 0.01) / 3 = 30 ms of which 15 ms rollout over 3 gaps: (0.09 - 0.015) / 3 = 25 ms, still a miss
+    slow_anyway = RequestTiming(0.0, 0.01, 0.1, 4, rollout_after_first_s=0.015)
+    ok = RequestTiming(0.0, 0.05, 0.05 + 4 * 0.008, 5, rollout_before_first_s=0.04)
+    report = misses([ok, late_by_rollout, slow_anyway], slo)
+    assert (report["missed"], report["ttft"], report["tpot"], report["without_rollout"]) == (2, 1, 1, 1)
+    assert report["detail"][0] == {
+        "ttft_ms": 150.0,
+        "tpot_ms": 8.0,
+        "output_tokens": 5,
+        "rollout_before_first_ms": 60.0,
+        "rollout_after_first_ms": 0.0,
+    }
+    assert report["detail"][1]["tpot_ms"] == 30.0 and report["detail"][1]["rollout_after_first_ms"] == 15.0
 
 
 # ------------------------------------------------------------------ latency model
