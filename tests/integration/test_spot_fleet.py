@@ -78,7 +78,11 @@ def test_spot_fleet_survives_notice_and_no_notice_losses(tmp_path):
         assert stats["committed_on_notice"] == 1 and stats["lost_steps"] == 0
         fleet.replace(0)
         # 2. the replacement vanishes without notice mid-job: the lease expires and the job is redone
-        wait_for(fleet, lambda h: any(w == "spot0-g1" and step >= 2 for w, step in h.values()), "the joiner busy")
+        # the joiner takes the committed job at its committed step: wait until it has done a step past that, or a
+        # kill right after its pull loses nothing (held at the committed step; the test failed so under load)
+        first = wait_for(fleet, lambda h: any(w == "spot0-g1" for w, _ in h.values()), "the joiner holding a job")
+        job, resumed = next((j, step) for j, (w, step) in first.items() if w == "spot0-g1")
+        wait_for(fleet, lambda h: job in h and h[job][0] == "spot0-g1" and h[job][1] > resumed, "the joiner a step on")
         # as the injector does it: from another thread, the replacement started by wait() on this one
         injector = threading.Thread(target=fleet.preempt_and_replace_later, args=(0, 0.0))
         injector.start()
@@ -109,8 +113,11 @@ def test_spot_fleet_survives_notice_and_no_notice_losses(tmp_path):
 
 @pytest.mark.slow
 def test_a_worker_heartbeats_every_k_steps_and_its_images_do_not_change(tmp_path):
-    """``spot.heartbeat_every: 4``: a job of 9 steps pays two round trips to the queue (after steps 4 and 8; none
-    after its last step, where it hands the job in), not eight, and scores what an uninterrupted run scores."""
+    """``spot.heartbeat_every: 4``: a job of 9 steps pays at most two round trips to the queue (after steps 4 and 8;
+    none after its last step, where it hands the job in), not eight, and scores what an uninterrupted run scores.
+    The one after step 8 is sent only if the answer to step 4's is back by then (at most one in flight,
+    ``spotlight.heartbeat``): under load it is skipped, so a job sends one or two (the test asserted exactly
+    two and failed under load)."""
     seeds = [[5, 6], [7, 8], [9, 10]]
     prompts, expected = policy_and_expected(tmp_path, seeds, 9)
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "resources": {HEAD_RESOURCE: 1}})
@@ -127,4 +134,4 @@ def test_a_worker_heartbeats_every_k_steps_and_its_images_do_not_change(tmp_path
         cluster.shutdown()
     assert explored["rewards"] == expected
     assert (stats["completed"], stats["lost_jobs"], stats["duplicate_jobs"]) == (3, 0, 0)
-    assert stats["heartbeats"] == 3 * 2
+    assert 3 * 1 <= stats["heartbeats"] <= 3 * 2
