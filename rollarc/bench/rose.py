@@ -171,6 +171,10 @@ def one_load(
         # engine time of the borrowed rollout steps, and the replica's loop time after them (fed to the guard's model)
         "rollout_ms": serve_counters["rollout_ms"],
         "loop_gap_ms": serve_counters["loop_gap_ms"],
+        # the co-serving replica's garbage-collector pauses per set-up (every serving step stalls for them)
+        "gc_ms": {mode: sum(run.counters.get(f"gc_ms_gen{g}", 0) for g in range(3)) for mode, run in runs.items()},
+        "gc_max_ms": {mode: run.counters.get("gc_max_ms", 0) for mode, run in runs.items()},
+        "gc_collections_gen2": {mode: run.counters.get("gc_collections_gen2", 0) for mode, run in runs.items()},
         "withdrawals": harvest.lending["withdrawals"],
         "lends": harvest.lending["lends"],
         "guard_actions": guard_actions,

@@ -86,6 +86,7 @@ class CoServingExecutor:
         self._recent_prompts: deque[int] = deque(maxlen=64)
         # (start, end) of each rollout step with the loop time after it, while a serving request may still need them
         self._rollout_spans: deque[tuple[float, float]] = deque()
+        self._serving_spans: deque[tuple[float, float]] = deque()  # (start, end) of each serving step, likewise
         self.counters: dict[str, int] = {
             "serving_steps": 0,
             "serving_requests": 0,
@@ -297,7 +298,11 @@ class CoServingExecutor:
         finished, shape, elapsed = self._timed_step(self.serving)
         self.serving_model.observe(shape, elapsed)
         self.counters["serving_steps"] += 1
-        return [self._timing(c) for c in finished]
+        end = self.clock()
+        self._serving_spans.append((end - elapsed, end))
+        timings = [self._timing(c) for c in finished]
+        self._trim_spans(self._serving_spans, end)
+        return timings
 
     def _timing(self, completion: Completion) -> RequestTiming:
         request = self._serving.pop(completion.request_id)
@@ -309,7 +314,17 @@ class CoServingExecutor:
             completion.num_tokens,
             overlap_s(self._rollout_spans, request.arrival_s, first),
             overlap_s(self._rollout_spans, first, completion.finish_time),
+            overlap_s(self._serving_spans, request.arrival_s, first),
+            overlap_s(self._serving_spans, first, completion.finish_time),
         )
+
+    def _trim_spans(self, spans: deque[tuple[float, float]], now: float) -> None:
+        """Drop the spans that ended before every serving request still here arrived: they are no one's any more."""
+        oldest = min((r.arrival_s for r in self._serving.values()), default=None)
+        if oldest is None:
+            oldest = self._arrivals[0].arrival_s if self._arrivals else now
+        while spans and spans[0][1] < oldest:
+            spans.popleft()
 
     # ------------------------------------------------------------------ rollout
     def _judge(self, step: StepShape, state: ServingState) -> Verdict:
@@ -405,12 +420,7 @@ class CoServingExecutor:
         self.counters["loop_gap_ms"] += round(1000 * gap)
         if self.serving is not None:
             self._rollout_spans.append((ended - elapsed, max(now, ended)))
-            # a span that ended before every serving request still here arrived is no one's any more
-            oldest = min((r.arrival_s for r in self._serving.values()), default=None)
-            if oldest is None:
-                oldest = self._arrivals[0].arrival_s if self._arrivals else now
-            while self._rollout_spans and self._rollout_spans[0][1] < oldest:
-                self._rollout_spans.popleft()
+            self._trim_spans(self._rollout_spans, now)
 
     def _rollout_step(self) -> list[Turn]:
         assert self.rollout is not None

@@ -6,8 +6,9 @@ A request *attains* the SLO when its TTFT <= ``ttft_p99_ms`` and its TPOT <= ``t
 deployment holds when the p99 of each is within target. Attainment = fraction of requests that attain.
 
 On a co-serving worker each request also carries the rollout time that ran there during its life (steps and the
-loop time after them, before and after its first token); :func:`misses` says which requests missed and whether
-they would have missed with none of that time.
+loop time after them, before and after its first token) and the serving steps' time; the rest of its life was
+neither (the replica's event loop, the machine). :func:`misses` says which requests missed and whether they would
+have missed with none of the rollout time.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ class RequestTiming:
     output_tokens: int
     rollout_before_first_s: float = 0.0  # rollout work on the same worker while it waited for its first token
     rollout_after_first_s: float = 0.0  # ... and while it decoded
+    serving_before_first_s: float = 0.0  # serving steps (its own and others') while it waited for its first token
+    serving_after_first_s: float = 0.0  # ... and while it decoded; the rest of its life was neither
 
     @property
     def ttft_ms(self) -> float:
@@ -102,6 +105,8 @@ def misses(timings: Sequence[RequestTiming], slo: SLOConfig, keep: int = 10) -> 
                 "output_tokens": t.output_tokens,
                 "rollout_before_first_ms": round(1000 * t.rollout_before_first_s, 1),
                 "rollout_after_first_ms": round(1000 * t.rollout_after_first_s, 1),
+                "serving_before_first_ms": round(1000 * t.serving_before_first_s, 1),
+                "serving_after_first_ms": round(1000 * t.serving_after_first_s, 1),
             }
             for t in missed[:keep]
         ],

@@ -44,6 +44,7 @@ from rollarc.rose.slo import RequestTiming, summarize
 from rollarc.rose.trace import TraceRequest
 from rollarc.rose.trace_loop import TraceLoop, harvest_trace
 from rollarc.rose.turns import Turn
+from rollarc.runtime.gc_pauses import GCPauses
 from rollarc.runtime.generate_span import generate_span
 from rollarc.runtime.router import TurnArgs
 from rollarc.runtime.turn_chunks import TurnChunk, chunks_as_completed
@@ -135,6 +136,7 @@ class CoServingReplica:
         self.turn_tokens = TURN_TOKENS_PRIOR  # KV a rollout turn reserves (prompt + max tokens), a running mean
         self._spans: list[dict[str, Any]] = []  # generate spans since the driver last drained them (timeline.jsonl)
         self._wall_offset = time.time() - time.perf_counter()
+        self.gc_pauses = GCPauses()  # serving steps stall for them too (bench rose reports them)
 
     # ---- the loop ------------------------------------------------------------------------------------
     async def start(self) -> str:
@@ -287,6 +289,7 @@ class CoServingReplica:
                 "migrated_kept": self.migrated_kept,
                 "migrated_kept_tokens": self.migrated_kept_tokens,
                 "served": self.served,
+                **self.gc_pauses.counters(),
             },
             "version": self.site.version,
             "turns": self.executor.rollout_turns,

@@ -451,6 +451,7 @@ def test_each_served_request_carries_the_rollout_time_that_ran_during_its_life()
     while not ex.serving_idle():
         alone += ex.poll().served
     assert [(t.rollout_before_first_s, t.rollout_after_first_s) for t in alone] == [(0.0, 0.0)]
+    assert alone[0].serving_before_first_s > 0.0 and alone[0].serving_after_first_s > 0.0  # its own steps
     for turn in _turns(4, max_tokens=40):
         ex.submit_turn(turn)
     ex.poll()  # rollout is running before the request arrives
@@ -460,4 +461,6 @@ def test_each_served_request_carries_the_rollout_time_that_ran_during_its_life()
         beside += ex.poll().served
     (timing,) = beside
     assert timing.rollout_after_first_s > 0.0  # a rollout step ran between each of its decode steps
-    assert timing.rollout_before_first_s + timing.rollout_after_first_s <= timing.finish_s - timing.arrival_s
+    rollout = timing.rollout_before_first_s + timing.rollout_after_first_s
+    serving = timing.serving_before_first_s + timing.serving_after_first_s
+    assert serving > 0.0 and rollout + serving <= timing.finish_s - timing.arrival_s  # disjoint parts of its life

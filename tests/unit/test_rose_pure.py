@@ -103,6 +103,8 @@ def test_misses_say_which_target_and_whether_rollout_time_explains_them() -> Non
         "output_tokens": 5,
         "rollout_before_first_ms": 60.0,
         "rollout_after_first_ms": 0.0,
+        "serving_before_first_ms": 0.0,
+        "serving_after_first_ms": 0.0,
     }
     assert report["detail"][1]["tpot_ms"] == 30.0 and report["detail"][1]["rollout_after_first_ms"] == 15.0
 
