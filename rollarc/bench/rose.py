@@ -257,8 +257,8 @@ def docs_body(result: dict[str, Any], curve: list[dict[str, Any]]) -> str:
         f"{result['cross_site_bytes_per_step'] / 1e6:.2f} MB per step crossed into the borrowed site "
         f"({result['in_site_bytes_per_step'] / 1e6:.2f} MB inside it; one fp32 copy is "
         f"{result['full_copy_bytes'] / 1e6:.2f} MB). Modelled cross-site bytes per version, one sparse delta "
-        f"at lr 1e-6 vs full copies: {result['cross_site_bytes_ratio_modelled']:.4f}. Measured on a shared, loaded 2-core machine: ratios within one run "
-        "are meaningful, absolute times are not. See docs/rose.md.\n"
+        f"at lr 1e-6 vs full copies: {result['cross_site_bytes_ratio_modelled']:.4f}. Each speed-up compares set-ups of "
+        "one run; absolute throughputs move between sittings of this machine. See docs/rose.md.\n"
     )
 
 
