@@ -123,6 +123,18 @@ def run_alone(policy: Policy, rose: RoseConfig, window: list[TraceRequest], time
     return policy.run("alone", rose, window)
 
 
+def serving_step_ratio(counters: dict[str, int]) -> dict[str, float | None]:
+    """Serving steps' measured over predicted time, after a rollout step and after a serving step (None: no such
+    step). The same latency model predicts both, so a higher ratio after rollout is what a rollout step costs the
+    serving step that follows it (caches it evicted), beyond its own length."""
+    return {
+        after: counters[f"serving_after_{after}_us"] / counters[f"serving_after_{after}_predicted_us"]
+        if counters.get(f"serving_after_{after}_predicted_us")
+        else None
+        for after in ("rollout", "serving")
+    }
+
+
 def one_load(
     policy: Policy,
     rose: RoseConfig,
@@ -175,6 +187,8 @@ def one_load(
         "gc_ms": {mode: sum(run.counters.get(f"gc_ms_gen{g}", 0) for g in range(3)) for mode, run in runs.items()},
         "gc_max_ms": {mode: run.counters.get("gc_max_ms", 0) for mode, run in runs.items()},
         "gc_collections_gen2": {mode: run.counters.get("gc_collections_gen2", 0) for mode, run in runs.items()},
+        # serving steps' measured / predicted time, right after a rollout step and right after a serving step
+        "serving_step_ratio": {mode: serving_step_ratio(run.counters) for mode, run in runs.items()},
         "withdrawals": harvest.lending["withdrawals"],
         "lends": harvest.lending["lends"],
         "guard_actions": guard_actions,

@@ -103,7 +103,16 @@ class CoServingExecutor:
             "refused_tpot": 0,
             "refused_ttft_waiting": 0,
             "refused_ttft_arrival": 0,
+            # serving steps right after a rollout step vs after a serving step: measured and predicted time (us);
+            # a rollout step that slows the serving step after it (caches evicted) shows as a higher ratio
+            "serving_after_rollout_steps": 0,
+            "serving_after_rollout_us": 0,
+            "serving_after_rollout_predicted_us": 0,
+            "serving_after_serving_steps": 0,
+            "serving_after_serving_us": 0,
+            "serving_after_serving_predicted_us": 0,
         }
+        self._last_step: str | None = None  # "serving" or "rollout": which engine stepped last on this worker
 
     # ------------------------------------------------------------------ inputs
     def submit_serving(self, request: ServingRequest) -> None:
@@ -296,6 +305,12 @@ class CoServingExecutor:
     def _serving_step(self) -> list[RequestTiming]:
         assert self.serving is not None
         finished, shape, elapsed = self._timed_step(self.serving)
+        if self._last_step is not None:
+            after = f"serving_after_{self._last_step}"
+            self.counters[f"{after}_steps"] += 1
+            self.counters[f"{after}_us"] += round(1e6 * elapsed)
+            self.counters[f"{after}_predicted_us"] += round(1e6 * self.serving_model.predict(shape))
+        self._last_step = "serving"
         self.serving_model.observe(shape, elapsed)
         self.counters["serving_steps"] += 1
         end = self.clock()
@@ -483,6 +498,7 @@ class CoServingExecutor:
         finished = self.rollout.step()
         elapsed = self.clock() - start
         self._stepped = True
+        self._last_step = "rollout"
         shape = StepShape(
             decodes=best.decodes,
             prefill_tokens=self.rollout.counters["prefill_tokens"] - before,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rollarc.bench.rose import _actions, derived_slo, load_window
+from rollarc.bench.rose import _actions, derived_slo, load_window, serving_step_ratio
 from rollarc.rose.config import RoseConfig
 from rollarc.rose.slo import RequestTiming
 from rollarc.rose.trace import TraceRequest
@@ -47,3 +47,13 @@ def test_every_load_point_replays_the_trace_from_the_same_moment() -> None:
     assert heavy[0].arrival_s == 0.0 and heavy[-1].arrival_s == 10.0
     with pytest.raises(ValueError, match="no requests in the trace window"):
         load_window(rose.model_copy(update={"replay": rose.replay.model_copy(update={"offset_s": 200.0})}), trace, 1.0)
+
+
+def test_serving_step_ratio_is_measured_over_predicted_per_predecessor() -> None:
+    counters = {
+        "serving_after_rollout_us": 6000,
+        "serving_after_rollout_predicted_us": 4000,
+        "serving_after_serving_us": 0,
+        "serving_after_serving_predicted_us": 0,
+    }
+    assert serving_step_ratio(counters) == {"rollout": 1.5, "serving": None}

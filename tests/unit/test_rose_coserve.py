@@ -464,3 +464,29 @@ def test_each_served_request_carries_the_rollout_time_that_ran_during_its_life()
     rollout = timing.rollout_before_first_s + timing.rollout_after_first_s
     serving = timing.serving_before_first_s + timing.serving_after_first_s
     assert serving > 0.0 and rollout + serving <= timing.finish_s - timing.arrival_s  # disjoint parts of its life
+
+
+def test_serving_steps_are_timed_apart_after_a_rollout_step_and_after_a_serving_step() -> None:
+    """Each timed step reads the tick clock twice, so it measures exactly 1 ms; the fixed model predicts 4 ms a
+    decode and nothing for a prefill. The first serving step follows no step and is counted in neither."""
+    ex = CoServingExecutor(
+        _engine(1), _engine(2), SLOConfig(ttft_p99_ms=1000.0, tpot_p99_ms=1000.0), margin=0.2, clock=TickClock(0.001)
+    )
+    ex.serving_model = FixedModel(0.004, 0.0)
+    ex.rollout_model = FixedModel(0.0, 0.0)
+    c = ex.counters
+    _serve(ex, 1, max_tokens=4)  # a prefill step, then three steps of one decode each
+    while not ex.serving_idle():
+        ex.poll()
+    assert c["serving_steps"] == 4
+    assert (c["serving_after_serving_steps"], c["serving_after_serving_us"]) == (3, 3000)
+    assert c["serving_after_serving_predicted_us"] == 3 * 4000
+    assert c["serving_after_rollout_steps"] == 0
+    for turn in _turns(2, max_tokens=8):
+        ex.submit_turn(turn)
+    ex.poll()  # serving is idle: a rollout step only
+    assert c["rollout_steps"] == 1 and c["serving_steps"] == 4
+    _serve(ex, 1, max_tokens=4, start=1)
+    ex.poll()  # its prefill, right after the rollout step
+    assert (c["serving_after_rollout_steps"], c["serving_after_rollout_us"]) == (1, 1000)
+    assert c["serving_after_rollout_predicted_us"] == 0
