@@ -110,6 +110,7 @@ class Controller:
         self.sync_times: list[dict[str, float]] = []
         self._sync_bytes = 0  # received by the dedicated replicas since the last step record
         self.env_rss: dict[str, float] = {}
+        self.env_router_resends: dict[str, int] = {}  # each EnvWorker's count (turns resent after a router death)
         self.profiler = TaskProfiler()
         self.trained_groups: set[str] = set()
         self.dropped_by_task: Counter[str] = Counter()
@@ -383,6 +384,7 @@ class Controller:
             dropped=result.dropped,
         )
         self.env_rss[result.worker] = result.rss_mb
+        self.env_router_resends[result.worker] = result.router_resends
         self.finished_since_step.append((spec.task, result.trajectories))
         for traj in [*result.trajectories, *result.failed]:
             self.profiler.add(traj)
@@ -864,6 +866,7 @@ class Controller:
             "trainer_restarts": self.trainer_restarts,
             "steps_lost": self.steps_lost,
             "router_restarts": self.workers.router_restarts,
+            "router_resends": sum(self.env_router_resends.values()),
             "rollout_restarts": self.workers.rollout_restarts,
         }
 

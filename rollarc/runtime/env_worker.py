@@ -25,6 +25,7 @@ from rollarc.models.checkpoint import load_tokenizer
 from rollarc.policy.redundancy import KeepRule, RolloutState, kept_rollouts
 from rollarc.report.metrics import process_rss_mb
 from rollarc.runtime.router import TurnArgs
+from rollarc.runtime.turn_resend import send_until_answered
 
 if TYPE_CHECKING:
     from rollarc.rewards.service import RewardClientSpec  # type only: importing it at run time loads Ray Serve
@@ -54,6 +55,7 @@ class GroupResult:
     worker: str = ""
     seconds: float = 0.0
     rss_mb: float = 0.0
+    router_resends: int = 0  # the worker's count so far: times it sent turns again after the router died
 
     @property
     def order(self) -> int:
@@ -116,6 +118,7 @@ class EnvWorker:
         self._turns: list[tuple[TurnArgs, asyncio.Future[Completion]]] = []  # queued for the next router call
         self._sending: set[asyncio.Task] = set()
         self._releases: list[str] = []  # finished trajectories, queued for the next router call
+        self.router_resends = 0  # times turns were sent again after the router died mid-call
 
     async def _generate(self, prompt_ids: list[int], params: SamplingParams, cache_key: str) -> Completion:
         """Queue the turn; the turns queued within one pass of the event loop go to the router in one call.
@@ -137,20 +140,13 @@ class EnvWorker:
         task.add_done_callback(self._sending.discard)
 
     async def _send_turns(self, turns: list[tuple[TurnArgs, asyncio.Future[Completion]]]) -> None:
-        """One router call; each completion streams back (in chunks), and resumes its trajectory, as soon as it is done."""
-        try:
-            async for ref in self.router.generate_batch.remote([args for args, _ in turns]):
-                for index, completion in await ref:  # a chunk: every turn finished since the previous one
-                    future = turns[index][1]
-                    if not future.done():  # a cancelled trajectory no longer waits
-                        future.set_result(completion)
-        except Exception as err:  # noqa: BLE001 - not swallowed: every unfinished turn of the batch re-raises it
-            failure: Exception = err
-        else:
-            failure = RuntimeError("the router's batch ended before every turn had its completion")
-        for _, future in turns:
-            if not future.done():
-                future.set_exception(failure)
+        """One router call; each completion streams back (in chunks), and resumes its trajectory, as soon as it is
+        done. If the router dies mid-call, the turns it had not answered are sent again (``turn_resend``)."""
+
+        def open_stream(indices: list[int]) -> Any:
+            return self.router.generate_batch.remote([turns[i][0] for i in indices])
+
+        self.router_resends += await send_until_answered(open_stream, [future for _, future in turns])
 
     async def _run_one(self, spec: EpisodeSpec) -> Trajectory:
         self._traj_task[spec.traj_id] = spec.task
@@ -233,6 +229,7 @@ class EnvWorker:
             worker=self.name,
             seconds=time.perf_counter() - start,
             rss_mb=process_rss_mb(),
+            router_resends=self.router_resends,
         )
 
     async def run_groups(self, specs: list[GroupSpec]) -> list[GroupResult]:

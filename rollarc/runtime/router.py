@@ -7,9 +7,11 @@ on: ``suspend`` / ``resume`` (hold new turns), ``abort_all``, ``drain`` (wait fo
 the turn is retried on another; with none usable a turn waits up to ``replacement_wait_s`` for the
 replacement the controller starts, then fails with a clear error.
 
-The router itself is restarted by Ray when it dies (``max_restarts``), under the same handle, and the turns
-in flight through it are retried there (``max_task_retries``). A restarted router knows no replica, so it
-starts suspended: turns wait until the controller has registered the replicas again (``reregister``).
+The router itself is restarted by Ray when it dies (``max_restarts``), under the same handle. Single turns in
+flight through it are retried there by Ray (``max_task_retries``); a batch's stream is not (its chunks depend on
+timing, so Ray's replay could skip turns): the EnvWorker sends its unanswered turns again
+(:mod:`rollarc.runtime.turn_resend`). A restarted router knows no replica, so it starts suspended: turns wait
+until the controller has registered the replicas again (``reregister``).
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ class Router:
         self._idle = asyncio.Event()
         self._idle.set()
         self._inflight = 0
+        self.held = 0  # turns waiting at the closed door (suspended, or restarted and not yet re-registered)
         self.dead: list[str] = []
         self.failovers = 0
         self.tokens: Counter[tuple[str, str]] = Counter()  # (task, pool) -> generated tokens
@@ -123,6 +126,13 @@ class Router:
         return {"drained": max(0, in_flight - left), "aborted": aborted}
 
     # ---- control protocol --------------------------------------------------------------------------
+    async def _wait_open(self, turns: int) -> None:
+        self.held += turns
+        try:
+            await self._open.wait()
+        finally:
+            self.held -= turns
+
     def suspend(self) -> None:
         self._open.clear()
 
@@ -147,7 +157,7 @@ class Router:
         task: str | None = None,
         step: int | None = None,
     ) -> Completion:
-        await self._open.wait()
+        await self._wait_open(1)
         self._inflight += 1
         self._idle.clear()
         try:
@@ -171,6 +181,7 @@ class Router:
             if self._inflight == 0:
                 self._idle.set()
 
+    @ray.method(max_task_retries=0)  # not replayed by Ray: the caller resends what is unanswered (turn_resend)
     async def generate_batch(self, turns: list[TurnArgs]) -> AsyncIterator[TurnChunk]:
         """Many turns in one call: one Ray call from the EnvWorker, one per replica onward.
 
@@ -182,7 +193,7 @@ class Router:
         mid-batch is marked dead and its unfinished turns fall back to ``generate``, which fails them over
         one by one.
         """
-        await self._open.wait()
+        await self._wait_open(len(turns))
         self._inflight += len(turns)
         self._idle.clear()
         tasks: list[asyncio.Task] = []
@@ -305,6 +316,7 @@ class Router:
             "dead_replicas": list(self.dead),
             "removed_replicas": list(self.removed),
             "failovers": self.failovers,
+            "held_turns": self.held,
             "time": time.time(),
         }
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 import ray
 import torch
@@ -13,6 +15,7 @@ from rollarc.agent.trajectory import Segment, Trajectory
 from rollarc.engine.types import SamplingParams
 from rollarc.models import load_tokenizer
 from rollarc.policy.routing import NoReplicaError
+from rollarc.runtime.env_worker import GroupSpec
 from rollarc.runtime.ray_cluster import start_ray
 from rollarc.runtime.workers import Workers
 from tests.integration.test_runtime import config
@@ -74,6 +77,28 @@ def test_router_fails_over_when_a_replica_dies_and_errors_when_none_is_left(work
     with pytest.raises(RayTaskError) as err:
         ray.get(w.router.generate.remote([3, 40, 5, 4], GREEDY, "last"))
     assert isinstance(err.value, NoReplicaError) or "no rollout replica" in str(err.value)
+
+
+def test_a_router_killed_mid_batch_is_not_replayed_and_the_env_worker_sends_the_unanswered_turns_again(workers):
+    # Regression (CI 2026-12-03): Ray replayed a restarted router's batch stream and skipped the items already read,
+    # so turns were left unanswered and their trajectories failed. The batch is held at the suspended router's door,
+    # so the kill lands while the stream is open; a replayed stream would answer every turn with no resend.
+    w = workers(train={"group_size": 4})
+    ray.get(w.router.suspend.remote())
+    spec = GroupSpec("g0", 0, "scripted", seed=7, size=4, redundancy=0, sampling_seed=11, step=0)
+    ref = w.env[w.alive_env_names()[0]].run_group.remote(spec)
+    deadline = time.monotonic() + 120
+    while ray.get(w.router.routing_stats.remote())["held_turns"] < 4:
+        assert time.monotonic() < deadline, "the group's first turns never reached the router"
+        time.sleep(0.05)
+    ray.kill(w.router, no_restart=False)
+    while not w.heal(0)["router"]:  # the restarted router opens once the replicas are registered again
+        assert time.monotonic() < deadline, "the router was not restarted"
+        time.sleep(0.05)
+    result = ray.get(ref, timeout=120)
+    assert [t.failure_reason for t in result.failed] == []
+    assert len(result.trajectories) == 4 and all(t.generated_tokens > 0 for t in result.trajectories)
+    assert result.router_resends >= 1 and w.router_restarts == 1
 
 
 def scripted_group(prompt: list[int], renderer: ChatRenderer) -> list[Trajectory]:
