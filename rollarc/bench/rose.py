@@ -18,7 +18,10 @@ and load point. The guard keeps that SLO, so it has to act. ``speedup_harvest`` 
 / without. ``slo_attainment_coserving`` must stay within 0.005 of ``slo_attainment_alone``. ``loads`` repeats
 the comparison at several trace time scales (heavier load to the right); a full run adds heavier points until
 the guard acts at the heaviest (``guard_binds``), up to 16x the default. ``guard_actions`` counts pauses,
-preemptions and withdrawals at the default load. ``cross_site_bytes_per_step``: bytes that crossed into the borrowed site per step of a short real
+preemptions and withdrawals at the default load. ``--repeats N`` runs the default load N times in all (each with its
+own serving-alone run, at the same SLO): ``speedup_harvest`` is then the median with ``repeats.speedup_harvest_spread``,
+and both attainments pool every repeat's requests (one run's 59 requests cannot resolve a 0.5-point margin).
+``cross_site_bytes_per_step``: bytes that crossed into the borrowed site per step of a short real
 ``rollarc train configs/harvest.yaml`` at its training lr (``bench/rose_bytes.py``; ``in_site_bytes_per_step`` the
 bytes fanned out inside it). ``cross_site_bytes_ratio_modelled``: bytes that cross into the
 borrowed site per policy version (one sparse bf16 delta of a real tiny-policy AdamW step at lr 1e-6, fanned out
@@ -30,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import shlex
+import statistics
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -222,6 +226,33 @@ def one_load(
     return row
 
 
+def pool_repeats(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The default load run several times: the median speed-up with its spread, and the attainment of every
+    repeat's requests pooled (one miss in 59 requests is 1.7 points, so a single run cannot resolve the goal's
+    0.5-point margin; the pool of several can, and the per-run misses show whether a loss repeats)."""
+    requests = sum(row["requests"] for row in rows)
+    missed = {mode: sum(row["slo_misses"][mode]["missed"] for row in rows) for mode in ("alone", "harvest")}
+    speedups = [row["speedup_harvest"] for row in rows]
+    return {
+        "speedup_harvest": float(statistics.median(speedups)),
+        "speedup_harvest_spread": [min(speedups), max(speedups)],
+        "slo_attainment_alone": 1.0 - missed["alone"] / requests,
+        "slo_attainment_coserving": 1.0 - missed["harvest"] / requests,
+        "requests": requests,
+        "runs": [
+            {
+                "speedup_harvest": row["speedup_harvest"],
+                "misses_alone": row["slo_misses"]["alone"]["missed"],
+                "misses_coserving": row["slo_misses"]["harvest"]["missed"],
+                "misses_coserving_without_rollout": row["slo_misses"]["harvest"]["without_rollout"],
+                "requests": row["requests"],
+                "guard_actions": row["guard_actions"],
+            }
+            for row in rows
+        ],
+    }
+
+
 def _actions(row: dict[str, Any]) -> int:
     """Pauses, preemptions and withdrawals at one load point: how often the guard acted."""
     return int(sum(row["guard_actions"].values()))
@@ -265,9 +296,22 @@ def docs_body(result: dict[str, Any], curve: list[dict[str, Any]]) -> str:
         rows,
     )
     slo = result["slo"]
+    pooled = result["repeats"]
+    repeats = ""
+    if len(pooled["runs"]) > 1:
+        runs = pooled["runs"]
+        speedups = ", ".join(f"{r['speedup_harvest']:.2f}x" for r in runs)
+        alone_misses = ", ".join(str(r["misses_alone"]) for r in runs)
+        coserving_misses = ", ".join(str(r["misses_coserving"]) for r in runs)
+        repeats = (
+            f"The default load, {len(runs)} runs: speed-ups {speedups} (median {pooled['speedup_harvest']:.2f}x); "
+            f"serving misses alone {alone_misses}, co-serving {coserving_misses} of {runs[0]['requests']} requests each; "
+            f"attainment pooled over the {pooled['requests']} requests: {pooled['slo_attainment_alone']:.3f} alone, "
+            f"{pooled['slo_attainment_coserving']:.3f} co-serving.\n\n"
+        )
     return (
         f"SLO: TTFT p99 {slo['ttft_p99_ms']:.1f} ms, TPOT p99 {slo['tpot_p99_ms']:.1f} ms ({slo['source']}).\n\n"
-        f"{table}\n\nMeasured in a short `rollarc train configs/harvest.yaml` at its training lr: "
+        f"{table}\n\n{repeats}Measured in a short `rollarc train configs/harvest.yaml` at its training lr: "
         f"{result['cross_site_bytes_per_step'] / 1e6:.2f} MB per step crossed into the borrowed site "
         f"({result['in_site_bytes_per_step'] / 1e6:.2f} MB inside it; one fp32 copy is "
         f"{result['full_copy_bytes'] / 1e6:.2f} MB). Modelled cross-site bytes per version, one sparse delta "
@@ -319,8 +363,17 @@ def main(argv: list[str]) -> int:
         help="name of the published block and JSON (overrides change what is measured: e.g. another window of "
         "the trace, replay.offset_s=1800 --publish-as rose_window1800)",
     )
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=1,
+        help="run the default load this many times in all (each repeat: serving alone, dedicated, harvest, at the "
+        "same derived SLO); the headline is then the median speed-up and the attainment pooled over the repeats",
+    )
     add_docs_flag(parser)
     args = parser.parse_args(argv)
+    if args.repeats < 1:
+        parser.error(f"--repeats must be >= 1, got {args.repeats}")
     if args.overrides and args.publish_as == "rose" and not (args.quick or args.no_docs):
         parser.error("overrides change what is measured: publish them under their own name with --publish-as NAME")
     rose = load_config(RoseConfig, Path(args.config) if args.config else None, args.overrides)
@@ -338,8 +391,12 @@ def main(argv: list[str]) -> int:
     with tempfile.TemporaryDirectory(prefix="rollarc-bench-rose-") as scratch, rose_cluster():
         policy = Policy(*write_policy(PolicySpec(), Path(scratch)))
         slo, loads = sweep(policy, rose, trace, scales, extend=not args.quick and not args.time_scales)
+        main_point = loads.get(base, loads[min(loads)])
+        main_scale = main_point["time_scale"]
+        slo_rose = rose.model_copy(update={"slo": slo})
+        again = [one_load(policy, slo_rose, trace, main_scale) for _ in range(args.repeats - 1)]
     curve = [loads[s] for s in sorted(loads)]
-    main_point = loads.get(base, curve[0])
+    pooled = pool_repeats([main_point, *again])
     ratio, delta, full, hops = cross_site_bytes_ratio(1, args.quick)
     measured = measured_cross_site_bytes(args.quick)  # a short `rollarc train configs/harvest.yaml` at train.lr
     result = {
@@ -347,9 +404,6 @@ def main(argv: list[str]) -> int:
         for key in (
             "rollout_traj_s_dedicated",
             "rollout_traj_s_harvest",
-            "speedup_harvest",
-            "slo_attainment_alone",
-            "slo_attainment_coserving",
             "ttft_p99_ms_alone",
             "ttft_p99_ms_coserving",
             "preemptions",
@@ -358,6 +412,11 @@ def main(argv: list[str]) -> int:
             "rollout_tokens_s_harvest",
         )
     }
+    # over the repeats (one run: that run's own figures): the median speed-up, the attainment pooled
+    result.update({key: pooled[key] for key in ("speedup_harvest", "slo_attainment_alone", "slo_attainment_coserving")})
+    result["repeats"] = pooled
+    result["time_scale"] = main_scale  # the default load's, whose point in ``loads`` is the first repeat
+    result["repeat_loads"] = [{k: v for k, v in row.items() if k != "pinned"} for row in again]  # every figure
     guard_binds = _actions(curve[-1]) > 0
     result["cross_site_bytes_ratio_modelled"] = ratio
     result["cross_site_bytes_per_step"] = measured["cross_site_bytes_per_step"]
@@ -366,8 +425,8 @@ def main(argv: list[str]) -> int:
     result.update(
         guard_binds=guard_binds,
         goal_met=bool(
-            main_point["speedup_harvest"] >= 1.3
-            and main_point["slo_attainment_coserving"] >= main_point["slo_attainment_alone"] - 0.005
+            pooled["speedup_harvest"] >= 1.3
+            and pooled["slo_attainment_coserving"] >= pooled["slo_attainment_alone"] - 0.005
             and guard_binds
         ),
         delta_bytes_per_version=delta,

@@ -198,12 +198,7 @@ def _rose(d: dict[str, Any]) -> Row:
     if all("lends" in c for c in points):  # the training path's actors: say whether anything was borrowed at all
         lends, borrowed = sum(c["lends"] for c in points), sum(c["borrowed_turns"] for c in points)
         other = d.get("companions", {}).get("rose_window1800")
-        # the default load point's rate: the top-level keys are that point's
-        rate = (
-            next((c["requests_per_s"] for c in other["loads"] if c["speedup_harvest"] == other["speedup_harvest"]), 0.0)
-            if other
-            else 0.0
-        )
+        rate = _default_rate(other) if other else 0.0
         heavier = (
             f"; a heavier window ({rate:.1f} req/s) {times(other['speedup_harvest'])} at "
             f"{other['slo_attainment_coserving']:.3f} vs {other['slo_attainment_alone']:.3f}"
@@ -213,7 +208,7 @@ def _rose(d: dict[str, Any]) -> Row:
         return (
             f"on the training path the guard made {lends} lends ({borrowed} borrowed turns) at "
             f"{min(rates):.0f}–{max(rates):.0f} req/s of the Azure trace, SLO TTFT p99 {d['slo']['ttft_p99_ms']:.0f} "
-            f"ms; rollouts {times(min(speedups))}–{times(max(speedups))} dedicated-only; attainment "
+            f"ms; rollouts {times(min(speedups))}–{times(max(speedups))} dedicated-only{_repeats(d)}; attainment "
             f"{d['slo_attainment_coserving']:.3f} co-serving vs {d['slo_attainment_alone']:.3f} alone{heavier} "
             "([why](docs/rose.md#the-benchmark-rollarc-bench-rose))",
             "`rollarc bench rose --trace …`",
@@ -226,6 +221,23 @@ def _rose(d: dict[str, Any]) -> Row:
         f"{d['ttft_p99_ms_coserving']:.0f} ms co-serving)",
         "`rollarc bench rose --trace …`",
     )
+
+
+def _default_rate(d: dict[str, Any]) -> float:
+    """The default load point's serving rate (before ``time_scale`` was recorded: the point with the top-level
+    speed-up, which was that point's own)."""
+    if "time_scale" in d:
+        return float(next(c["requests_per_s"] for c in d["loads"] if c["time_scale"] == d["time_scale"]))
+    return next((c["requests_per_s"] for c in d["loads"] if c["speedup_harvest"] == d["speedup_harvest"]), 0.0)
+
+
+def _repeats(d: dict[str, Any]) -> str:
+    """The default load's median over its repeats, when it ran more than once (bench rose --repeats)."""
+    runs = d.get("repeats", {}).get("runs", [])
+    if len(runs) < 2:
+        return ""
+    low, high = d["repeats"]["speedup_harvest_spread"]
+    return f", default load {times(d['speedup_harvest'])} (median of {len(runs)} runs, {times(low)}–{times(high)})"
 
 
 def _device(d: dict[str, Any]) -> Row:

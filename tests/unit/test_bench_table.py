@@ -91,6 +91,23 @@ def test_the_rose_row_states_its_companion_windows_figures(tmp_path):
     assert "a heavier window (7.2 req/s) **1.88×** at 0.981 vs 1.000" in row
 
 
+def test_the_rose_row_gives_the_median_of_the_default_loads_repeats_and_finds_its_rate_by_time_scale(tmp_path):
+    points = [
+        {"time_scale": 1.0, "speedup_harvest": 1.99, "requests_per_s": 2.0, "lends": 1, "borrowed_turns": 10},
+        {"time_scale": 2.0, "speedup_harvest": 1.25, "requests_per_s": 6.4, "lends": 1, "borrowed_turns": 5},
+    ]
+    runs = [{"speedup_harvest": v} for v in (1.99, 1.26, 1.27)]
+    rose = {"date": "d", "machine": "m", "loads": points, "slo": {"ttft_p99_ms": 50.0}, "time_scale": 1.0}
+    rose |= {"slo_attainment_coserving": 1.0, "slo_attainment_alone": 1.0, "speedup_harvest": 1.27}
+    rose |= {"repeats": {"runs": runs, "speedup_harvest_spread": [1.26, 1.99]}}
+    heavier = {**rose, "time_scale": 2.0, "speedup_harvest": 1.5}  # a median equal to no single point
+    (tmp_path / "rose.json").write_text(json.dumps(rose))
+    (tmp_path / "rose_window1800.json").write_text(json.dumps(heavier))
+    row = next(line for line in render(tmp_path).splitlines() if line.startswith("| ROSE"))
+    assert "dedicated-only, default load **1.27×** (median of 3 runs, **1.26×**–**1.99×**); attainment 1.000" in row
+    assert "a heavier window (6.4 req/s) **1.50×** at 1.000 vs 1.000" in row
+
+
 def test_rows_read_only_their_json(tmp_path):
     (tmp_path / "engine.json").write_text(
         json.dumps(

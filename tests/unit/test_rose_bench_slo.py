@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rollarc.bench.rose import _actions, derived_slo, load_window, serving_step_ratio
+from rollarc.bench.rose import _actions, derived_slo, docs_body, load_window, pool_repeats, serving_step_ratio
 from rollarc.rose.config import RoseConfig
 from rollarc.rose.slo import RequestTiming
 from rollarc.rose.trace import TraceRequest
@@ -57,3 +57,65 @@ def test_serving_step_ratio_is_measured_over_predicted_per_predecessor() -> None
         "serving_after_serving_predicted_us": 0,
     }
     assert serving_step_ratio(counters) == {"rollout": 1.5, "serving": None}
+
+
+def _repeat(speedup: float, missed_alone: int, missed_harvest: int, without_rollout: int = 0) -> dict:
+    return {
+        "speedup_harvest": speedup,
+        "requests": 59,
+        "guard_actions": {"pauses": 2, "preemptions": 1, "withdrawals": 0},
+        "slo_misses": {
+            "alone": {"missed": missed_alone, "without_rollout": missed_alone},
+            "dedicated": {"missed": 5, "without_rollout": 5},  # not part of the goal's comparison
+            "harvest": {"missed": missed_harvest, "without_rollout": without_rollout},
+        },
+    }
+
+
+def test_repeats_give_the_median_speedup_its_spread_and_the_attainment_pooled_over_every_request() -> None:
+    pooled = pool_repeats([_repeat(1.2, 0, 1, 1), _repeat(1.5, 0, 0), _repeat(1.4, 1, 2)])
+    assert pooled["speedup_harvest"] == 1.4 and pooled["speedup_harvest_spread"] == [1.2, 1.5]
+    assert pooled["requests"] == 177
+    assert pooled["slo_attainment_alone"] == pytest.approx(1 - 1 / 177)
+    assert pooled["slo_attainment_coserving"] == pytest.approx(1 - 3 / 177)
+    assert [run["misses_coserving"] for run in pooled["runs"]] == [1, 0, 2]
+    assert [run["misses_coserving_without_rollout"] for run in pooled["runs"]] == [1, 0, 0]
+
+
+def test_one_repeat_is_that_runs_own_figures() -> None:
+    pooled = pool_repeats([_repeat(1.32, 0, 1)])
+    assert pooled["speedup_harvest"] == 1.32 and pooled["speedup_harvest_spread"] == [1.32, 1.32]
+    assert pooled["slo_attainment_alone"] == 1.0 and pooled["slo_attainment_coserving"] == pytest.approx(58 / 59)
+
+
+def test_the_published_block_lists_every_repeat_and_the_pooled_attainment() -> None:
+    keys = [
+        "time_scale",
+        "requests_per_s",
+        "rollout_traj_s_dedicated",
+        "rollout_traj_s_harvest",
+        "speedup_harvest",
+        "speedup_within_run",
+        "slo_attainment_alone",
+        "slo_attainment_coserving",
+        "ttft_p99_ms_alone",
+        "ttft_p99_ms_coserving",
+        "preemptions",
+        "pauses",
+        "withdrawals",
+    ]
+    curve = [dict.fromkeys(keys, 1.0)]
+    result = {
+        "slo": {"ttft_p99_ms": 81.0, "tpot_p99_ms": 13.6, "source": "1.5 x serving-alone p99 at time scale 1"},
+        "cross_site_bytes_per_step": 3.2e6,
+        "in_site_bytes_per_step": 3.2e6,
+        "full_copy_bytes": 6.4e6,
+        "cross_site_bytes_ratio_modelled": 0.04,
+        "repeats": pool_repeats([_repeat(1.2, 0, 1), _repeat(1.5, 0, 0), _repeat(1.4, 1, 2)]),
+    }
+    body = docs_body(result, curve)
+    assert "speed-ups 1.20x, 1.50x, 1.40x (median 1.40x)" in body
+    assert "serving misses alone 0, 0, 1, co-serving 1, 0, 2 of 59 requests each" in body
+    assert "pooled over the 177 requests: 0.994 alone, 0.983 co-serving" in body
+    result["repeats"] = pool_repeats([_repeat(1.2, 0, 1)])
+    assert "runs:" not in docs_body(result, curve)
