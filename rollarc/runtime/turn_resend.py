@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
-from ray.exceptions import RayActorError
+from ray.exceptions import RayActorError, RayError
 
 from rollarc.engine.types import Completion
 from rollarc.runtime.turn_chunks import TurnChunk
@@ -44,32 +44,37 @@ async def send_until_answered(
     is still gone after ``max_resends`` resends.
     """
     resends = 0
-    while True:
-        unanswered = [i for i, future in enumerate(futures) if not future.done()]
-        if not unanswered:
-            return resends
-        cause: Exception
-        try:
-            async for ref in open_stream(unanswered):
-                for position, completion in await ref:
-                    future = futures[unanswered[position]]
-                    if not future.done():
-                        future.set_result(completion)
-        except RayActorError as err:  # the router died mid-stream; Ray is restarting it
-            cause = err
-        except Exception as err:  # noqa: BLE001 - not swallowed: every unanswered turn re-raises it
-            _fail(futures, err)
-            return resends
-        else:
-            cause = RouterLostTurns("the router's batch ended before every turn had its completion")
-        if not any(not future.done() for future in futures):
-            return resends
-        if resends == max_resends:
-            left = sum(not future.done() for future in futures)
-            _fail(futures, RouterLostTurns(f"{left} turns unanswered after {max_resends} resends: {cause}"))
-            return resends
-        await sleep(first_pause_s * 2**resends)
-        resends += 1
+    try:
+        while True:
+            unanswered = [i for i, future in enumerate(futures) if not future.done()]
+            if not unanswered:
+                return resends
+            cause: Exception
+            try:
+                async for ref in open_stream(unanswered):
+                    for position, completion in await ref:
+                        future = futures[unanswered[position]]
+                        if not future.done():
+                            future.set_result(completion)
+            except RayActorError as err:  # the router died mid-stream; Ray is restarting it
+                cause = err
+            except (
+                RayError
+            ) as err:  # the router raised (a bad turn, no replica left): each unanswered turn re-raises it
+                _fail(futures, err)
+                return resends
+            else:
+                cause = RouterLostTurns("the router's batch ended before every turn had its completion")
+            if not any(not future.done() for future in futures):
+                return resends
+            if resends == max_resends:
+                left = sum(not future.done() for future in futures)
+                _fail(futures, RouterLostTurns(f"{left} turns unanswered after {max_resends} resends: {cause}"))
+                return resends
+            await sleep(first_pause_s * 2**resends)
+            resends += 1
+    finally:  # anything unexpected (or cancellation) propagates, but no trajectory is left waiting for its turn
+        _fail(futures, RouterLostTurns("the batch's sender stopped before every turn had its completion"))
 
 
 def _fail(futures: Sequence[asyncio.Future[Completion]], err: Exception) -> None:

@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Awaitable
 from typing import Any
 
 import pytest
-from ray.exceptions import ActorUnavailableError
+from ray.exceptions import ActorUnavailableError, RayTaskError
 
 from rollarc.runtime.turn_resend import RouterLostTurns, send_until_answered
 
@@ -74,7 +74,7 @@ def test_a_router_that_dies_mid_stream_gets_the_unanswered_turns_again_and_cance
 
 
 def test_an_error_other_than_the_routers_death_fails_every_unanswered_turn_without_a_resend():
-    bad = ValueError("prompt longer than max_model_len")
+    bad = RayTaskError("Router.generate_batch", "traceback", ValueError("prompt longer than max_model_len"))
     router = ScriptedRouter([([[0]], bad)])
     resends, outcomes = _run(router, 3)
     assert router.calls == [[0, 1, 2]] and resends == 0
@@ -113,3 +113,18 @@ def test_the_pause_doubles_between_resends(pause):
 
     assert asyncio.run(go()) == 3
     assert slept == [pause, 2 * pause, 4 * pause]
+
+
+def test_an_unexpected_error_propagates_and_leaves_no_turn_waiting():
+    router = ScriptedRouter([([[0]], KeyError("a bug in the caller"))])
+
+    async def go() -> list[Any]:
+        loop = asyncio.get_running_loop()
+        futures = [loop.create_future() for _ in range(3)]
+        with pytest.raises(KeyError, match="a bug in the caller"):
+            await send_until_answered(router.open_stream, futures, first_pause_s=0.0)
+        return [f.result() if f.exception() is None else f.exception() for f in futures]
+
+    outcomes = asyncio.run(go())
+    assert outcomes[0] == "done-0"
+    assert all(isinstance(o, RouterLostTurns) and "sender stopped" in str(o) for o in outcomes[1:])
