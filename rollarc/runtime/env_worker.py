@@ -146,7 +146,12 @@ class EnvWorker:
         def open_stream(indices: list[int]) -> Any:
             return self.router.generate_batch.remote([turns[i][0] for i in indices])
 
-        self.router_resends += await send_until_answered(open_stream, [future for _, future in turns])
+        await send_until_answered(open_stream, [future for _, future in turns], on_resend=self._count_resend)
+
+    def _count_resend(self) -> None:
+        # Counted as each resend starts, not when the call returns: the resent turns' trajectories (and their
+        # group, whose result reports the count) can finish before the resent stream's end reaches this worker.
+        self.router_resends += 1
 
     async def _run_one(self, spec: EpisodeSpec) -> Trajectory:
         self._traj_task[spec.traj_id] = spec.task

@@ -36,8 +36,12 @@ async def send_until_answered(
     max_resends: int = MAX_RESENDS,
     first_pause_s: float = FIRST_PAUSE_S,
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    on_resend: Callable[[], None] = lambda: None,
 ) -> int:
     """Resolve each future with its turn's completion; returns how many times unanswered turns were sent again.
+
+    ``on_resend`` is called just before each resend, so a caller that counts resends has counted this one before
+    any resent turn resolves (and its trajectory, or the whole group, can finish and report the count).
 
     A turn whose future is already done (its trajectory was cancelled) is not sent again. An error other than
     the router's death (a bad turn, no replica left) fails every unanswered turn at once; so does a router that
@@ -73,6 +77,7 @@ async def send_until_answered(
                 return resends
             await sleep(first_pause_s * 2**resends)
             resends += 1
+            on_resend()
     finally:  # anything unexpected (or cancellation) propagates, but no trajectory is left waiting for its turn
         _fail(futures, RouterLostTurns("the batch's sender stopped before every turn had its completion"))
 

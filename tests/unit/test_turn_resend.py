@@ -128,3 +128,23 @@ def test_an_unexpected_error_propagates_and_leaves_no_turn_waiting():
     outcomes = asyncio.run(go())
     assert outcomes[0] == "done-0"
     assert all(isinstance(o, RouterLostTurns) and "sender stopped" in str(o) for o in outcomes[1:])
+
+
+def test_a_resend_is_counted_before_any_resent_turn_resolves():
+    # Regression (CI 2026-12-03): the EnvWorker added the count when the call returned, after the resent stream's
+    # end; the group's trajectories had already finished and its result reported 0 resends.
+    router = ScriptedRouter([([], ActorUnavailableError("router restarting", None)), ([[0], [1]], None)])
+    counted: list[int] = []
+    seen_at_resolve: list[int] = []
+
+    async def go() -> int:
+        loop = asyncio.get_running_loop()
+        futures = [loop.create_future() for _ in range(2)]
+        for future in futures:
+            future.add_done_callback(lambda _: seen_at_resolve.append(len(counted)))
+        return await send_until_answered(
+            router.open_stream, futures, first_pause_s=0.0, on_resend=lambda: counted.append(1)
+        )
+
+    assert asyncio.run(go()) == 1
+    assert counted == [1] and seen_at_resolve == [1, 1]
