@@ -21,11 +21,21 @@ def alone(ttft_ms: list[float], tpot_ms: float, tokens: int = 5) -> SetupResult:
 
 def test_slo_is_the_factor_times_the_alone_p99s() -> None:
     run = alone([10.0] * 99 + [110.0], tpot_ms=2.0)  # p99 of the TTFTs: 10 + 0.01 * 100 = 11 ms
-    slo = derived_slo(RoseConfig(), run)
+    slo = derived_slo(RoseConfig(), [run])
     assert slo.ttft_p99_ms == pytest.approx(1.5 * 11.0)
     assert slo.tpot_p99_ms == pytest.approx(1.5 * 2.0)
     configured = RoseConfig.model_validate({"slo_alone_factor": 0, "slo": {"ttft_p99_ms": 7, "tpot_p99_ms": 3}})
-    assert derived_slo(configured, run) == configured.slo
+    assert derived_slo(configured, [run]) == configured.slo
+
+
+def test_with_several_alone_runs_the_slo_comes_from_their_requests_pooled() -> None:
+    # 50 + 50 TTFTs: 99 of 10 ms and one of 110 ms. Pooled p99 (numpy's linear): 10 + 0.01 * 100 = 11 ms; the p99
+    # of the run holding the slow request alone would be 10 + 0.51 * 100 = 61 ms
+    quick, slow = alone([10.0] * 50, tpot_ms=2.0), alone([10.0] * 49 + [110.0], tpot_ms=4.0)
+    slo = derived_slo(RoseConfig(), [quick, slow])
+    assert slo.ttft_p99_ms == pytest.approx(1.5 * 11.0)
+    assert slo.tpot_p99_ms == pytest.approx(1.5 * 4.0)  # every TPOT of the slow run is 4 ms: above its p99 place
+    assert derived_slo(RoseConfig(), [slow]).ttft_p99_ms == pytest.approx(1.5 * 61.0)
 
 
 def test_guard_actions_sum_pauses_preemptions_and_withdrawals() -> None:
