@@ -113,6 +113,11 @@ class HarvestConfig(FrozenModel):
         0.5, ge=0, description="withdraw a lent replica once it has reported no headroom for this long"
     )
     min_capacity: int = Field(1, ge=1, description="headroom (rollout turns the guard admits) needed to lend")
+    budget_aftermath: bool = Field(
+        True,
+        description="the guard budgets the serving step after a rollout step at its prediction times how much longer "
+        "such steps have run than predicted (rollarc.rose.aftermath); false: at its prediction",
+    )
     dedicated_first: bool = Field(
         False,
         description="a turn without a cached prefix to go back to takes a dedicated replica while one has a free "

@@ -36,6 +36,11 @@ class RoseConfig(FrozenModel):
         0.5, ge=0, description="a lent replica with no headroom for this long is withdrawn (its turns resume elsewhere)"
     )
     min_capacity: int = Field(1, ge=1, description="headroom (rollout turns the guard admits) needed to lend")
+    budget_aftermath: bool = Field(
+        True,
+        description="the guard budgets the serving step after a rollout step at its prediction times how much longer "
+        "such steps have run than predicted (rollarc.rose.aftermath); false: at its prediction",
+    )
     dedicated_first: bool = Field(
         True,
         description="a turn without a cached prefix to go back to takes the dedicated worker while it has a free "

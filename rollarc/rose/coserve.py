@@ -17,6 +17,9 @@ Each :meth:`CoServingExecutor.poll`:
    stays where it is) until serving calms down;
 5. runs that rollout step and feeds its time to the rollout latency model.
 
+The guard budgets the serving step that follows a rollout step at its prediction times how much longer such
+steps have run than predicted (:mod:`rollarc.rose.aftermath`; ``budget_aftermath=False``: at its prediction).
+
 :meth:`calibrate` fits both latency models from a few steps of each engine before any work arrives (a cold
 rollout model would refuse every step, and so never learn). :meth:`withdraw` hands every rollout turn back,
 with its partial output, for migration to another worker (the elastic scheduler re-routes it; the new worker
@@ -36,6 +39,7 @@ from dataclasses import dataclass, field
 
 from rollarc.engine.engine import LLMEngine
 from rollarc.engine.types import Completion, SamplingParams
+from rollarc.rose.aftermath import AftermathRatio
 from rollarc.rose.guard import ServingState, Verdict, judge
 from rollarc.rose.latency_model import StepLatencyModel, StepShape
 from rollarc.rose.slo import RequestTiming, SLOConfig, overlap_s
@@ -70,6 +74,7 @@ class CoServingExecutor:
         *,
         margin: float = 0.2,
         memory_tokens: int = 1 << 30,
+        budget_aftermath: bool = True,
         name: str = "coserve",
         clock: Callable[[], float] = time.perf_counter,
     ) -> None:
@@ -79,6 +84,9 @@ class CoServingExecutor:
         self.margin, self.memory_tokens, self.name, self.clock = margin, memory_tokens, name, clock
         self.serving_model = StepLatencyModel()
         self.rollout_model = StepLatencyModel()
+        # the serving step after a rollout step, measured over predicted; the guard scales its budget by it
+        self.aftermath = AftermathRatio()
+        self.budget_aftermath = budget_aftermath
         self._arrivals: deque[ServingRequest] = deque()  # not yet arrived (sorted by arrival)
         self._serving: dict[str, ServingRequest] = {}  # admitted to S, unfinished
         self._queued: deque[Turn] = deque()  # rollout turns waiting for a guarded step
@@ -307,9 +315,12 @@ class CoServingExecutor:
         finished, shape, elapsed = self._timed_step(self.serving)
         if self._last_step is not None:
             after = f"serving_after_{self._last_step}"
+            predicted = self.serving_model.predict(shape)
             self.counters[f"{after}_steps"] += 1
             self.counters[f"{after}_us"] += round(1e6 * elapsed)
-            self.counters[f"{after}_predicted_us"] += round(1e6 * self.serving_model.predict(shape))
+            self.counters[f"{after}_predicted_us"] += round(1e6 * predicted)
+            if self._last_step == "rollout":
+                self.aftermath.observe(elapsed, predicted)
         self._last_step = "serving"
         self.serving_model.observe(shape, elapsed)
         self.counters["serving_steps"] += 1
@@ -353,6 +364,7 @@ class CoServingExecutor:
             self.slo.ttft_p99_ms,
             self.slo.tpot_p99_ms,
             self.margin,
+            self.aftermath.factor if self.budget_aftermath else 1.0,
         )
 
     def _serving_reservation(self) -> int:

@@ -13,6 +13,9 @@ step only when, with that delay added, the predictions stay within the SLO minus
   and ``r + s_arrival <= (1 - margin) * ttft_p99_ms`` for one that arrives just as the step starts
   (``s_arrival``: the predicted prefill of the longest recent prompt).
 
+The serving step the guard budgets runs right after the rollout step, and may run longer than the latency model
+predicts there (``serving_scale``: :mod:`rollarc.rose.aftermath`); both serving predictions are scaled by it.
+
 Limits (docs/rose.md): the guarantee is only as good as the latency model. A step that runs longer than
 predicted (another process took the core) can still delay serving; the margin and the model's forgetting
 are what absorb that. Serving's own bursts can break the SLO with no rollout at all: the guard only ensures
@@ -53,15 +56,19 @@ def judge(
     ttft_ms: float,
     tpot_ms: float,
     margin: float,
+    serving_scale: float = 1.0,
 ) -> Verdict:
-    """Admit ``step`` (a rollout step) or say which SLO it would endanger."""
+    """Admit ``step`` (a rollout step) or say which SLO it would endanger.
+
+    ``serving_scale``: the serving step after a rollout step, measured over predicted (1: as predicted).
+    """
     r = rollout_model.predict(step)
     serving_step = StepShape(
         decodes=serving.running + serving.waiting,
         prefill_tokens=serving.waiting_prefill_tokens,
         context_tokens=serving.context_tokens,
     )
-    s = serving_model.predict(serving_step)
+    s = serving_scale * serving_model.predict(serving_step)
     ttft_budget = (1.0 - margin) * ttft_ms / 1000.0
     tpot_budget = (1.0 - margin) * tpot_ms / 1000.0
     if serving.running and s + r > tpot_budget:
@@ -72,7 +79,7 @@ def judge(
         return Verdict(False, "tpot", r, s)
     if serving.waiting and serving.oldest_wait_s + r + s > ttft_budget:
         return Verdict(False, "ttft_waiting", r, s)
-    arrival = serving_model.predict(
+    arrival = serving_scale * serving_model.predict(
         StepShape(
             decodes=serving.running + serving.waiting + 1,
             prefill_tokens=serving.waiting_prefill_tokens + serving.arrival_prefill_tokens,

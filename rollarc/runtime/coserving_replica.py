@@ -113,6 +113,7 @@ class CoServingReplica:
             harvest.slo,
             margin=harvest.margin,
             memory_tokens=harvest.memory_tokens,
+            budget_aftermath=harvest.budget_aftermath,
             name=name,
         )
         # both latency models fitted before serving starts: a cold rollout model would refuse every step

@@ -122,6 +122,7 @@ def harvest_config(rose: RoseConfig) -> HarvestConfig:
         lend_after_s=rose.lend_after_s,
         withdraw_after_s=rose.withdraw_after_s,
         min_capacity=rose.min_capacity,
+        budget_aftermath=rose.budget_aftermath,
         dedicated_first=rose.dedicated_first,
         threads=max(1, len(rose.serving_cores)),
     )

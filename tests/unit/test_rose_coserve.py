@@ -490,3 +490,21 @@ def test_serving_steps_are_timed_apart_after_a_rollout_step_and_after_a_serving_
     ex.poll()  # its prefill, right after the rollout step
     assert (c["serving_after_rollout_steps"], c["serving_after_rollout_us"]) == (1, 1000)
     assert c["serving_after_rollout_predicted_us"] == 0
+    assert ex.aftermath.samples == 1 and ex.aftermath.measured_s == pytest.approx(0.001)  # only that step
+
+
+@pytest.mark.parametrize("budget_aftermath", [True, False])
+def test_the_guard_budgets_the_serving_step_after_rollout_at_its_measured_ratio(budget_aftermath: bool) -> None:
+    """3 serving decodes predicted 12 ms; rollout 2 ms a decode; TPOT budget 0.8 x 20 = 16 ms: 2 rollout decodes
+    fit. Serving steps after rollout steps that ran 1.25x their prediction make it 15 ms: none fits."""
+    ex = _executor()
+    ex.budget_aftermath = budget_aftermath
+    for turn in _turns(3, max_tokens=8):
+        ex.submit_turn(turn)
+    ex.poll()
+    _serve(ex, 3, max_tokens=8)
+    ex.poll()  # serving prefills; 3 serving requests now decode
+    assert ex.capacity() == 2
+    for _ in range(ex.aftermath.min_samples):
+        ex.aftermath.observe(0.015, 0.012)
+    assert ex.capacity() == (0 if budget_aftermath else 2)

@@ -179,6 +179,20 @@ def test_guard_protects_a_request_whose_earlier_gaps_used_its_tpot_slack() -> No
     assert judge(StepShape(2), late, serving, rollout, 1000, 20, 0.2).reason == "tpot"
 
 
+def test_guard_scales_both_serving_predictions_by_the_serving_scale() -> None:
+    serving = _linear(0.004, 0.0001)
+    rollout = _linear(0.002, 0.0001)
+    busy = ServingState(2, 0, 0, 0, 0.0, arrival_prefill_tokens=0)
+    # scale 1: 8 + 6 = 14 ms <= 16 ms; scale 1.5: 12 + 6 = 18 ms > 16 ms
+    assert judge(StepShape(3), busy, serving, rollout, 1000, 20, 0.2).admit
+    verdict = judge(StepShape(3), busy, serving, rollout, 1000, 20, 0.2, serving_scale=1.5)
+    assert verdict.reason == "tpot" and verdict.serving_s == pytest.approx(0.012)
+    idle = ServingState(0, 0, 0, 0, 0.0, arrival_prefill_tokens=500)
+    # an arrival now: rollout 8 ms + (4 + 50) ms = 62 ms <= 0.7 * 100 ms; scaled by 1.2: 8 + 64.8 ms > 70 ms
+    assert judge(StepShape(4), idle, serving, rollout, 100, 1000, 0.3).admit
+    assert judge(StepShape(4), idle, serving, rollout, 100, 1000, 0.3, serving_scale=1.2).reason == "ttft_arrival"
+
+
 # ------------------------------------------------------------------ cross-site hops
 
 
