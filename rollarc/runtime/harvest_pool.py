@@ -50,6 +50,10 @@ COUNTED = (
     "migrated_kept",
     "migrated_kept_tokens",
     "served",
+    # the serving steps right after a rollout step: how many, measured and predicted time (the guard's aftermath)
+    "serving_after_rollout_steps",
+    "serving_after_rollout_us",
+    "serving_after_rollout_predicted_us",
 )
 
 

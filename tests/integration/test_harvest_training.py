@@ -102,6 +102,9 @@ def test_training_on_borrowed_capacity_counts_withdrawals_migrations_and_a_dead_
     assert 0 <= harvest["migrated_kept"] <= harvest["migrated"]
     assert harvest["migrated_kept_tokens"] >= harvest["migrated_kept"]
     assert rows[-1]["harvest_deaths"] == 1 and rows[-1]["harvest_withdrawals"] == harvest["withdrawals"]
+    # the serving steps right after a borrowed rollout step, whose measured/predicted ratio the guard budgets
+    after = {key: rows[-1][f"harvest_serving_after_rollout_{key}"] for key in ("steps", "us", "predicted_us")}
+    assert (after["us"] > 0) == (after["steps"] > 0) and after["predicted_us"] >= 0
     # borrowed turns are on the timeline (role borrowed, one lane per replica), so the report's figures include them
     spans = [json.loads(line) for line in (run / "timeline.jsonl").read_text().splitlines()]
     borrowed = [sp for sp in spans if sp["role"] == "borrowed"]
