@@ -3,9 +3,9 @@
 Per seed (``--seeds``, default 2), two runs of the same config and seed (``configs/quickstart.yaml`` by
 default, shortened), from one SFT warm start:
 
-- ``clean``: no injected fault;
-- ``chaos``: every env step first waits a heavy-tailed delay resampled from a trace (lognormal, median
-  10 ms, sigma 1.5, plus 0.2 % hangs of 10,000 s that only the trajectory timeout ends) and fails with
+- ``clean``: no injected fault (the config's own env latency, if any, is kept);
+- ``chaos``: every env step first waits, instead of the config's own delay, a heavy-tailed delay resampled
+  from a trace (lognormal, median 10 ms, sigma 1.5, plus 0.2 % hangs of 10,000 s that only the trajectory timeout ends) and fails with
   probability 2 %; and during training one actor of each role in turn is killed with
   ``ray.kill(handle, no_restart=False)``, which is what a crashed process or a lost node looks like to Ray:
   an EnvWorker, a rollout replica, the router, then the trainer. The reward role is absent: the task's
@@ -90,10 +90,11 @@ SHARED = [
 
 
 def chaos_overrides(trace: Path) -> list[str]:
+    """The chaos run's latency section replaces the config's whole (its own delay model, the quickstart's
+    lognormal, would otherwise clash with ``kind: trace``), with the shared retries applied again."""
     return [
-        "tasks.0.latency.kind=trace",
-        f"tasks.0.latency.trace_path={trace}",
-        "tasks.0.latency.failure_prob=0.02",
+        f"tasks.0.latency={{kind: trace, trace_path: '{trace}', failure_prob: 0.02}}",
+        *SHARED,
         "train.checkpoint_every=1",  # a lost trainer redoes at most the step it was in
     ]
 
