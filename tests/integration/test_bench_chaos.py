@@ -44,11 +44,11 @@ def test_quick_chaos_run_finishes_without_losing_trajectories(tmp_path, capsys, 
 
 
 def test_the_chaos_latency_replaces_the_configs_own_whatever_its_kind(tmp_path):
-    """Regression: the quickstart's lognormal latency clashed with the chaos run's ``kind: trace``."""
+    """Regression: a config with its own latency (longtail's lognormal) clashed with the chaos run's ``kind: trace``."""
     from rollarc.config import load_train_config
 
     trace = chaos.write_latency_trace(tmp_path / "trace.txt", seed=0, n=100)
-    cfg = load_train_config("configs/quickstart.yaml", [*chaos.SHARED, *chaos.chaos_overrides(trace)])
+    cfg = load_train_config("configs/longtail.yaml", [*chaos.SHARED, *chaos.chaos_overrides(trace)])
     latency = cfg.tasks[0].latency
     assert (latency.kind, latency.trace_path, latency.median_s, latency.sigma) == ("trace", trace, None, None)
     assert (latency.failure_prob, latency.failure_retries) == (0.02, 2)
