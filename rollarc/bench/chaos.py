@@ -5,8 +5,8 @@ default, shortened), from one SFT warm start:
 
 - ``clean``: no injected fault (the config's own env latency, if any, is kept);
 - ``chaos``: every env step first waits, instead of the config's own delay, a heavy-tailed delay resampled
-  from a trace (lognormal, median 10 ms, sigma 1.5, plus 0.2 % hangs of 10,000 s that only the trajectory timeout ends) and fails with
-  probability 2 %; and during training one actor of each role in turn is killed with
+  from a trace (lognormal, median 10 ms, sigma 1.5, plus 0.2 % hangs of 10,000 s that only the trajectory
+  timeout ends) and fails with probability 2 %; and during training one actor of each role in turn is killed with
   ``ray.kill(handle, no_restart=False)``, which is what a crashed process or a lost node looks like to Ray:
   an EnvWorker, a rollout replica, the router, then the trainer. The reward role is absent: the task's
   reward is a rule computed in the EnvWorker (a model-based judge runs as a Ray Serve deployment, which
@@ -90,7 +90,7 @@ SHARED = [
 
 
 def chaos_overrides(trace: Path) -> list[str]:
-    """The chaos run's latency section replaces the config's whole (its own delay model, the quickstart's
+    """The chaos run's latency section replaces the config's whole (its own delay model, say longtail's
     lognormal, would otherwise clash with ``kind: trace``), with the shared retries applied again."""
     return [
         f"tasks.0.latency={{kind: trace, trace_path: '{trace}', failure_prob: 0.02}}",
