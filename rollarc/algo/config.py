@@ -7,7 +7,7 @@ Defaults are accepted, so a dumped config loads again unchanged.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
@@ -17,6 +17,7 @@ from rollarc.algo.off_policy import Correction
 from rollarc.configio import FrozenModel
 
 FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
+Surrogate = Literal["ppo", "gspo", "cispo"]
 
 
 class LossConfig(FrozenModel):
@@ -28,8 +29,21 @@ class LossConfig(FrozenModel):
         "minus group mean, over group std + eps), `dr_grpo` (minus "
         "the mean only), `rloo` (minus the mean of the others)",
     )
-    clip_low: FiniteFloat = Field(0.2, gt=0, lt=1, description="PPO clip range lower side: ratio >= 1 - clip_low")
-    clip_high: FiniteFloat = Field(0.28, gt=0, lt=1, description="PPO clip range upper side: ratio <= 1 + clip_high")
+    surrogate: Surrogate = Field(
+        "ppo",
+        description="the policy-gradient surrogate: `ppo` (per-token clipped ratio), `gspo` (one length-normalised "
+        "ratio per sequence, clipped; the paper clips at 3e-4 / 4e-4) or `cispo` (REINFORCE on every token "
+        "weighted by its clipped, detached ratio); docs/algorithms.md",
+    )
+    clip_low: FiniteFloat = Field(
+        0.2, gt=0, lt=1, description="clip range lower side: ratio >= 1 - clip_low (`cispo`: of the importance weight)"
+    )
+    clip_high: FiniteFloat = Field(
+        0.28,
+        gt=0,
+        lt=1,
+        description="clip range upper side: ratio <= 1 + clip_high (`cispo`: of the importance weight)",
+    )
     agg: Aggregation = Field(
         "token_mean",
         description="loss aggregation: mean over all tokens of the batch "
@@ -69,12 +83,13 @@ class LossConfig(FrozenModel):
             "eps": (self.advantage == "grpo", "advantage='grpo'"),
             "tis_cap": (self.correction == "tis", "correction='tis'"),
             "decoupled_cap": (self.correction == "decoupled_ppo", "correction='decoupled_ppo'"),
+            "agg": (self.surrogate != "gspo", "surrogate 'ppo' or 'cispo' (gspo averages over sequences)"),
         }
         for name, (used, where) in applies.items():
             value = getattr(self, name)
             if not used and value != type(self).model_fields[name].default:
                 raise ValueError(
-                    f"{name}={value!r} has no effect with advantage={self.advantage!r} and "
-                    f"correction={self.correction!r}; it only applies with {where}"
+                    f"{name}={value!r} has no effect with advantage={self.advantage!r}, "
+                    f"correction={self.correction!r} and surrogate={self.surrogate!r}; it only applies with {where}"
                 )
         return self

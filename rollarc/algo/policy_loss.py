@@ -1,10 +1,11 @@
 """``policy_loss``: the one entry point the trainer calls per minibatch.
 
 It assembles the pieces: the off-policy correction picks the clip anchor and the token weights
-(:mod:`rollarc.algo.off_policy`), the clipped surrogate does the rest (:mod:`rollarc.algo.losses`),
-and the KL-to-reference and entropy terms are added with their coefficients:
+(:mod:`rollarc.algo.off_policy`), the surrogate chosen by ``cfg.surrogate`` does the rest (PPO's token clip in
+:mod:`rollarc.algo.losses`, GSPO and CISPO in :mod:`rollarc.algo.surrogates`), and the KL-to-reference and
+entropy terms are added with their coefficients:
 
-    loss = agg(w * ppo_clip) + kl_coef * agg(k3(logp, ref_logp)) - entropy_coef * agg(entropy)
+    loss = agg(w * surrogate) + kl_coef * agg(k3(logp, ref_logp)) - entropy_coef * agg(entropy)
 
 The KL and entropy terms are regularisers evaluated on the sampled tokens; they are *not*
 importance-weighted.
@@ -18,6 +19,7 @@ from rollarc.algo.config import LossConfig
 from rollarc.algo.losses import entropy_bonus, kl_k3, ppo_clip_loss
 from rollarc.algo.masking import aggregate, as_bool_mask, zero_outside
 from rollarc.algo.off_policy import correction_terms, off_policy_stats
+from rollarc.algo.surrogates import cispo_loss, gspo_loss
 
 
 def policy_loss(
@@ -53,9 +55,16 @@ def policy_loss(
     logp_behav = zero_outside(logp_behav.detach(), mask)
     logp_prox = None if logp_prox is None else zero_outside(logp_prox.detach(), mask)
     anchor, weights = correction_terms(cfg.correction, logp_behav, logp_prox, cfg.tis_cap, cfg.decoupled_cap)
-    loss, stats = ppo_clip_loss(
-        logp, anchor, advantages, mask, cfg.clip_low, cfg.clip_high, cfg.agg, token_weights=weights
-    )
+    if cfg.surrogate == "gspo":
+        loss, stats = gspo_loss(logp, anchor, advantages, mask, cfg.clip_low, cfg.clip_high, token_weights=weights)
+    elif cfg.surrogate == "cispo":
+        loss, stats = cispo_loss(
+            logp, anchor, advantages, mask, cfg.clip_low, cfg.clip_high, cfg.agg, token_weights=weights
+        )
+    else:
+        loss, stats = ppo_clip_loss(
+            logp, anchor, advantages, mask, cfg.clip_low, cfg.clip_high, cfg.agg, token_weights=weights
+        )
     if logp_prox is not None:
         stats.update(off_policy_stats(logp_behav, logp_prox, mask, weights))
     if ref_logp is not None:

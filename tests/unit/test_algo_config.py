@@ -31,7 +31,7 @@ def test_defaults():
         ("correction=decoupled_ppo", None),
         ("correction=importance", "correction: Input should be 'none', 'tis' or 'decoupled_ppo'"),
         ("agg=sum", "agg"),
-        ("clip=0.2", "clip: unknown key; allowed keys here: advantage, clip_low"),
+        ("clip=0.2", "clip: unknown key; allowed keys here: advantage, surrogate, clip_low"),
         ("tis_cap=3", "tis_cap=3.0 has no effect .* only applies with correction='tis'"),
         ("decoupled_cap=5", "decoupled_cap=5.0 has no effect"),
     ],
