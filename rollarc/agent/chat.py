@@ -11,7 +11,9 @@ correctly; the first also lets the engine reuse the cached KV of the earlier tur
 A tokenizer without a chat template (a base model) gets the plain format TRL uses for plain-text
 prompts: the messages' contents as they are, joined by a blank line, with no role markers and no
 generation prompt. For a single-turn dataset task that is the prompt text itself (after the system
-prompt, if one is set).
+prompt, if one is set). ``prompt_ids(messages, plain=True)`` renders that plain format whatever the
+tokenizer: a dataset task's plain-text prompts go to the model as they are, as TRL does (TRL templates
+only conversational prompts), unless ``dataset.template_plain_prompts`` is set.
 """
 
 from __future__ import annotations
@@ -48,14 +50,15 @@ class ChatRenderer:
         self.templated = tokenizer.chat_template is not None
         self.eos_token_id: int = tokenizer.eos_token_id
         self.cache_size = cache_size
-        self._cache: OrderedDict[tuple[Message, ...], tuple[int, ...]] = OrderedDict()
+        self._cache: OrderedDict[tuple[Message | bool, ...], tuple[int, ...]] = OrderedDict()  # (*messages, plain)
 
-    def prompt_ids(self, messages: list[Message]) -> list[int]:
-        """The ids of the whole conversation so far, ending with the assistant generation prompt."""
-        key = tuple(messages)
+    def prompt_ids(self, messages: list[Message], plain: bool = False) -> list[int]:
+        """The ids of the whole conversation so far, ending with the assistant generation prompt (none when
+        ``plain``: then the messages' contents joined as they are, with no chat template)."""
+        key: tuple[Message | bool, ...] = (*messages, plain)
         ids = self._cache.get(key)
         if ids is None:
-            ids = tuple(self._render(messages))
+            ids = tuple(self._render(messages, plain))
             if self.cache_size > 0:
                 self._cache[key] = ids
                 if len(self._cache) > self.cache_size:
@@ -64,8 +67,8 @@ class ChatRenderer:
             self._cache.move_to_end(key)
         return list(ids)
 
-    def _render(self, messages: list[Message]) -> list[int]:
-        if self.templated:
+    def _render(self, messages: list[Message], plain: bool) -> list[int]:
+        if self.templated and not plain:
             rendered = self.tokenizer.apply_chat_template(
                 [m.as_dict() for m in messages], add_generation_prompt=True, tokenize=False
             )

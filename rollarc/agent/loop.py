@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from rollarc.agent.chat import ChatRenderer, Message
 from rollarc.agent.trajectory import Segment, Trajectory
 from rollarc.agent.turn import GenerateFn, GenerationFailure, generate_turn, turn_seed
+from rollarc.data.config import PLAIN_PROMPT
 
 if TYPE_CHECKING:
     from rollarc.config import AgentConfig, SamplingConfig  # type only: the training config is above agent/
@@ -94,6 +95,7 @@ async def run_trajectory(
     span("env_step", t0, clock(), traj=traj.traj_id, task=traj.task)
 
     opening = info.get("messages") if isinstance(info, dict) else None
+    plain = bool(info.get(PLAIN_PROMPT, False)) if isinstance(info, dict) else False  # a dataset's plain-text prompt
     if opening:
         messages = [Message(m["role"], m["content"]) for m in opening]
     else:
@@ -102,7 +104,7 @@ async def run_trajectory(
     segment: Segment | None = None
 
     for turn in range(agent.max_turns):
-        prompt = renderer.prompt_ids(window(messages, agent.history, agent.history_k))
+        prompt = renderer.prompt_ids(window(messages, agent.history, agent.history_k), plain=plain)
         if len(prompt) + agent.max_tokens_per_turn > agent.context_limit:
             traj.finish = "context_limit"
             break

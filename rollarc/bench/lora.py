@@ -41,7 +41,9 @@ def demo_groups(cfg: Config, renderer: ChatRenderer, groups: int, size: int, see
     """``groups`` GRPO groups of ``size`` random replies (``agent.max_tokens_per_turn`` tokens) to the demo's prompts."""
     task = cfg.tasks[0]
     assert task.dataset is not None, "the LoRA bench runs on a dataset task (configs/rlvr_lora.yaml)"
-    rows = [json.loads(line) for line in (REPO_ROOT / task.dataset.files["train"]).read_text().splitlines()]
+    train = task.dataset.files["train"]
+    assert isinstance(train, str), "the LoRA bench reads configs/rlvr_lora.yaml's one training file"
+    rows = [json.loads(line) for line in (REPO_ROOT / train).read_text().splitlines()]
     g = torch.Generator().manual_seed(seed)
     vocab = len(renderer.tokenizer)
     reply_tokens = task.agent.max_tokens_per_turn

@@ -9,7 +9,7 @@ of a struct column. Every other column is passed, as it is, to TRL-style reward 
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
@@ -18,6 +18,7 @@ from rollarc.configio import FrozenModel
 RewardStyle = Literal["auto", "trl", "verl"]
 RewardPlacement = Literal["local", "serverless"]
 HELDOUT_OPTION = "heldout"  # env.reset(options={HELDOUT_OPTION: True}) plays a held-out row
+PLAIN_PROMPT = "plain_prompt"  # reset info key: render this conversation untemplated (rollarc.agent.chat)
 
 
 class RewardFunctionConfig(FrozenModel):
@@ -35,6 +36,12 @@ class RewardFunctionConfig(FrozenModel):
         "`verl`: compute_score(data_source, solution_str, ground_truth, extra_info) -> float (or a dict with "
         "'score'); `auto`: told apart by the parameter names (completions vs solution_str)",
     )
+    kwargs: dict[str, Any] = Field(
+        {},
+        description="keyword arguments bound to the function on every call, like functools.partial (they take "
+        "precedence over a dataset column of the same name), e.g. {ground_truth_column: answer} for "
+        "rollarc.data.math_reward:accuracy on a dataset whose answer column is `answer`",
+    )
 
 
 class DatasetConfig(FrozenModel):
@@ -42,13 +49,15 @@ class DatasetConfig(FrozenModel):
 
     path: str | None = Field(
         None,
-        description="a .jsonl/.json or .parquet file (one split, `train`), or a directory written by "
-        "datasets' save_to_disk (its splits); relative paths are relative to where rollarc runs",
+        description="a .jsonl/.json or .parquet file or a glob of them (one split, `train`); a directory "
+        "written by datasets' save_to_disk (it holds dataset_dict.json or state.json: its splits); or a "
+        "directory of .jsonl/.json/.parquet shards, split by file name as datasets does (train-*.parquet, "
+        "test.jsonl, ...; no split name: all `train`); relative paths are relative to where rollarc runs",
     )
-    files: dict[str, str] = Field(
+    files: dict[str, str | list[str]] = Field(
         {},
-        description="split name -> .jsonl/.json/.parquet file, e.g. {train: a.jsonl, test: b.jsonl} "
-        "(instead of `path`)",
+        description="split name -> a file, a glob, or a list of files/globs, e.g. {train: data/train-*.parquet, "
+        "test: [a.jsonl, b.jsonl]} (instead of `path`); the files of a split share one format",
     )
     train_split: str = Field("train", description="the split training and SFT demonstrations draw rows from")
     heldout_split: str = Field(
@@ -63,12 +72,21 @@ class DatasetConfig(FrozenModel):
     prompt_column: str = Field(
         "prompt", description="the prompt: a string, or chat messages (a list of {role, content})"
     )
+    template_plain_prompts: bool = Field(
+        False,
+        description="false (TRL's way): a plain-text prompt goes to the model as it is, untemplated; true: it "
+        "is rendered as a user message by the tokenizer's chat template (after system_prompt). Chat-message "
+        "prompts always get the chat template",
+    )
     system_prompt: str = Field(
-        "", description="a system message put before plain-text prompts (chat-message prompts bring their own)"
+        "",
+        description="a system message put before plain-text prompts when template_plain_prompts is true "
+        "(chat-message prompts bring their own)",
     )
     ground_truth_column: str | None = Field(
         "reward_model.ground_truth",
-        description="the reference answer passed to verl-style functions as ground_truth (null: none)",
+        description="the reference answer passed to verl-style functions as ground_truth (null: none); "
+        "TRL-style functions get every column under its own name instead",
     )
     data_source_column: str | None = Field(
         "data_source", description="passed to verl-style functions as data_source (null: pass None)"
@@ -124,6 +142,11 @@ class DatasetConfig(FrozenModel):
             raise ValueError("give exactly one of dataset.path (a file or a saved dataset directory) or dataset.files")
         if self.tools and self.tool_column is None:
             raise ValueError("dataset.tools needs dataset.tool_column: the column that names each row's tool")
+        if self.system_prompt and not self.template_plain_prompts:
+            raise ValueError(
+                "dataset.system_prompt applies to plain-text prompts only when they are templated; set "
+                "dataset.template_plain_prompts: true, or put the system message in chat-message prompts"
+            )
         if self.train_split == self.heldout_split:
             raise ValueError(f"dataset.heldout_split must differ from train_split ({self.train_split!r})")
         return self

@@ -8,6 +8,8 @@ with no second code path.
   ``reset(seed=s, options={"heldout": True})`` plays a row of the held-out split (the runtime passes
   that for held-out evaluation of dataset tasks). The observation is the prompt; a chat-message
   prompt also comes whole in ``info["messages"]``, which the agent loop renders instead of one user turn.
+  A plain-text prompt carries ``info["plain_prompt"] = True`` unless ``template_plain_prompts``: the agent
+  loop then gives the model the conversation's text as it is (no chat template), as TRL does.
 * ``step(answer)`` scores the answer with every reward function and ends the episode: the reward is
   the weighted sum of the scores, ``success`` is the first function's score reaching
   ``success_threshold``, and ``info["scores"]`` holds each function's score.
@@ -35,8 +37,8 @@ import gymnasium
 from gymnasium.spaces import Text
 
 from rollarc.configio import validate
-from rollarc.data.config import HELDOUT_OPTION, DatasetConfig
-from rollarc.data.reward_fn import Answer, load_reward_function
+from rollarc.data.config import HELDOUT_OPTION, PLAIN_PROMPT, DatasetConfig
+from rollarc.data.reward_fn import Answer, check_call, load_reward_function
 from rollarc.data.served_client import ServedRewards
 from rollarc.data.table import column, load_table
 from rollarc.data.tools import Tool, ToolLoadError, load_tool, result_text, tool_call
@@ -54,6 +56,8 @@ class DatasetEnv(gymnasium.Env[str, str]):
         self.config = validate(DatasetConfig, kwargs, source="dataset")
         self.functions = [load_reward_function(spec) for spec in self.config.reward]
         self.table = load_table(self.config, needs_ground_truth=any(f.style == "verl" for f in self.functions))
+        for function in self.functions:
+            check_call(function, self.table.splits[self.config.train_split].column_names)
         self.instructions = "" if self.table.conversational else self.config.system_prompt
         self.observation_space = Text(max_length=MAX_TEXT, min_length=0, charset=CHARSET)
         self.action_space = Text(max_length=MAX_TEXT, min_length=0, charset=CHARSET)
@@ -96,6 +100,8 @@ class DatasetEnv(gymnasium.Env[str, str]):
             info["messages"] = [{"role": m["role"], "content": m["content"]} for m in prompt]
             users = [m["content"] for m in prompt if m["role"] == "user"]
             return (users[-1] if users else prompt[-1]["content"]), info
+        if not cfg.template_plain_prompts:
+            info[PLAIN_PROMPT] = True
         return prompt, info
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:

@@ -4,7 +4,8 @@ Score 1.0 when the answer's last ``\\boxed{...}`` (or, failing that, a number or
 equals the ground truth mathematically (``math_verify.parse`` + ``math_verify.verify``), else 0.0.
 
 * TRL: ``accuracy(completions, ground_truth=..., **columns) -> list[float]``; the ground truth is the
-  ``ground_truth`` column, or verl's nested ``reward_model["ground_truth"]``.
+  ``ground_truth`` column, or verl's nested ``reward_model["ground_truth"]``, or the column named by
+  ``ground_truth_column`` (bound with the function's ``kwargs``: ``{ground_truth_column: answer}``).
 * verl: ``compute_score(data_source, solution_str, ground_truth, extra_info=None) -> float``.
 
 math-verify bounds parsing with ``signal.alarm``, which works only in the main thread; rollarc scores
@@ -48,12 +49,32 @@ def compute_score(data_source: Any, solution_str: str, ground_truth: Any, extra_
 
 
 def accuracy(
-    completions: list[Any], ground_truth: list[Any] | None = None, reward_model: list[Any] | None = None, **_: Any
+    completions: list[Any],
+    ground_truth: list[Any] | None = None,
+    reward_model: list[Any] | None = None,
+    ground_truth_column: str = "ground_truth",
+    **columns: Any,
 ) -> list[float]:
-    """TRL's convention; completions are text, or chat messages whose last one is the answer."""
-    if ground_truth is None:
-        if reward_model is None:
-            raise ValueError("accuracy needs a ground_truth column (or verl's reward_model.ground_truth)")
-        ground_truth = [row["ground_truth"] for row in reward_model]
+    """TRL's convention; completions are text, or chat messages whose last one is the answer.
+
+    The ground truth is the column ``ground_truth_column`` (bind it with the function's ``kwargs``, e.g.
+    ``{ground_truth_column: answer}``; a dotted name reads a struct's field); by default the
+    ``ground_truth`` column, or else verl's nested ``reward_model["ground_truth"]``.
+    """
+    columns = {**columns, "ground_truth": ground_truth, "reward_model": reward_model}
+    if ground_truth_column == "ground_truth" and ground_truth is None and reward_model is not None:
+        ground_truth_column = "reward_model.ground_truth"
+    head, *fields = ground_truth_column.split(".")
+    if columns.get(head) is None:
+        present = sorted(name for name, value in columns.items() if value is not None and name != "prompts")
+        raise ValueError(
+            f"accuracy reads the ground truth from column {head!r} (ground_truth_column), which this row lacks; "
+            f"its columns: {', '.join(present)}"
+        )
+    truths = []
+    for value in columns[head]:
+        for name in fields:
+            value = value[name] if isinstance(value, dict) else None
+        truths.append(value)
     texts = [c if isinstance(c, str) else c[-1]["content"] for c in completions]
-    return [math_score(text, truth) for text, truth in zip(texts, ground_truth, strict=True)]
+    return [math_score(text, truth) for text, truth in zip(texts, truths, strict=True)]

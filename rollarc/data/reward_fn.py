@@ -6,11 +6,15 @@
   text}]`` when prompts are chat messages, as in TRL) and every other column of the row as a one-item
   list. ``None`` means "does not apply" and contributes nothing, as in TRL. ``completion_ids`` and
   ``trainer_state`` are not passed.
-* verl: ``compute_score(data_source, solution_str, ground_truth, extra_info) -> float`` (or a dict
-  with a ``score`` entry, as verl accepts).
+* verl: ``compute_score(data_source=, solution_str=, ground_truth=, extra_info=) -> float`` (or a dict
+  with a ``score`` entry, as verl accepts), all four by keyword, as verl's reward manager calls it.
+
+``kwargs`` of the function's config are bound to every call (like ``functools.partial``).
 
 A function that cannot be imported, or whose parameters fit neither convention, is a
-:class:`RewardLoadError` at start-up. A call that raises, or returns something other than a finite
+:class:`RewardLoadError` at start-up; so is one whose required parameters the call would not fill
+(:func:`check_call`, given the dataset's columns): without it, every call raised ``TypeError`` and
+every trajectory failed at run time. A call that raises, or returns something other than a finite
 number, is a :class:`RewardFunctionError`: that trajectory fails alone, counted with the reason.
 """
 
@@ -20,7 +24,7 @@ import importlib
 import inspect
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from numbers import Real
 from typing import Any, Literal
 
@@ -29,6 +33,8 @@ from rollarc.envs.registry import EnvLoadError
 
 Style = Literal["trl", "verl"]
 VERL_PARAMETERS = ("data_source", "solution_str", "ground_truth", "extra_info")
+TRL_ARGUMENTS = ("prompts", "completions")  # besides the columns
+TRL_NOT_PASSED = ("completion_ids", "trainer_state")  # TRL passes these; rollarc does not
 
 
 class RewardLoadError(EnvLoadError):
@@ -57,6 +63,7 @@ class RewardFunction:
     fn: Callable[..., Any]
     style: Style
     weight: float
+    kwargs: dict[str, Any] = field(default_factory=dict)  # bound to every call
 
     def score(self, answer: Answer) -> float | None:
         """The function's score of ``answer`` (None: a TRL function said it does not apply)."""
@@ -67,6 +74,7 @@ class RewardFunction:
                     solution_str=answer.completion,
                     ground_truth=answer.ground_truth,
                     extra_info=answer.extra_info,
+                    **self.kwargs,
                 )
             else:
                 conversational = isinstance(answer.prompt, list)
@@ -74,7 +82,7 @@ class RewardFunction:
                     [{"role": "assistant", "content": answer.completion}] if conversational else answer.completion
                 )
                 columns = {k: [v] for k, v in answer.columns.items() if k not in ("prompt", "prompts", "completions")}
-                value = self.fn(prompts=[answer.prompt], completions=[completion], **columns)
+                value = self.fn(prompts=[answer.prompt], completions=[completion], **{**columns, **self.kwargs})
         except Exception as err:  # plugin boundary: a user's function may raise anything; re-raised as one kind
             raise RewardFunctionError(f"reward function {self.name} raised {type(err).__name__}: {err}") from err
         return self._number(value)
@@ -109,7 +117,65 @@ def load_reward_function(spec: RewardFunctionConfig) -> RewardFunction:
     fn = getattr(module, attr, None)
     if not callable(fn):
         raise RewardLoadError(f"reward function {spec.function}: module {module_name!r} has no function {attr!r}")
-    return RewardFunction(spec.function, fn, _style(spec, fn), spec.weight)
+    style = _style(spec, fn)
+    reserved = sorted(set(spec.kwargs) & set(VERL_PARAMETERS if style == "verl" else TRL_ARGUMENTS))
+    if reserved:
+        raise RewardLoadError(
+            f"reward function {spec.function}: kwargs may not set {', '.join(reserved)}, which rollarc passes itself"
+        )
+    return RewardFunction(spec.function, fn, style, spec.weight, dict(spec.kwargs))
+
+
+def check_call(function: RewardFunction, columns: list[str]) -> None:
+    """Start-up check: each call will fill every required parameter of ``function``; else a one-line
+    :class:`RewardLoadError` naming the parameter. TRL-style calls pass ``prompts``, ``completions``, every
+    top-level column (``columns``) and the bound kwargs; verl-style calls pass verl's four arguments by
+    keyword and the kwargs, so the function must accept all four (or take ``**kwargs``)."""
+    try:
+        parameters = inspect.signature(function.fn).parameters
+    except (TypeError, ValueError):  # no signature to read (a builtin): nothing to check before calling it
+        return
+    takes_any = any(p.kind is p.VAR_KEYWORD for p in parameters.values())
+    required = [
+        name
+        for name, p in parameters.items()
+        if p.default is p.empty and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY, p.POSITIONAL_ONLY)
+    ]
+    where = f"reward function {function.name}"
+    if function.style == "verl":
+        passed = set(VERL_PARAMETERS) | set(function.kwargs)
+        if not takes_any:
+            for name in [*VERL_PARAMETERS, *function.kwargs]:
+                if name not in parameters:
+                    raise RewardLoadError(
+                        f"{where}: verl calls compute_score(data_source=, solution_str=, ground_truth=, extra_info=) "
+                        f"and it has no parameter {name!r}; add it (e.g. {name}=None) or **kwargs"
+                    )
+        for name in required:
+            if name not in passed:
+                raise RewardLoadError(
+                    f"{where}: requires parameter {name!r}, which verl's call does not pass "
+                    f"({', '.join(VERL_PARAMETERS)}); give it a default or set it in kwargs"
+                )
+        return
+    passed = set(TRL_ARGUMENTS) | {c for c in columns if c not in ("prompt", *TRL_ARGUMENTS)} | set(function.kwargs)
+    unexpected = sorted(name for name in passed if name not in parameters)
+    if unexpected and not takes_any:
+        raise RewardLoadError(
+            f"{where}: TRL passes prompts, completions and every dataset column by keyword, and it has no parameter "
+            f"{unexpected[0]!r} and no **kwargs; add **kwargs, as TRL's reward functions do"
+        )
+    for name in required:
+        if name in passed:
+            continue
+        if name in TRL_NOT_PASSED:
+            raise RewardLoadError(
+                f"{where}: requires parameter {name!r}, which TRL passes but rollarc does not; give it a default"
+            )
+        raise RewardLoadError(
+            f"{where}: requires parameter {name!r}, but the dataset has no column {name!r} (TRL passes each "
+            f"column under its own name; ground_truth_column is verl's only); its columns: {', '.join(columns)}"
+        )
 
 
 def _style(spec: RewardFunctionConfig, fn: Callable[..., Any]) -> Style:

@@ -1,8 +1,11 @@
 """Read a dataset task's rows with the ``datasets`` library (local files only), split and checked.
 
-``path`` is a ``.jsonl``/``.json``/``.parquet`` file (one split, ``train``) or a directory written by
-``save_to_disk``; ``files`` maps split names to files. Nothing is downloaded: the ``json`` and
-``parquet`` builders read local files, and ``load_from_disk`` reads a local directory.
+``path`` is a ``.jsonl``/``.json``/``.parquet`` file or a glob of them (one split, ``train``), a directory
+written by ``save_to_disk`` (recognised by its ``dataset_dict.json`` or ``state.json``), or a directory of
+data-file shards split by file name with ``datasets``' own patterns; ``files`` maps split names to a
+file, a glob or a list of them, as ``load_dataset(data_files=...)`` takes them. The files of a split share
+one format; a glob that matches nothing is an error. Nothing is downloaded: the ``json`` and ``parquet``
+builders read local files, and ``load_from_disk`` reads a local directory.
 
 A missing file, split or column is a :class:`DatasetError` (one line, raised when the task's env is
 made, i.e. in the start-up checks). A malformed row (a prompt that is neither text nor chat messages, a
@@ -20,12 +23,14 @@ on a loaded machine.
 from __future__ import annotations
 
 import functools
+import glob
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import datasets
+from datasets.data_files import DataFilesDict, get_data_patterns
 
 from rollarc.data.config import DatasetConfig
 from rollarc.envs.registry import EnvLoadError
@@ -34,6 +39,7 @@ from rollarc.envs.registry import EnvLoadError
 datasets.disable_progress_bars()
 
 BUILDERS = {".jsonl": "json", ".json": "json", ".parquet": "parquet"}
+SAVED_MARKERS = ("dataset_dict.json", "state.json")  # what save_to_disk writes at a directory's top
 Messages = list[dict[str, str]]
 
 
@@ -150,6 +156,8 @@ def _read(cfg: DatasetConfig) -> dict[str, datasets.Dataset]:
     if cfg.path is not None:
         path = Path(cfg.path)
         if path.is_dir():
+            if not any((path / marker).is_file() for marker in SAVED_MARKERS):
+                return _load_files(_shards(path), f"dataset.path {cfg.path}")
             try:
                 loaded = datasets.load_from_disk(str(path))
             except FileNotFoundError as err:
@@ -157,21 +165,65 @@ def _read(cfg: DatasetConfig) -> dict[str, datasets.Dataset]:
             if isinstance(loaded, datasets.DatasetDict):
                 return dict(loaded)
             return {"train": loaded}
-        files = {"train": cfg.path}
+        files = {"train": _expand(cfg.path)}
     else:
-        files = dict(cfg.files)
+        files = {split: [f for entry in _entries(value) for f in _expand(entry)] for split, value in cfg.files.items()}
+    return _load_files(files, "dataset.files")
+
+
+def _entries(value: str | list[str]) -> list[str]:
+    return [value] if isinstance(value, str) else list(value)
+
+
+def _expand(entry: str) -> list[str]:
+    """A file, or the sorted files a glob matches (``**`` recurses); a glob matching nothing is an error."""
+    if not glob.has_magic(entry):
+        return [entry]
+    matched = sorted(f for f in glob.glob(entry, recursive=True) if Path(f).is_file())
+    if not matched:
+        raise DatasetError(f"dataset file pattern {entry} matches no file")
+    return matched
+
+
+def _shards(directory: Path) -> dict[str, list[str]]:
+    """A directory of data files, split by file name with ``datasets``' own patterns (``train-*.parquet``,
+    ``test.jsonl``, ``data/validation-00000-of-00001.parquet``; no split in the names: all ``train``)."""
+    patterns = get_data_patterns(str(directory))
+    resolved = DataFilesDict.from_patterns(patterns, base_path=str(directory))
+    splits = {
+        str(split): sorted(f for f in files if Path(f).suffix.lower() in BUILDERS) for split, files in resolved.items()
+    }
+    splits = {split: files for split, files in splits.items() if files}
+    if not splits:
+        raise DatasetError(
+            f"dataset.path {directory}: a directory with neither a save_to_disk dataset ({' or '.join(SAVED_MARKERS)}) "
+            "nor .jsonl/.json/.parquet files"
+        )
+    return splits
+
+
+def _load_files(files: dict[str, list[str]], where: str) -> dict[str, datasets.Dataset]:
     out = {}
-    for split, file in files.items():
-        suffix = Path(file).suffix.lower()
-        if suffix not in BUILDERS:
-            raise DatasetError(f"dataset file {file}: unknown format {suffix!r}; use .jsonl, .json or .parquet")
-        if not Path(file).is_file():
-            raise DatasetError(f"dataset file {file} does not exist")
+    for split, names in files.items():
+        if not names:
+            raise DatasetError(f"{where}: split {split!r} lists no file")
+        suffixes = sorted({Path(name).suffix.lower() for name in names})
+        for suffix, name in ((Path(n).suffix.lower(), n) for n in names):
+            if suffix not in BUILDERS:
+                raise DatasetError(f"dataset file {name}: unknown format {suffix!r}; use .jsonl, .json or .parquet")
+            if not Path(name).is_file():
+                raise DatasetError(f"dataset file {name} does not exist")
+        builders = {BUILDERS[suffix] for suffix in suffixes}
+        if len(builders) > 1:
+            raise DatasetError(
+                f"{where}: the files of split {split!r} mix formats ({', '.join(suffixes)}); a split's files share one"
+            )
         try:
-            out[split] = datasets.load_dataset(BUILDERS[suffix], data_files={split: file}, split=split)
+            out[split] = datasets.load_dataset(builders.pop(), data_files={split: names}, split=split)
         except datasets.exceptions.DatasetGenerationError as err:
             cause = err.__cause__ or err
-            raise DatasetError(f"dataset file {file} cannot be read: {type(cause).__name__}: {cause}") from err
+            shown = names[0] if len(names) == 1 else f"{names[0]} (and {len(names) - 1} more)"
+            raise DatasetError(f"dataset file {shown} cannot be read: {type(cause).__name__}: {cause}") from err
     return out
 
 

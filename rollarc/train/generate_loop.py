@@ -28,6 +28,7 @@ from rollarc.agent.chat import ChatRenderer, Message
 from rollarc.agent.trajectory import Segment, Trajectory
 from rollarc.config import Config
 from rollarc.configio import ConfigError
+from rollarc.data.config import PLAIN_PROMPT
 from rollarc.envs.registry import instructions as env_instructions
 from rollarc.envs.registry import make_env
 from rollarc.models.checkpoint import load_policy
@@ -96,11 +97,12 @@ class _Loop:
             self.group_index += 1
             seed = cfg.train.seed_base + index
             env = self._env(task)
-            observation, _info = env.reset(seed=seed)
+            observation, reset_info = env.reset(seed=seed)
             messages = [Message("user", observation)]
             if self.tasks[task].agent.instructions and env_instructions(env):
                 messages.insert(0, Message("system", env_instructions(env)))
-            groups.append((index, task, seed, self.renderer.prompt_ids(messages)))
+            plain = bool(reset_info.get(PLAIN_PROMPT, False))  # a dataset's plain-text prompt: untemplated, as in RL
+            groups.append((index, task, seed, self.renderer.prompt_ids(messages, plain=plain)))
         t1 = time.perf_counter()
         rows = [(g, j) for g in range(B) for j in range(G)]
         tokens, logprobs = self._generate(

@@ -1,4 +1,6 @@
-"""Prompts go through the tokenizer's chat template (a locally built Qwen2-style one); without one, plain text."""
+"""Chat-message prompts go through the tokenizer's chat template (a locally built Qwen2-style one), and so do
+plain-text prompts with template_plain_prompts; without a template, plain text (tests/unit/test_byo_parity.py:
+plain-text prompts by default)."""
 
 from __future__ import annotations
 
@@ -110,11 +112,13 @@ def test_chat_message_prompts_render_exactly_as_apply_chat_template(tmp_path):
 
 def test_plain_text_prompts_go_through_the_template_with_the_system_prompt(tmp_path):
     tokenizer = qwen2_style_tokenizer(tmp_path / "tok")
-    ids = first_prompt(tmp_path, tokenizer, "What is 12+30?", system_prompt="Answer with a number.")
+    ids = first_prompt(
+        tmp_path, tokenizer, "What is 12+30?", system_prompt="Answer with a number.", template_plain_prompts=True
+    )
     expected = [{"role": "system", "content": "Answer with a number."}, {"role": "user", "content": "What is 12+30?"}]
     assert ids == template_ids(tokenizer, expected)
     # and without a system prompt the template's own default system message appears
-    ids = first_prompt(tmp_path, tokenizer, "What is 12+30?")
+    ids = first_prompt(tmp_path, tokenizer, "What is 12+30?", template_plain_prompts=True)
     assert tokenizer.decode(ids).startswith("<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n")
 
 
@@ -123,7 +127,7 @@ def test_without_a_chat_template_the_prompt_is_the_plain_text(tmp_path):
     assert tokenizer.chat_template is None
     ids = first_prompt(tmp_path, tokenizer, "What is 12+30?")
     assert ids == tokenizer("What is 12+30?", add_special_tokens=False)["input_ids"]
-    ids = first_prompt(tmp_path, tokenizer, "What is 12+30?", system_prompt="Be brief.")
+    ids = first_prompt(tmp_path, tokenizer, "What is 12+30?", system_prompt="Be brief.", template_plain_prompts=True)
     assert tokenizer.decode(ids) == "Be brief.\n\nWhat is 12+30?"
 
 

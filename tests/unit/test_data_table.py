@@ -100,6 +100,7 @@ def test_chat_message_prompts_come_whole_in_the_reset_info(tmp_path):
         path=write_jsonl(tmp_path / "c.jsonl", chat),
         ground_truth_column="answer",
         system_prompt="ignored for chat prompts",
+        template_plain_prompts=True,
     )
     obs, info = env.reset(seed=0)
     assert info["messages"][0] == {"role": "system", "content": "Be brief."}
