@@ -192,7 +192,7 @@ def build_parser() -> argparse.ArgumentParser:
         "serve", help="OpenAI-compatible completions server of a model (rollarc serve MODEL_DIR)", add_help=False
     )
     p.add_argument("rest", nargs=argparse.REMAINDER)
-    p.set_defaults(func=lambda a: _passthrough("rollarc.serve.app")(a.rest))
+    p.set_defaults(func=lambda a: _passthrough("rollarc.serve.cli")(a.rest))
 
     p = sub.add_parser(
         "loadgen",
@@ -212,7 +212,7 @@ PASSTHROUGH = {
     "plan": "rollarc.sim.plan_cli",
     "simulate": "rollarc.sim.cli",
     "reward": "rollarc.reward_cli",
-    "serve": "rollarc.serve.app",
+    "serve": "rollarc.serve.cli",
     "loadgen": "rollarc.bench.loadgen",
 }
 

@@ -178,6 +178,12 @@ class AsyncLLMEngine:
         """The weight version in use (set once an update is applied)."""
         return self.engine.version
 
+    def check_alive(self) -> None:
+        """Raise :class:`EngineDeadError` when the loop thread is not running: a replica's health check, so a replica
+        whose actor lives on around a dead engine is replaced like a dead one."""
+        with self._cv:
+            self._check_alive()
+
     def shutdown(self, timeout: float | None = 30.0) -> None:
         """Stop the loop thread; unfinished requests fail with :class:`EngineDeadError`. Idempotent."""
         with self._cv:

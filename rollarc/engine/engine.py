@@ -16,7 +16,8 @@ Rules worth knowing:
 - **Versions.** Every token records ``self.version`` at the step that sampled it. ``update_weights``
   applies between steps; running requests continue under the new weights, keeping the KV they
   computed under the old ones, and their earlier tokens keep their old version.
-- **Errors.** Bad arguments to ``add_request`` raise ``ValueError`` at once. Non-finite logits finish
+- **Errors.** Bad arguments to ``add_request`` raise ``ValueError`` at once (sampling parameters the step
+  could not run too: ``rollarc.engine.params_check``). Non-finite logits, or a stop check that raises, finish
   only the affected request with finish_reason "error"; the others continue.
 """
 
@@ -33,6 +34,7 @@ from torch import nn
 from rollarc.engine.config import EngineConfig
 from rollarc.engine.kv_cache import SlotKVCache, kv_bytes_per_token, plan_kv_cache
 from rollarc.engine.model_runner import ModelRunner, PrefillSeq, model_geometry
+from rollarc.engine.params_check import params_problem
 from rollarc.engine.prefix_cache import CachedPrefix, PrefixCache
 from rollarc.engine.request import Request
 from rollarc.engine.sampling import Sampled, draw_uniforms, sample
@@ -136,7 +138,10 @@ class LLMEngine:
         ``params.skip_draws`` (the draws of the turn's earlier requests, which the agent loop resumed).
         """
         params = params or SamplingParams()
-        prompt = [int(t) for t in prompt_ids]
+        try:
+            prompt = [int(t) for t in prompt_ids]
+        except (TypeError, ValueError, OverflowError):  # on the async engine's thread, anything else would kill it
+            raise ValueError(f"prompt ids must be integers, got {list(prompt_ids)[:5]!r}") from None
         if request_id is None:
             request_id = f"req-{self._next_id}"
             self._next_id += 1
@@ -155,6 +160,9 @@ class LLMEngine:
             )
         if skip_draws < 0:
             raise ValueError(f"request {request_id!r}: skip_draws must be >= 0, got {skip_draws}")
+        problem = params_problem(params)
+        if problem is not None:  # it would fail inside step(), for the whole batch
+            raise ValueError(f"request {request_id!r}: {problem}")
         generator = torch.Generator().manual_seed(params.seed) if params.seed is not None else None
         for _ in range(skip_draws + params.skip_draws if generator is not None else 0):
             torch.rand((), generator=generator)  # as draw_uniforms draws, one number per generated token
@@ -248,7 +256,15 @@ class LLMEngine:
             if request.first_token_time is None:
                 request.first_token_time = now
             generated += 1
-            reason = self._stop_reason(request, token)
+            try:
+                reason = self._stop_reason(request, token)
+            except (TypeError, ValueError, LookupError, RuntimeError) as err:
+                # The stop check runs this request's stop strings against the tokenizer's decode of its own
+                # output: what fails there (a stop that is not a string, an id the tokenizer cannot decode; a
+                # Rust tokenizer reports its own failures as RuntimeError) concerns this request alone, so it
+                # fails alone and the loop goes on for the others. No torch runs in this check.
+                finished.append(self._finish(request, "error", now=now, error=f"stop check failed: {err!r}"))
+                continue
             if reason is not None:
                 finished.append(self._finish(request, reason[0], now=now, stop_reason=reason[1]))
         self.counters["generated_tokens"] += generated

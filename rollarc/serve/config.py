@@ -41,6 +41,11 @@ class OpenAIBackendConfig(FrozenModel):
     max_concurrent_requests: int = Field(
         64, ge=1, description="requests in flight to one server at most (also the router's capacity for it)"
     )
+    api_key_env: str | None = Field(
+        "ROLLARC_API_KEY",
+        description="environment variable, read in each replica's process, holding the servers' API key "
+        "(rollarc serve --api-key), sent as 'Authorization: Bearer KEY'; unset or empty variable, or null: no header",
+    )
 
     @field_validator("base_urls")
     @classmethod

@@ -21,6 +21,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from rollarc.engine.types import Completion, FinishReason, SamplingParams
+from rollarc.serve.request_fields import (
+    RequestError,
+    bool_field,
+    int_field,
+    is_int,
+    number_field,
+    show,
+    stop_field,
+    token_ids_field,
+)
 
 TOKEN_ID_PREFIX = "token_id:"
 FINISH_REASONS: tuple[FinishReason, ...] = ("stop", "length", "abort")
@@ -28,10 +38,6 @@ FINISH_REASONS: tuple[FinishReason, ...] = ("stop", "length", "abort")
 
 class ProtocolError(ValueError):
     """A reply that lacks what a rollout needs (token ids, one finite log-prob per token)."""
-
-
-class RequestError(ValueError):
-    """A request the server cannot serve; the message names the field (HTTP 400)."""
 
 
 # ---------------------------------------------------------------------------------------------- client side
@@ -113,6 +119,34 @@ def parse_completion(body: dict[str, Any], prompt_len: int, request_id: str, fal
 
 
 # ---------------------------------------------------------------------------------------------- server side
+MAX_TEMPERATURE = 100.0
+MIN_TEMPERATURE = 1e-2  # below it (but above 0, greedy), logits / T overflows float32 into NaN log-probs
+MAX_SEED = 2**63 - 1
+PROMPT_CHARS_PER_TOKEN = 32
+
+
+@dataclass(frozen=True)
+class RequestLimits:
+    """What the served engine can take: its vocabulary, its length, and caps on the per-step stop checks.
+
+    ``max_prompt_chars`` bounds a text prompt before it is tokenised (tokenising costs CPU in proportion to the
+    length): by default ``PROMPT_CHARS_PER_TOKEN`` characters per token of ``max_model_len``.
+    """
+
+    vocab_size: int
+    max_model_len: int
+    max_stop_strings: int = 16
+    max_stop_chars: int = 256
+    max_stop_token_ids: int = 64
+    max_prompt_chars: int | None = None
+
+    @property
+    def prompt_chars(self) -> int:
+        return (
+            self.max_prompt_chars if self.max_prompt_chars is not None else PROMPT_CHARS_PER_TOKEN * self.max_model_len
+        )
+
+
 @dataclass(frozen=True)
 class ParsedRequest:
     prompt_ids: list[int]
@@ -121,46 +155,84 @@ class ParsedRequest:
     tokens_as_ids: bool
 
 
-def parse_request(body: dict[str, Any], served_model: str, tokenize: Callable[[str], list[int]]) -> ParsedRequest:
-    """Validate a completions request; raises :class:`RequestError` naming the bad field."""
+def parse_request(
+    body: Any, served_model: str, tokenize: Callable[[str], list[int]], limits: RequestLimits
+) -> ParsedRequest:
+    """Validate a completions request, every field's type and range; raises :class:`RequestError` naming the field.
+
+    A prompt must leave room for one generated token (fewer than ``max_model_len`` tokens: vLLM refuses
+    longer ones too); ``max_tokens`` is at most ``max_model_len``, and generation that reaches
+    ``max_model_len`` first ends there with finish_reason "length", as in the engine.
+    """
     if not isinstance(body, dict):
         raise RequestError("the request body must be a JSON object")
     model = body.get("model", served_model)
     if model != served_model:
-        raise RequestError(f"model {model!r} is not served here (served: {served_model!r})")
-    if body.get("stream"):
+        raise RequestError(f"model {show(model)} is not served here (served: {served_model!r})")
+    if bool_field(body, "stream"):
         raise RequestError("stream: true is not supported; send stream: false")
-    if body.get("echo"):
+    if bool_field(body, "echo"):
         raise RequestError("echo: true is not supported")
-    if int(body.get("n", 1)) != 1:
-        raise RequestError(f"n must be 1, got {body.get('n')!r}")
-    prompt = body.get("prompt")
+    n = body.get("n")
+    if n is not None and not (is_int(n) and n == 1):
+        raise RequestError(f"n must be 1 (or null), got {show(n)}")
+    logprobs = body.get("logprobs")
+    if logprobs is not None and not (is_int(logprobs) and 0 <= logprobs <= 1):
+        raise RequestError(f"logprobs must be null, 0 or 1 (only the sampled token's log-prob), got {show(logprobs)}")
+    temperature = number_field(body, "temperature", 1.0, 0.0, MAX_TEMPERATURE, low_open=False)
+    if 0.0 < temperature < MIN_TEMPERATURE:
+        raise RequestError(
+            f"temperature must be 0 (greedy) or in [{MIN_TEMPERATURE:g}, {MAX_TEMPERATURE:g}], got {temperature!r}"
+        )
+    stop_token_ids = body.get("stop_token_ids")
+    params = SamplingParams(
+        temperature=temperature,
+        top_p=number_field(body, "top_p", 1.0, 0.0, 1.0, low_open=True),
+        top_k=max(0, int_field(body, "top_k", 0, -1, limits.vocab_size) or 0),  # vLLM's -1 means off too
+        max_tokens=int_field(body, "max_tokens", 16, 1, limits.max_model_len) or 16,
+        stop_token_ids=tuple(
+            ()
+            if stop_token_ids is None
+            else token_ids_field(
+                stop_token_ids, "stop_token_ids", limits.vocab_size, limits.max_stop_token_ids, allow_empty=True
+            )
+        ),
+        stop=stop_field(body, limits.max_stop_strings, limits.max_stop_chars),
+        seed=int_field(body, "seed", None, 0, MAX_SEED),
+        ignore_eos=bool_field(body, "ignore_eos"),
+    )
+    bool_field(body, "return_token_ids")  # always returned; checked so that a bad value is not silently taken
+    tokens_as_ids = bool_field(body, "return_tokens_as_token_ids")
+    prompt_ids = _prompt_ids(body.get("prompt"), tokenize, limits)
+    return ParsedRequest(prompt_ids, params, logprobs is not None, tokens_as_ids)
+
+
+def _prompt_ids(prompt: Any, tokenize: Callable[[str], list[int]], limits: RequestLimits) -> list[int]:
+    """The prompt's token ids: token ids as sent, or a string tokenised (after the character cap)."""
     if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], (str, list)):
         prompt = prompt[0]  # a batch of one
-    if isinstance(prompt, str):
-        prompt_ids = tokenize(prompt)
-    elif isinstance(prompt, list) and prompt and all(isinstance(t, int) and not isinstance(t, bool) for t in prompt):
-        prompt_ids = list(prompt)
+    most = limits.max_model_len - 1  # room for one generated token
+    if isinstance(prompt, str) and prompt:
+        if len(prompt) > limits.prompt_chars:
+            raise RequestError(
+                f"prompt has {len(prompt)} characters, more than the {limits.prompt_chars} accepted "
+                f"({PROMPT_CHARS_PER_TOKEN} per token of max_model_len={limits.max_model_len}); send fewer"
+            )
+        try:
+            prompt.encode("utf-8")
+        except UnicodeEncodeError:
+            raise RequestError("prompt must be valid Unicode text (it holds a lone surrogate)") from None
+        ids = list(tokenize(prompt))
+    elif isinstance(prompt, list) and prompt:
+        ids = prompt
     else:
         raise RequestError("prompt must be a non-empty string or a non-empty list of token ids (one prompt)")
-    logprobs = body.get("logprobs")
-    if logprobs is not None and not (isinstance(logprobs, int) and 0 <= logprobs <= 1):
-        raise RequestError(f"logprobs must be null, 0 or 1 (only the sampled token's log-prob), got {logprobs!r}")
-    stop = body.get("stop") or ()
-    try:
-        params = SamplingParams(
-            temperature=float(body.get("temperature", 1.0)),
-            top_p=float(body.get("top_p", 1.0)),
-            top_k=max(0, int(body.get("top_k", 0) or 0)),  # vLLM's -1 means off too
-            max_tokens=int(body.get("max_tokens", 16)),
-            stop_token_ids=tuple(body.get("stop_token_ids") or ()),
-            stop=(stop,) if isinstance(stop, str) else tuple(stop),
-            seed=None if body.get("seed") is None else int(body["seed"]),
-            ignore_eos=bool(body.get("ignore_eos", False)),
+    if len(ids) > most:
+        raise RequestError(
+            f"prompt has {len(ids)} tokens; max_model_len={limits.max_model_len} leaves room for at most {most} "
+            "(one token must be left to generate)"
         )
-    except (TypeError, ValueError) as err:
-        raise RequestError(str(err)) from None
-    return ParsedRequest(prompt_ids, params, logprobs is not None, bool(body.get("return_tokens_as_token_ids", False)))
+    return token_ids_field(ids, "prompt", limits.vocab_size, most, allow_empty=False)
 
 
 def completion_response(

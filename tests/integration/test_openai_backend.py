@@ -61,30 +61,51 @@ def server(nano_policy_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> A
     log = tmp_path_factory.mktemp("serve") / "serve.log"
     with log.open("w") as out:
         proc = subprocess.Popen(
-            rollarc("serve", str(nano_policy_dir), "--port", str(port), "--address", address, "--max-num-seqs", "16"),
+            rollarc(
+                "serve",
+                str(nano_policy_dir),
+                "--port",
+                str(port),
+                "--address",
+                address,
+                "--max-num-seqs",
+                "16",
+                # every checkpoint the tests reload (hand-offs, the policy, a missing one) lies in pytest's base temp
+                "--reload-dir",
+                str(tmp_path_factory.getbasetemp()),
+            ),
             stdout=out,
             stderr=subprocess.STDOUT,
         )
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + STARTUP_S
     try:
-        while True:
-            try:
-                if requests.get(url + "/v1/models", timeout=5).status_code == 200:
-                    break
-            except (requests.ConnectionError, requests.Timeout):
-                pass  # the proxy is not listening, or not routing, yet
-            if proc.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"rollarc serve did not come up:\n{log.read_text()[-3000:]}")
-            time.sleep(1.0)
+        wait_until_serving(proc, url, log)
         yield {"url": url, "address": address}
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop_server(proc)
         ray.shutdown()
+
+
+def wait_until_serving(proc: subprocess.Popen, url: str, log: Path, headers: dict[str, str] | None = None) -> None:
+    """Poll ``url``/v1/models until it answers 200; fail with the server's log if it exits or takes too long."""
+    deadline = time.monotonic() + STARTUP_S
+    while True:
+        try:
+            if requests.get(url + "/v1/models", headers=headers, timeout=5).status_code == 200:
+                return
+        except (requests.ConnectionError, requests.Timeout):
+            pass  # the proxy is not listening, or not routing, yet
+        if proc.poll() is not None or time.monotonic() > deadline:
+            pytest.fail(f"rollarc serve did not come up:\n{log.read_text()[-3000:]}")
+        time.sleep(1.0)
+
+
+def stop_server(proc: subprocess.Popen) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
 
 
 def complete(url: str, prompt: list[int], params: SamplingParams) -> Any:

@@ -13,6 +13,7 @@ from rollarc.engine.types import Completion, SamplingParams
 from rollarc.serve.protocol import (
     ProtocolError,
     RequestError,
+    RequestLimits,
     completion_request,
     completion_response,
     parse_completion,
@@ -21,6 +22,7 @@ from rollarc.serve.protocol import (
 from rollarc.serve.weights import state_digest
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+LIMITS = RequestLimits(vocab_size=200, max_model_len=64)
 
 
 def test_request_carries_token_ids_sampling_and_asks_for_ids_and_logprobs():
@@ -122,11 +124,12 @@ def test_server_parses_token_ids_text_and_sampling():
         },
         "rollarc",
         tokenize,
+        LIMITS,
     )
     assert parsed.prompt_ids == [3, 4] and parsed.logprobs and parsed.tokens_as_ids
     assert parsed.params == SamplingParams(temperature=0.0, max_tokens=5, seed=1)
-    assert parse_request({"prompt": "hi"}, "rollarc", tokenize).prompt_ids == [104, 105]
-    assert parse_request({"prompt": [[1, 2]]}, "rollarc", tokenize).prompt_ids == [1, 2]
+    assert parse_request({"prompt": "hi"}, "rollarc", tokenize, LIMITS).prompt_ids == [104, 105]
+    assert parse_request({"prompt": [[1, 2]]}, "rollarc", tokenize, LIMITS).prompt_ids == [1, 2]
 
 
 @pytest.mark.parametrize(
@@ -135,7 +138,7 @@ def test_server_parses_token_ids_text_and_sampling():
         ({"model": "other", "prompt": [1]}, "not served here"),
         ({"prompt": [1], "n": 2}, "n must be 1"),
         ({"prompt": []}, "prompt must be"),
-        ({"prompt": [1, "a"]}, "prompt must be"),
+        ({"prompt": [1, "a"]}, "prompt must hold integer token ids"),
         ({"prompt": [1], "stream": True}, "stream"),
         ({"prompt": [1], "logprobs": 5}, "logprobs must be"),
         ({"prompt": [1], "temperature": -1}, "temperature"),
@@ -143,7 +146,7 @@ def test_server_parses_token_ids_text_and_sampling():
 )
 def test_server_refuses_bad_requests_naming_the_field(body, message):
     with pytest.raises(RequestError, match=message):
-        parse_request(body, "rollarc", tokenize)
+        parse_request(body, "rollarc", tokenize, LIMITS)
 
 
 def test_server_reply_round_trips_through_the_client_parser():
@@ -156,7 +159,9 @@ def test_server_reply_round_trips_through_the_client_parser():
         version=2,
         finish_reason="length",
     )
-    parsed = parse_request({"prompt": [1, 2, 3], "logprobs": 0, "return_tokens_as_token_ids": True}, "m", tokenize)
+    parsed = parse_request(
+        {"prompt": [1, 2, 3], "logprobs": 0, "return_tokens_as_token_ids": True}, "m", tokenize, LIMITS
+    )
     body = completion_response(completion, parsed, "m", "abc", ["a", "b", "c"])
     choice = body["choices"][0]
     assert choice["logprobs"]["tokens"] == ["token_id:8", "token_id:9", "token_id:10"]
@@ -170,11 +175,11 @@ def test_server_reply_round_trips_through_the_client_parser():
         2,
         "length",
     )
-    text_tokens = parse_request({"prompt": [1], "logprobs": 1}, "m", tokenize)
+    text_tokens = parse_request({"prompt": [1], "logprobs": 1}, "m", tokenize, LIMITS)
     assert completion_response(completion, text_tokens, "m", "abc", ["a", "b", "c"])["choices"][0]["logprobs"][
         "tokens"
     ] == ["a", "b", "c"]
-    no_logprobs = parse_request({"prompt": [1]}, "m", tokenize)
+    no_logprobs = parse_request({"prompt": [1]}, "m", tokenize, LIMITS)
     assert completion_response(completion, no_logprobs, "m", "abc", [])["choices"][0]["logprobs"] is None
 
 
