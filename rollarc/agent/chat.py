@@ -14,12 +14,20 @@ generation prompt. For a single-turn dataset task that is the prompt text itself
 prompt, if one is set). ``prompt_ids(messages, plain=True)`` renders that plain format whatever the
 tokenizer: a dataset task's plain-text prompts go to the model as they are, as TRL does (TRL templates
 only conversational prompts), unless ``dataset.template_plain_prompts`` is set.
+
+Tools: ``prompt_ids(messages, tools=schemas)`` passes the tools' JSON schemas (OpenAI function format) to
+the chat template as ``tools=``, as transformers documents for tool use, and ``tool``-role messages carry
+their results. A template that never mentions ``tool`` cannot render that role: there each tool message
+becomes a user message holding the result (the model still sees it, in the one role it knows).
 """
 
 from __future__ import annotations
 
+import json
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from transformers import PreTrainedTokenizerBase
 
@@ -48,17 +56,22 @@ class ChatRenderer:
             raise ValueError("the tokenizer has no eos token; rollarc needs one to end a reply")
         self.tokenizer = tokenizer
         self.templated = tokenizer.chat_template is not None
+        # a template naming no "tool" has no tool role (nor tools=): tool results go as user messages there
+        self.tool_role = self.templated and "tool" in str(tokenizer.chat_template)
         self.eos_token_id: int = tokenizer.eos_token_id
         self.cache_size = cache_size
-        self._cache: OrderedDict[tuple[Message | bool, ...], tuple[int, ...]] = OrderedDict()  # (*messages, plain)
+        self._cache: OrderedDict[tuple[Message | bool | str, ...], tuple[int, ...]] = OrderedDict()
 
-    def prompt_ids(self, messages: list[Message], plain: bool = False) -> list[int]:
+    def prompt_ids(
+        self, messages: list[Message], plain: bool = False, tools: list[dict[str, Any]] | None = None
+    ) -> list[int]:
         """The ids of the whole conversation so far, ending with the assistant generation prompt (none when
-        ``plain``: then the messages' contents joined as they are, with no chat template)."""
-        key: tuple[Message | bool, ...] = (*messages, plain)
+        ``plain``: then the messages' contents joined as they are, with no chat template). ``tools``: the
+        JSON schemas of the tools the model may call, for the chat template."""
+        key: tuple[Message | bool | str, ...] = (*messages, plain, json.dumps(tools, sort_keys=True))
         ids = self._cache.get(key)
         if ids is None:
-            ids = tuple(self._render(messages, plain))
+            ids = tuple(self._render(messages, plain, tools))
             if self.cache_size > 0:
                 self._cache[key] = ids
                 if len(self._cache) > self.cache_size:
@@ -67,10 +80,12 @@ class ChatRenderer:
             self._cache.move_to_end(key)
         return list(ids)
 
-    def _render(self, messages: list[Message], plain: bool) -> list[int]:
+    def _render(self, messages: list[Message], plain: bool, tools: list[dict[str, Any]] | None) -> list[int]:
         if self.templated and not plain:
+            shown = [m if m.role != "tool" or self.tool_role else Message("user", m.content) for m in messages]
+            schemas: list[dict[Any, Any] | Callable[..., Any]] | None = list(tools) if tools else None
             rendered = self.tokenizer.apply_chat_template(
-                [m.as_dict() for m in messages], add_generation_prompt=True, tokenize=False
+                [m.as_dict() for m in shown], tools=schemas, add_generation_prompt=True, tokenize=False
             )
         else:
             rendered = PLAIN_SEPARATOR.join(m.content for m in messages)

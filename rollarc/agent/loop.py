@@ -51,8 +51,11 @@ def window(messages: list[Message], history: str, history_k: int) -> list[Messag
         return messages
     head = [m for m in messages[:1] if m.role == "system"]
     body = messages[len(head) :]
-    keep = 1 + 2 * history_k  # the current observation plus k (assistant, observation) exchanges
-    return head + body[-keep:]
+    # k (assistant, observation) exchanges and the observation before them: everything after the (k+1)-th
+    # last assistant message (an observation may be several messages: one tool message per call)
+    replies = [i for i, m in enumerate(body) if m.role == "assistant"]
+    start = replies[-history_k - 1] + 1 if len(replies) > history_k else 0
+    return head + body[start:]
 
 
 async def run_trajectory(
@@ -96,6 +99,7 @@ async def run_trajectory(
 
     opening = info.get("messages") if isinstance(info, dict) else None
     plain = bool(info.get(PLAIN_PROMPT, False)) if isinstance(info, dict) else False  # a dataset's plain-text prompt
+    tools = info.get("tools") if isinstance(info, dict) else None  # the tools' schemas, for the chat template
     if opening:
         messages = [Message(m["role"], m["content"]) for m in opening]
     else:
@@ -104,7 +108,7 @@ async def run_trajectory(
     segment: Segment | None = None
 
     for turn in range(agent.max_turns):
-        prompt = renderer.prompt_ids(window(messages, agent.history, agent.history_k), plain=plain)
+        prompt = renderer.prompt_ids(window(messages, agent.history, agent.history_k), plain=plain, tools=tools)
         if len(prompt) + agent.max_tokens_per_turn > agent.context_limit:
             traj.finish = "context_limit"
             break
@@ -150,7 +154,11 @@ async def run_trajectory(
             traj.finish = "terminated" if terminated else "truncated"
             traj.success = bool(info.get("success", False))
             break
-        messages.append(Message("user", obs))
+        replies = info.get("messages")  # tool results, one tool-role message per call
+        if replies:
+            messages.extend(Message(m["role"], m["content"]) for m in replies)
+        else:
+            messages.append(Message("user", obs))
     else:
         traj.finish = "max_turns"
 

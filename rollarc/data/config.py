@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from rollarc.configio import FrozenModel
 
@@ -41,6 +41,24 @@ class RewardFunctionConfig(FrozenModel):
         description="keyword arguments bound to the function on every call, like functools.partial (they take "
         "precedence over a dataset column of the same name), e.g. {ground_truth_column: answer} for "
         "rollarc.data.math_reward:accuracy on a dataset whose answer column is `answer`",
+    )
+
+
+class ToolConfig(FrozenModel):
+    """One tool with options: the function, keyword arguments bound to it, and its JSON schema."""
+
+    function: str = Field(
+        ..., pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$", description="'package.module:function' returning text"
+    )
+    kwargs: dict[str, Any] = Field(
+        {},
+        description="keyword arguments bound to the function on every call, like functools.partial (left out "
+        "of its schema), e.g. {wall_s: 5, session: true} for rollarc.data.sandbox:python",
+    )
+    parameters: dict[str, Any] | None = Field(
+        None,
+        description="the JSON schema of the call's arguments (OpenAI function `parameters`) passed to the chat "
+        "template; null: read from the function's type hints and docstring (transformers' get_json_schema)",
     )
 
 
@@ -113,13 +131,23 @@ class DatasetConfig(FrozenModel):
     )
     tool_column: str | None = Field(
         None,
-        description="a column naming the tool (a key of `tools`) a row may call; a row whose value is null "
-        "or empty is single-turn (null: every row is)",
+        description="a column naming the tool (a key of `tools`) a row may call, or (tool_format other than "
+        "`tag`) a list of them; a row whose value is null or empty is single-turn (null: every row is)",
     )
-    tools: dict[str, str] = Field(
+    tools: dict[str, ToolConfig] = Field(
         {},
-        description="tool name -> 'package.module:function' taking the call's text and returning text, "
-        "e.g. {calculator: 'rollarc.data.tools:calculator'}; the model calls one by writing <tool>ARG</tool>",
+        description="tool name -> 'package.module:function' returning text, or {function, kwargs, parameters}, "
+        "e.g. {calculator: 'rollarc.data.tools:calculator', python: 'rollarc.data.sandbox:python'}; called "
+        "with the call's text (tool_format `tag`) or its arguments as keywords (other formats)",
+    )
+    tool_format: str = Field(
+        "tag",
+        pattern=r"^(tag|hermes|[A-Za-z_][\w.]*:[A-Za-z_]\w*)$",
+        description="how the model calls tools: `tag` (<tool>ARG</tool> calls the row's one tool, the result "
+        'comes back as <result>OUTPUT</result>); `hermes` (Qwen/Hermes <tool_call>{"name": ..., '
+        '"arguments": {...}}</tool_call>, several per reply, results as tool-role messages, the tools\' '
+        "schemas passed to the chat template); or a parser 'package.module:function' (reply -> list of "
+        "rollarc.data.tool_calls.ToolCall)",
     )
     max_tool_calls: int = Field(
         4,
@@ -135,6 +163,14 @@ class DatasetConfig(FrozenModel):
         description="malformed rows (a prompt that is not text or messages, a missing ground truth or "
         "reference) are skipped and counted; more than this share of a split stops the run at start-up",
     )
+
+    @field_validator("tools", mode="before")
+    @classmethod
+    def _tool_paths(cls, tools: Any) -> Any:
+        """A tool given as its path alone is a tool with no options."""
+        if isinstance(tools, dict):
+            return {name: {"function": spec} if isinstance(spec, str) else spec for name, spec in tools.items()}
+        return tools
 
     @model_validator(mode="after")
     def _one_source(self) -> DatasetConfig:

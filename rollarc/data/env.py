@@ -18,6 +18,11 @@ with no second code path.
   ``<tool>ARG</tool>`` calls it and gets ``<result>OUTPUT</result>`` as the next observation, with reward
   0 and ``info["tool_call"]`` set, up to ``max_tool_calls`` calls; the first reply without a call (or the
   one after the last allowed call) is the answer. A row naming a tool that ``tools`` lacks stops start-up.
+* With ``tool_format: hermes`` (or a parser by path) a row names one tool or a list of them; ``reset``
+  puts their JSON schemas in ``info["tools"]`` (the agent loop passes them to the chat template), and a
+  reply's calls, all run in order, come back as ``info["messages"]``: one ``tool``-role message each. A
+  malformed call or an unknown tool gets ``error: ...`` as its result (counted in ``info["tool_errors"]``
+  and as an invalid action); the trajectory goes on. Calls past ``max_tool_calls`` get an error too.
 
 With ``reward_placement: serverless`` the functions are still imported here (to check them and to read
 their styles) but run in a Ray Serve deployment (:mod:`rollarc.data.reward_deployment`) that ``step``
@@ -41,7 +46,8 @@ from rollarc.data.config import HELDOUT_OPTION, PLAIN_PROMPT, DatasetConfig
 from rollarc.data.reward_fn import Answer, check_call, load_reward_function
 from rollarc.data.served_client import ServedRewards
 from rollarc.data.table import column, load_table
-from rollarc.data.tools import Tool, ToolLoadError, load_tool, result_text, tool_call
+from rollarc.data.tool_calls import ToolCall, load_parser
+from rollarc.data.tools import Tool, ToolLoadError, load_tool, result_text
 from rollarc.envs.base import CHARSET
 
 MAX_TEXT = 1 << 20
@@ -61,11 +67,13 @@ class DatasetEnv(gymnasium.Env[str, str]):
         self.instructions = "" if self.table.conversational else self.config.system_prompt
         self.observation_space = Text(max_length=MAX_TEXT, min_length=0, charset=CHARSET)
         self.action_space = Text(max_length=MAX_TEXT, min_length=0, charset=CHARSET)
-        self.tools = {name: load_tool(name, path) for name, path in self.config.tools.items()}
+        self.tools = {name: load_tool(name, spec) for name, spec in self.config.tools.items()}
+        self.parser = load_parser(self.config.tool_format)
         self._check_row_tools()
         self.served: ServedRewards | None = None  # connected at the first answer: start-up checks build this env too
         self._row: dict[str, Any] | None = None
-        self._tool: Tool | None = None
+        self._tools: dict[str, Tool] = {}  # the current row's
+        self._state: dict[str, Any] = {}  # the episode's tool state (a tool taking `state` keeps what it needs)
         self._calls = 0
         self._turn = 0
 
@@ -73,16 +81,27 @@ class DatasetEnv(gymnasium.Env[str, str]):
         """Every tool a row names must be in ``tools``: a misspelt one would silently make rows single-turn."""
         if self.config.tool_column is None:
             return
-        named = {column(row, self.config.tool_column) for rows in self.table.splits.values() for row in rows} - {
-            None,
-            "",
-        }
+        named = {n for rows in self.table.splits.values() for row in rows for n in self._names(row)}
         unknown = sorted(str(n) for n in named if n not in self.tools)
         if unknown:
             raise ToolLoadError(
                 f"dataset rows name tools {unknown[:5]} (column {self.config.tool_column!r}) that dataset.tools "
                 f"does not define; it has {sorted(self.tools) or 'none'}"
             )
+
+    def _names(self, row: dict[str, Any]) -> list[str]:
+        """The tools ``row`` names: none, one (text), or (any format but `tag`) a list."""
+        value = column(row, self.config.tool_column) if self.config.tool_column else None
+        if value is None or value == "":
+            return []
+        if isinstance(value, list) and self.config.tool_format != "tag":
+            return [str(v) for v in value]
+        if not isinstance(value, str):
+            raise ToolLoadError(
+                f"dataset column {self.config.tool_column!r} holds {value!r}: give a tool name (or, with "
+                "tool_format other than `tag`, a list of names)"
+            )
+        return [value]
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         super().reset(seed=seed)
@@ -92,10 +111,12 @@ class DatasetEnv(gymnasium.Env[str, str]):
         index = (seed if seed is not None else int(self.np_random.integers(len(rows)))) % len(rows)
         self._row = rows[index]
         prompt = column(self._row, cfg.prompt_column)
-        name = column(self._row, cfg.tool_column) if cfg.tool_column else None
-        self._tool = self.tools[name] if name else None
+        self._tools = {name: self.tools[name] for name in self._names(self._row)}
+        self._state = {}
         self._calls = self._turn = 0
         info: dict[str, Any] = {"turn": 0, "split": split, "row": index}
+        if self._tools and cfg.tool_format != "tag":
+            info["tools"] = [tool.schema() for tool in self._tools.values()]
         if isinstance(prompt, list):
             info["messages"] = [{"role": m["role"], "content": m["content"]} for m in prompt]
             users = [m["content"] for m in prompt if m["role"] == "user"]
@@ -111,12 +132,9 @@ class DatasetEnv(gymnasium.Env[str, str]):
             raise TypeError(f"DatasetEnv.step() takes the answer text (str), got {type(action).__name__}")
         cfg = self.config
         self._turn += 1
-        argument = tool_call(action) if self._tool is not None and self._calls < cfg.max_tool_calls else None
-        if self._tool is not None and argument is not None:
-            self._calls += 1
-            output = self._tool.call(argument)
-            info = {"turn": self._turn, "invalid_action": False, "tool_call": self._tool.name}
-            return result_text(output), 0.0, False, False, info
+        calls = self.parser(action) if self._tools and self._calls < cfg.max_tool_calls else []
+        if calls:
+            return self._tool_turn(calls)
         row, self._row = self._row, None
         answer = Answer(
             prompt=column(row, cfg.prompt_column),
@@ -134,6 +152,37 @@ class DatasetEnv(gymnasium.Env[str, str]):
         success = scores[0] is not None and scores[0] >= cfg.success_threshold
         info = {"turn": self._turn, "invalid_action": False, "success": success, "scores": scores}
         return "", float(reward), True, False, info
+
+    def _tool_turn(self, calls: list[ToolCall]) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        """Run a reply's calls in order; each gets its output, or ``error: ...`` (malformed, unknown, over budget)."""
+        outputs, names, errors = [], [], 0
+        for call in calls:
+            self._calls += 1
+            name = call.name if call.name is not None or len(self._tools) != 1 else next(iter(self._tools))
+            if call.error is not None:
+                output = f"error: {call.error}"
+            elif self._calls > self.config.max_tool_calls:
+                output = f"error: no tool calls left (at most {self.config.max_tool_calls} per episode); answer now"
+            elif name not in self._tools:
+                output = f"error: unknown tool {name!r}; the tools are {sorted(self._tools)}"
+            else:
+                output = self._tools[name].call(call.arguments, state=self._state)
+                names.append(name)
+                outputs.append(output)
+                continue
+            errors += 1
+            outputs.append(output)
+        info: dict[str, Any] = {
+            "turn": self._turn,
+            "invalid_action": errors > 0,
+            "tool_call": ",".join(names),
+            "tool_calls": len(calls),
+            "tool_errors": errors,
+        }
+        if self.config.tool_format == "tag":
+            return result_text(outputs[0]), 0.0, False, False, info
+        info["messages"] = [{"role": "tool", "content": output} for output in outputs]
+        return "\n".join(outputs), 0.0, False, False, info
 
     def _served(self) -> ServedRewards:
         """The client of the served functions, connected once (the driver deployed them before env workers start)."""
