@@ -62,7 +62,32 @@ class RolesConfig(FrozenModel):
         return [value] if isinstance(value, dict) else value
 
 
-class ClusterConfig(FrozenModel):
+class CallDeadlines(FrozenModel):
+    """How long the driver waits on an actor before it counts as hung (``rollarc.ray_deadline``).
+
+    A dead actor is noticed at once; these bound the wait on one that is alive but does not answer."""
+
+    start_timeout_s: float = Field(
+        1800.0,
+        gt=0.0,
+        description="deadline of an actor's start: its first answer waits for its constructor, the model it loads "
+        "and, on resume, the checkpoint; a start that takes longer stops the run naming the actor",
+    )
+    call_timeout_s: float = Field(
+        300.0,
+        gt=0.0,
+        description="deadline of a control call to an actor (ping, stats, spans, adding or removing a replica, "
+        "a router or spot-queue call); an actor that does not answer in time stops the run naming it and the call",
+    )
+    train_timeout_s: float = Field(
+        3600.0,
+        gt=0.0,
+        description="deadline of a long call: a training step, publishing and syncing its weights, a checkpoint "
+        "save or load, a held-out evaluation batch; raise it for a big model whose step takes longer",
+    )
+
+
+class ClusterConfig(CallDeadlines):
     """The Ray cluster to start or join, its resource pools, and where each role runs."""
 
     address: str | None = Field(

@@ -246,6 +246,32 @@ class FSDPConfig(FrozenModel):
     )
 
 
+class DynamicSamplingConfig(FrozenModel):
+    """DAPO's dynamic sampling (docs/algorithms.md#dynamic-sampling): groups whose rewards are all equal carry no
+    gradient; they are dropped before a batch and admission starts others in their place."""
+
+    enabled: bool = Field(False, description="drop groups whose rewards are all equal before they reach a batch")
+    max_drops_per_step: int = Field(
+        64,
+        ge=1,
+        description="groups dropped for no signal between two batches at most, so a task with no signal "
+        "cannot stall the run; past it, `when_exhausted` applies",
+    )
+    when_exhausted: Literal["train", "stop"] = Field(
+        "train",
+        description="past max_drops_per_step: `train` trains such groups as they are (zero advantage) until the "
+        "next batch; `stop` stops the run with a message",
+    )
+
+    @model_validator(mode="after")
+    def _settings_need_enabled(self) -> DynamicSamplingConfig:
+        defaults = type(self).model_fields
+        changed = [k for k in ("max_drops_per_step", "when_exhausted") if getattr(self, k) != defaults[k].default]
+        if changed and not self.enabled:
+            raise ValueError(f"{', '.join(changed)} has no effect unless enabled: true")
+        return self
+
+
 class TrainConfig(FrozenModel):
     """The RL loop: batch shape, optimiser, held-out evaluation and checkpoints."""
 
@@ -302,13 +328,28 @@ class TrainConfig(FrozenModel):
         ge=0,
         description="checkpoint every this many steps; the last step is always checkpointed (0: only the last)",
     )
+    keep_last_checkpoints: int = Field(
+        3,
+        ge=0,
+        description="after each checkpoint, delete the older ones beyond the last this many (never the one just "
+        "written); a damaged latest one then still has a previous one to resume from (0: keep every checkpoint)",
+    )
     seed_base: int = Field(0, ge=0, description="env seed of the first training group (group i: seed_base + i)")
     eval_seed_base: int = Field(
         20_000_000,
         ge=0,
         description="env seed of the first held-out episode; must not overlap the training or SFT seeds",
     )
+    max_trainer_restarts: int = Field(
+        3,
+        ge=0,
+        description="a lost trainer is restarted from the last checkpoint at most this many times in a run; one "
+        "more loss stops the run with an error (docs/failures.md#bounded-retries)",
+    )
     fsdp: FSDPConfig = Field(FSDPConfig(), description="sharded training when cluster.roles.train.replicas > 1")
+    dynamic_sampling: DynamicSamplingConfig = Field(
+        DynamicSamplingConfig(), description="drop groups with all-equal rewards before a batch (DAPO)"
+    )
 
     @model_validator(mode="after")
     def _floor_needs_decay(self) -> TrainConfig:
@@ -368,6 +409,20 @@ class AsyncConfig(FrozenModel):
     )
     trajectory_timeout_s: float = Field(
         600.0, gt=0.0, description="a trajectory running longer fails (its in-flight turn is aborted)"
+    )
+    max_group_retries: int = Field(
+        3,
+        ge=0,
+        description="a group (or a chunk of held-out episodes) whose EnvWorker dies is run again on a fresh one, "
+        "same seed, at most this many times; one more death stops the run with an error naming its task and seed "
+        "(the env or a plugin crashes its process there; docs/failures.md#bounded-retries)",
+    )
+    max_stuck_env_threads: int = Field(
+        128,
+        ge=1,
+        description="env threads per EnvWorker that may be stuck in env code past step_timeout_s (a thread cannot "
+        "be killed, and a replaced pool's stuck threads live on); at this many the worker starts no env call and "
+        "the run stops with an error naming it (docs/failures.md#hung-environments)",
     )
     max_failed_fraction: float = Field(
         0.5,

@@ -10,7 +10,11 @@ Hung environments: a thread stuck in ``env.step`` cannot be killed from Python. 
 trajectory fails, the env instance is discarded, and the stuck thread is counted. When half the pool
 is stuck, the runner swaps in a fresh pool, so hung envs never starve the others (the monitor). The
 pool's threads are daemons (:class:`DaemonThreadPool`), so a stuck one never keeps the process alive
-at exit.
+at exit. The threads of a replaced pool live on while they are stuck, so they are counted across pools
+(``stuck_threads``: alive now, ``stuck_threads_peak``), and bounded: once ``max_stuck_threads`` are
+stuck, no new env call is started in this process (calls already running may still hang, so at most
+``max_stuck_threads + max_env_threads`` are ever stuck) (it fails its trajectory, kind ``env_*_threads_exhausted``),
+and the controller stops the run with a one-line error naming the worker (``async.max_stuck_env_threads``).
 """
 
 from __future__ import annotations
@@ -62,7 +66,9 @@ class RunnerStats:
     env_timeouts: int = 0
     env_errors: int = 0
     injected_failures: int = 0
-    hung_threads: int = 0
+    hung_threads: int = 0  # stuck in the current pool (half of the pool stuck: it is replaced)
+    stuck_threads: int = 0  # stuck and alive in this process, in every pool so far (replaced ones included)
+    stuck_threads_peak: int = 0
     pool_replacements: int = 0
     failures: FailureTally = field(default_factory=FailureTally)
 
@@ -94,6 +100,7 @@ class EpisodeRunner:
         latency_seed: int = 0,
         reward_fn: RewardFn | None = None,
         reward_weight: float = 1.0,
+        max_stuck_threads: int = 256,
     ):
         self.tasks = tasks
         self.renderer = renderer
@@ -105,7 +112,9 @@ class EpisodeRunner:
         self.worker_name = worker_name
         self.stats = RunnerStats()
         self._executor = DaemonThreadPool(max_env_threads, thread_name_prefix="env")
-        self._hung: set[concurrent.futures.Future] = set()
+        self._hung: set[concurrent.futures.Future] = set()  # timed out in the current pool, still running
+        self._stuck: set[concurrent.futures.Future] = set()  # timed out in any pool, still running
+        self.max_stuck_threads = max_stuck_threads
         self._latency = {name: LatencyModel(task.latency) for name, task in tasks.items()}
         self._latency_seed = latency_seed
         self._free_envs: dict[str, list[Any]] = {name: [] for name in tasks}
@@ -210,6 +219,12 @@ class EpisodeRunner:
         return env
 
     async def _call_in_thread(self, fn: Callable[..., Any], timeout_s: float, *args: Any, **kwargs: Any) -> Any:
+        if self.stuck_threads() >= self.max_stuck_threads:
+            raise EnvFailure(
+                f"{self.stuck_threads()} env threads of {self.worker_name} are stuck in env code (cap "
+                f"{self.max_stuck_threads}): no new env call starts here",
+                kind="threads_exhausted",
+            )
         loop = asyncio.get_running_loop()
         future = self._executor.submit(functools.partial(_guarded, fn, *args, **kwargs))
         try:
@@ -231,12 +246,20 @@ class EpisodeRunner:
             raise EnvFailure(message, kind=f"error:{error_type}")
         return value
 
+    def stuck_threads(self) -> int:
+        """Env threads of this process, in any pool, still running a call that timed out."""
+        self._stuck = {f for f in self._stuck if not f.done()}
+        self.stats.stuck_threads = len(self._stuck)
+        return len(self._stuck)
+
     def _note_hung(self, future: concurrent.futures.Future) -> None:
         """The hung-env monitor: count stuck threads, and replace the pool when half of it is stuck."""
         self._hung = {f for f in self._hung if not f.done()}
         if not future.done():
             self._hung.add(future)
+            self._stuck.add(future)
         self.stats.hung_threads = len(self._hung)
+        self.stats.stuck_threads_peak = max(self.stats.stuck_threads_peak, self.stuck_threads())
         if len(self._hung) * 2 >= self.max_env_threads:
             self._executor.shutdown(cancel_futures=False)
             self._executor = DaemonThreadPool(self.max_env_threads, thread_name_prefix="env")

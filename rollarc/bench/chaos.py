@@ -28,6 +28,9 @@ injected env failures do not count against the chaos policy. ``success_gap`` is 
 chaos minus clean; ``noise_2se`` is two standard errors of that difference: the larger of the held-out
 evaluation's binomial error and the spread between seeds (Welch's, from the per-seed successes), since a
 training run's outcome varies with its seed far more than one evaluation does.
+
+``--path harvest`` and ``--path spot`` (or a ``--config`` on those paths) run the harvest and spot paths' own
+kill-every-role run instead: ``rollarc.bench.chaos_path``.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +59,8 @@ from rollarc.runtime.entry import initial_policy, run_training
 from rollarc.runtime.stop_signals import RunStopped
 
 ROLES = ("env", "rollout", "router", "train")  # killed in this order
+PATHS = ("llm", "harvest", "spot")  # --path
+ACTOR_PREFIX = {"coserving": "borrowed-"}  # named actors of a role, when not "<role>-<serial>"
 QUICK = [
     "model.preset=nano",
     "sft.checkpoint=artifacts/sft/bench-chaos-quick",
@@ -110,10 +116,12 @@ def kill_schedule(steps: int, roles: tuple[str, ...] = ROLES) -> list[tuple[str,
 class Killer(threading.Thread):
     """Watches the run's metrics and kills one actor of each role, in turn, partway into the next step."""
 
-    def __init__(self, runs: Path, schedule: list[tuple[str, int]]):
+    def __init__(self, runs: Path, schedule: list[tuple[str, int]], kill: Callable[[str], str] | None = None) -> None:
+        """``kill``: kills one actor of a role, returns its name (default ``kill_one``, the LLM path's roles)."""
         super().__init__(daemon=True)
         self.runs = runs
         self.schedule = schedule
+        self.kill = kill or kill_one
         self.stop = threading.Event()
         self.kills: list[dict[str, Any]] = []
 
@@ -128,7 +136,8 @@ class Killer(threading.Thread):
                     continue
         if not rows:
             return 0, 0.0
-        return max(r["step"] for r in rows), float(np.median([r.get("step_time_s", 0.0) for r in rows]))
+        times = [r.get("step_time_s", r.get("step_s", 0.0)) for r in rows]  # the t2i path logs step_s
+        return max(r["step"] for r in rows), float(np.median(times))
 
     def run(self) -> None:
         started = time.time()
@@ -143,7 +152,7 @@ class Killer(threading.Thread):
             if not ray.is_initialized():  # never let a late kill start a Ray of its own
                 return
             try:
-                name = kill_one(role)
+                name = self.kill(role)
             except (ValueError, RayError) as err:  # nothing of that role to kill: recorded, the run goes on
                 name = f"not killed: {err}"
             self.kills.append({"role": role, "actor": name, "after_step": after_step, "t_s": time.time() - started})
@@ -154,31 +163,46 @@ def kill_one(role: str) -> str:
     """Kill one live actor of ``role`` as a crash would (Ray may restart it); returns its name."""
     if role == "rollout":
         router = ray.get_actor("router")
-        replica: str = sorted(ray.get(router.alive.remote()))[0]
-        ray.kill(ray.get(router.handle_of.remote(replica)), no_restart=False)
+        # a dedicated replica: a borrowed one (harvest's co-serving replicas, also in the router) is its own role
+        names: list[str] = ray.get(router.alive.remote(), timeout=60)
+        alive = [n for n in names if n.startswith("rollout-")]
+        if not alive:
+            raise ValueError("no live dedicated rollout replica")
+        replica: str = sorted(alive)[0]
+        handle: Any = ray.get(router.handle_of.remote(replica), timeout=60)
+        ray.kill(handle, no_restart=False)
         return replica
     if role == "router":
         name = "router"
     else:
-        prefix = f"{role}-"
+        prefix = ACTOR_PREFIX.get(role, f"{role}-")
         names = [n for n in ray.util.list_named_actors() if n.startswith(prefix) and n[len(prefix) :].isdigit()]
         if not names:
             raise ValueError(f"no live {role} actor")
-        # the newest trainer (an older one is dead), the oldest EnvWorker
-        name = max(names, key=lambda n: int(n[len(prefix) :])) if role == "train" else min(names)
+        # the newest trainer (an older one is dead), the oldest EnvWorker or co-serving replica
+        by_serial = sorted(names, key=lambda n: int(n[len(prefix) :]))
+        name = by_serial[-1] if role == "train" else by_serial[0]
     ray.kill(ray.get_actor(name), no_restart=False)
     return name
 
 
 def run_one(
-    config_path: str, overrides: list[str], label: str, runs: Path, killer: Killer | None = None
+    config_path: str,
+    overrides: list[str],
+    label: str,
+    runs: Path,
+    killer: Killer | None = None,
+    load: Callable[[str, list[str]], Any] = load_train_config,
+    train: Callable[[Any], int] = run_training,
 ) -> dict[str, Any]:
-    cfg = load_train_config(config_path, [*overrides, f"name={label}", f"run.dir={runs}", "run.progress=false"])
+    """One run named ``label`` under ``runs``, with ``killer`` killing during it; ``load`` and ``train``: the
+    path's config loader and entry (the t2i path's for ``--path spot``)."""
+    cfg = load(config_path, [*overrides, f"name={label}", f"run.dir={runs}", "run.progress=false"])
     error = None
     if killer is not None:
         killer.start()
     try:
-        code = run_training(cfg)
+        code = train(cfg)
         if code in (128 + signal.SIGINT, 128 + signal.SIGTERM):
             raise RunStopped(code - 128)  # the user stopped the benchmark, not only this run
         error = None if code == 0 else f"exit code {code}"
@@ -239,11 +263,7 @@ def compare(
         "steps_lost": s.get("steps_lost"),
         "trainer_losses": trainer_losses,
         "steps_lost_per_trainer_loss": (s.get("steps_lost", 0) / trainer_losses) if trainer_losses else 0.0,
-        "trajectories_started": account.get("started"),
-        "trajectories_failed": account.get("failed"),
-        "trajectories_cancelled": account.get("cancelled"),
-        "trajectories_retried": account.get("retried"),
-        "trajectories_lost": account.get("lost"),
+        **trajectory_counts(account),
         "failure_reasons": s.get("failure_reasons", {}),
         # env-step failures injected (each retried or failing its trajectory), as counted by the live
         # EnvWorkers at the end: a killed worker takes its count with it, so this is a lower bound
@@ -257,6 +277,26 @@ def compare(
         "clean_crashed": clean["crashed"],
         "rl_wall_s": {"clean": c.get("rl_wall_s"), "chaos": s.get("rl_wall_s")},
     }
+
+
+def trajectory_counts(account: dict[str, Any]) -> dict[str, Any]:
+    """The ledger's counts (``summary.json`` "trajectories") under the benchmark's names."""
+    keys = ("started", "failed", "cancelled", "retried", "lost")
+    return {f"trajectories_{key}": account.get(key) for key in keys}
+
+
+def kills_line(kills: list[dict[str, Any]]) -> str:
+    return ", ".join(f"{k['role']} after {k['after_step']}" for k in kills)
+
+
+def kill_rows(result: dict[str, Any]) -> list[list[Any]]:
+    """The first rows of a one-run chaos table (``--path harvest|spot``): finished or not, the kills, the restarts."""
+    restarts = result["restarts"]
+    return [
+        ["crashed", result["crashed"]],
+        ["killed (role after step)", kills_line(result["kills"])],
+        ["restarts " + " / ".join(restarts), " / ".join(str(v) for v in restarts.values())],
+    ]
 
 
 def aggregate(per_seed: list[dict[str, Any]]) -> dict[str, Any]:
@@ -336,7 +376,14 @@ def run_seed(config_path: str, overrides: list[str], seed: int, runs: Path) -> d
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="rollarc bench chaos", description=__doc__.split("\n")[0])
-    parser.add_argument("--config", default="configs/quickstart.yaml")
+    parser.add_argument(
+        "--path",
+        choices=PATHS,
+        default=None,
+        help="llm (the default), harvest (borrowed serving capacity) or spot (t2i on spot workers); "
+        "default: read from --config (a harvest: section, kind: t2i with spot)",
+    )
+    parser.add_argument("--config", default=None, help="default: configs/quickstart.yaml (llm), the path's own")
     parser.add_argument(
         "--quick", action="store_true", help="a short smoke run (nano model, 6 steps, 1 seed); publishes nothing"
     )
@@ -346,6 +393,12 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--runs", default=None, help="where the runs go (default: a temporary directory)")
     parser.add_argument("overrides", nargs="*", help="key=value overrides applied to every run")
     args = parser.parse_args(argv)
+    from rollarc.bench import chaos_path  # deferred: a cycle (chaos_path builds on this module)
+
+    path = args.path or (chaos_path.path_of(args.config) if args.config else "llm")
+    if path != "llm":
+        return chaos_path.main(path, args)
+    args.config = args.config or "configs/quickstart.yaml"
     seeds = args.seeds if args.seeds is not None else (1 if args.quick else 2)
     if seeds < 1:
         parser.error(f"--seeds must be at least 1, got {seeds}")
@@ -364,7 +417,7 @@ def main(argv: list[str]) -> int:
         ["crashed", result["crashed"]],
         [
             "killed per seed (role after step)",
-            ", ".join(f"{k['role']} after {k['after_step']}" for k in first_kills(per_seed)),
+            kills_line(first_kills(per_seed)),
         ],
         ["restarts env / rollout / router / train", " / ".join(str(v) for v in result["restarts"].values())],
         ["reward role", result["reward_role"]],

@@ -13,7 +13,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from rollarc.cluster_config import PoolConfig, RoleConfig
+from rollarc.cluster_config import CallDeadlines, PoolConfig, RoleConfig
 from rollarc.configio import FrozenModel, load_config, read_yaml
 from rollarc.diffusion.tasks.base import TASK_SIZE
 from rollarc.diffusion.tasks.registry import TASKS
@@ -182,7 +182,7 @@ class T2IRolesConfig(FrozenModel):
         return self
 
 
-class T2IClusterConfig(FrozenModel):
+class T2IClusterConfig(CallDeadlines):
     """The local Ray cluster's pools and where each role runs."""
 
     num_cpus: int | None = Field(None, ge=1, description="CPUs of the local Ray cluster (null: every core)")

@@ -30,19 +30,22 @@ from __future__ import annotations
 import json
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import ray
 import torch
+from ray.exceptions import RayActorError, RayError
 
 from rollarc.algo.flow_grpo import low_contrast_fraction
 from rollarc.diffusion.config import T2IConfig
 from rollarc.diffusion.grids import save_grid
 from rollarc.diffusion.tasks.registry import template_of
-from rollarc.models.checkpoint import atomic_directory
+from rollarc.diffusion.trainer_loss import restart_point
+from rollarc.models.checkpoint_write import checkpoint_directory
+from rollarc.ray_deadline import Deadlines
 from rollarc.report.metrics import MetricsWriter
 from rollarc.report.run_dir import CHECKPOINTS, checkpoint_name
 from rollarc.spotlight.contrast import ContrastPlanner
@@ -63,6 +66,8 @@ class T2IWorkers:
     sampler: Any
     explorer: Any | None
     fleet: Any | None = None  # a SpotFleet: exploration as pulled jobs on preemptible nodes (docs/spot.md)
+    # a new trainer from a checkpoint (None: the run's starting policy), for one that was lost; None: not replaced
+    restart_trainer: Callable[[Path | None, int], Any] | None = None  # (checkpoint, version) -> trainer
 
 
 class T2IController:
@@ -78,8 +83,10 @@ class T2IController:
         state: dict[str, Any] | None = None,
     ):
         self.cfg, self.run_dir, self.workers, self.metrics = cfg, run_dir, workers, metrics
+        self.deadlines = Deadlines.of(cfg.cluster)
         self.train_prompts, self.heldout = train_prompts, heldout_prompts[: cfg.train.eval_prompts]
-        self.step = start_step
+        self.step = self.start_step = start_step
+        self.trainer_restarts = 0
         state = state or {}
         self.evals: list[dict[str, Any]] = list(state.get("evals", []))
         self.rl_wall_s = float(state.get("rl_wall_s", 0.0))
@@ -150,7 +157,10 @@ class T2IController:
             explored: dict[str, Any] | None = None
             if pending is not None:
                 fleet = self.workers.fleet
-                explored = fleet.wait(pending[0]) if fleet is not None else ray.get(pending[0])
+                if fleet is not None:
+                    explored = fleet.wait(pending[0])
+                else:
+                    explored = self.deadlines.get("train", pending[0], "the explorer", "explore")
                 cand_seeds, stale = pending[1], explored["rewards"]
                 explored_stale = stale
                 self.explored_images += explored["images"]
@@ -161,18 +171,17 @@ class T2IController:
             else:
                 seeds = [self.candidates_for(self.step, j, tc.group_size) for j in range(len(prompts))]
             flat_prompts = [p for p in prompts for _ in range(tc.group_size)]
-            sampled = ray.get(
-                self.workers.sampler.sample.remote(
-                    flat_prompts, [x for s in seeds for x in s], tc.sample_steps, tc.noise_level
-                )
+            ref = self.workers.sampler.sample.remote(
+                flat_prompts, [x for s in seeds for x in s], tc.sample_steps, tc.noise_level
             )
+            sampled = self.deadlines.get("train", ref, "the sampler", "sample")
             self.sampled_images += len(flat_prompts)
             traj = sampled["trajectories"]
             rewards = np.array(sampled["rewards"]).reshape(len(prompts), tc.group_size)
             pending = self.explore_next(prompts, explored_stale, rewards)
-            stats = ray.get(self.workers.trainer.train.remote(traj, rewards.tolist()))
+            stats, synced = self.train_and_sync(traj, rewards.tolist(), explored)
             version = traj.version + 1
-            record.update(self.sync(version, explored))
+            record.update(synced)
             self.step += 1
             step_s = time.time() - t0
             self.rl_wall_s += step_s
@@ -203,8 +212,42 @@ class T2IController:
                     f"low-contrast {record['low_contrast_fraction']:.2f} ({step_s:.1f} s){held}"
                 )
             if self.step % cfg.run.checkpoint_every == 0 or self.step == tc.steps:
-                self.checkpoint()
+                self.checkpoint((traj, rewards.tolist()))
         return self.summary()
+
+    def train_and_sync(
+        self, traj: Any, rewards: list[list[float]], explored: dict[str, Any] | None
+    ) -> tuple[dict[str, float], dict[str, int]]:
+        """Train on the step's samples and publish the new weights. A trainer lost meanwhile (a crash, a lost node)
+        is replaced from the checkpoint of the step it started from (``rollarc.diffusion.trainer_loss``) and the step
+        trained again on the same samples: nothing is redone but that one update."""
+        for attempt in (0, 1):
+            try:
+                ref = self.workers.trainer.train.remote(traj, rewards)
+                stats = self.deadlines.get("train", ref, "the trainer", "train")
+                return stats, self.sync(traj.version + 1, explored)
+            except RayError:
+                if attempt or not self._trainer_lost():
+                    raise
+            self._replace_trainer(self.step)
+        raise AssertionError("unreachable: the second attempt returns or raises")
+
+    def _trainer_lost(self) -> bool:
+        """The trainer is dead and can be replaced (a Ray error of another actor is not this one's to handle)."""
+        if self.workers.restart_trainer is None:
+            return False
+        try:
+            self.deadlines.get("call", self.workers.trainer.ping.remote(), "the trainer", "ping")
+        except RayActorError:
+            return True
+        return False
+
+    def _replace_trainer(self, step: int) -> None:
+        """A new trainer at ``step``'s weights and optimizer (its checkpoint, or the run's start)."""
+        assert self.workers.restart_trainer is not None
+        checkpoint = restart_point(self.run_dir, step, self.start_step)
+        self.workers.trainer = self.workers.restart_trainer(checkpoint, step)
+        self.trainer_restarts += 1
 
     def sync(self, version: int, explored: dict[str, Any] | None) -> dict[str, int]:
         """Publish the trainer's new weights and bring the sampler (and the explorers that will use them) to them.
@@ -217,12 +260,12 @@ class T2IController:
         """
         trainer, explorer, fleet = self.workers.trainer, self.workers.explorer, self.workers.fleet
         update = trainer.publish.remote()
-        sampler = self.workers.sampler.sync_weights.remote(update, trainer)
+        sampler = self.workers.sampler.sync_weights.remote(update, trainer, self.deadlines)
         if explorer is not None and self.step + 2 < self.cfg.train.steps:
-            explorer.sync_weights.remote(update, trainer)
+            explorer.sync_weights.remote(update, trainer, self.deadlines)
         if fleet is not None:
             fleet.set_weights(update, trainer.full.remote(), version)
-        got = ray.get(sampler)
+        got = self.deadlines.get("train", sampler, "the sampler", "sync_weights")
         nbytes, full = got["sync_bytes"], got["sync_full_copies"]
         if explored is not None and "sync_bytes" in explored:  # the explorer's hop, reported with its exploration
             nbytes += int(explored["sync_bytes"])
@@ -253,7 +296,9 @@ class T2IController:
         tc = self.cfg.train
         prompts = [p for p in self.heldout for _ in range(tc.eval_seeds)]
         seeds = [k for _ in self.heldout for k in range(tc.eval_seeds)]
-        out = ray.get(self.workers.sampler.evaluate.remote(prompts, seeds, tc.eval_steps))
+        out = self.deadlines.get(
+            "train", self.workers.sampler.evaluate.remote(prompts, seeds, tc.eval_steps), "the sampler", "evaluate"
+        )
         result = {"step": self.step, "reward": float(np.mean(out["rewards"])), "rl_wall_s": self.rl_wall_s}
         self.evals.append(result)
         shown = list(range(0, min(len(prompts), 16 * tc.eval_seeds), tc.eval_seeds))[:16]
@@ -262,11 +307,25 @@ class T2IController:
             (self.run_dir / "samples" / "prompts.txt").write_text("\n".join(prompts[i] for i in shown) + "\n")
         return result
 
-    def checkpoint(self) -> Path:
-        """``checkpoints/step_N`` written atomically (as the LLM path's: a crash leaves no half-written one)."""
+    def checkpoint(self, retrain: tuple[Any, list[list[float]]] | None = None) -> Path:
+        """``checkpoints/step_N`` written atomically (as the LLM path's: a crash leaves no half-written one).
+
+        ``retrain``: the step's samples and rewards. A trainer lost while saving is replaced from the step
+        before's checkpoint and trains the step again on them, then saves (the receivers keep the weights the
+        lost one sent; the new one's next update reaches them as a full copy, its delta having another base)."""
+        try:
+            return self._save()
+        except RayError:
+            if retrain is None or not self._trainer_lost():
+                raise
+        self._replace_trainer(self.step - 1)
+        self.deadlines.get("train", self.workers.trainer.train.remote(*retrain), "the trainer", "train")
+        return self._save()
+
+    def _save(self) -> Path:
         out = self.run_dir / CHECKPOINTS / checkpoint_name(self.step)
-        with atomic_directory(out) as tmp:
-            ray.get(self.workers.trainer.save.remote(str(tmp)))
+        with checkpoint_directory(out) as tmp:  # with its manifest; a full disk is DiskFull, one line
+            self.deadlines.get("train", self.workers.trainer.save.remote(str(tmp)), "the trainer", "save")
             (tmp / "state.json").write_text(json.dumps(self.state(), indent=1))
         return out
 
@@ -290,6 +349,7 @@ class T2IController:
             "name": self.cfg.name,
             "mode": "sync",  # on-policy: each step samples with the weights it trains
             "steps": self.step,
+            "trainer_restarts": self.trainer_restarts,
             "wall_s": time.time() - self.clock_start,
             "heldout_reward_before_rl": self.evals[0]["reward"] if self.evals else None,
             "heldout_reward_after_rl": self.evals[-1]["reward"] if self.evals else None,

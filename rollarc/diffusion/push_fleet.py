@@ -50,7 +50,7 @@ def push_all(fleet: SpotFleet, jobs: list[JobSpec]) -> PushOutcome:
         for ref in done:
             slot, job_id = running.pop(ref)
             try:
-                result = ray.get(ref)
+                result = fleet.deadlines.get("call", ref, f"spot slot {slot}'s worker", "run_job")  # ready
             except ray.exceptions.RayActorError:  # its node was removed mid-job
                 plan.lost(slot)
                 continue

@@ -33,6 +33,7 @@ from __future__ import annotations
 import statistics
 import threading
 import time
+import uuid
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -43,8 +44,10 @@ import torch
 from ray.cluster_utils import Cluster
 
 from rollarc.cluster.catalogue import load_catalogue
+from rollarc.cluster_config import CallDeadlines
 from rollarc.configio import ConfigError, read_yaml
 from rollarc.diffusion.config import T2IConfig
+from rollarc.diffusion.queue_ledger import QueueLedger
 from rollarc.diffusion.resumable import InFlight, advance, prepare, start
 from rollarc.diffusion.sampling import to_images
 from rollarc.diffusion.sp_policy import SPPolicy
@@ -52,6 +55,7 @@ from rollarc.diffusion.tasks.registry import make_task
 from rollarc.diffusion.weight_sync import DiTReceiver
 from rollarc.diffusion.workers import load_weights, reward_table, sampling_policy, score
 from rollarc.placement import CATALOGUE, pool_resource
+from rollarc.ray_deadline import Deadlines
 from rollarc.spotlight.heartbeat import pipelined_beat
 from rollarc.spotlight.job_queue import Beat, JobQueue, JobSpec, Lease
 from rollarc.spotlight.preemption import Hit, Preemption, Target, at_rate, busy_slot, from_trace, what_is_hit
@@ -59,6 +63,8 @@ from rollarc.sync.codec import state_checksums
 
 HEAD_RESOURCE = "spot_head"
 POLL_S = 0.05
+QUEUE_NAME = "spot-queue"  # the queue actor's Ray name, before its fleet's tag
+QUEUE_TIMEOUT_S = 60.0  # a call to the queue (on the head node) that takes longer means it is gone
 
 
 def worker_name(slot: int, generation: int) -> str:
@@ -74,7 +80,7 @@ def slot_of(worker: str) -> int:
 def _answer(ref: Any) -> Beat | None:
     """A heartbeat's answer if it is back, else None (never waits)."""
     ready, _ = ray.wait([ref], timeout=0)
-    return ray.get(ready[0]) if ready else None
+    return ray.get(ready[0], timeout=QUEUE_TIMEOUT_S) if ready else None  # ready: only a transfer
 
 
 def recovery_speedup(cold_s: list[float], regroup_s: list[float]) -> float | None:
@@ -87,6 +93,7 @@ def recovery_speedup(cold_s: list[float], regroup_s: list[float]) -> float | Non
 @ray.remote
 class SpotQueue:
     def __init__(self, lease_s: float):
+        self.incarnation = uuid.uuid4().hex  # new when Ray restarts the actor (empty): the fleet refills it
         self.queue = JobQueue(lease_s)
         self.weights: dict[int, tuple[int | None, list[Any]]] = {}
         self.synced: list[tuple[str, int, int, bool]] = []  # (worker, version, bytes, full copy)
@@ -99,6 +106,14 @@ class SpotQueue:
     def submit(self, jobs: list[JobSpec]) -> None:
         for job in jobs:
             self.queue.submit(job)
+
+    def incarnation_id(self) -> str:
+        return self.incarnation
+
+    def refill(self, jobs: list[JobSpec]) -> None:
+        """``submit`` after a restart, skipping the jobs this incarnation already has (a submit that was retried
+        on it after the restart)."""
+        self.submit([job for job in jobs if job.job_id not in self.queue.jobs])
 
     def pull(self, worker: str) -> Lease | None:
         return None if self.closed else self.queue.pull(worker, time.monotonic())
@@ -229,8 +244,11 @@ class SpotExplorer:
         self.table = reward_table([make_task(t, Path(cache_dir)) for t in tasks])
         self.version = version
         self.receiver = DiTReceiver(self.policy.transformer.state_dict(), version)
+        self.deadlines = Deadlines.of(CallDeadlines())  # the fleet passes the run's to serve
 
-    def serve(self, queue: Any, noise_level: float, heartbeat_every: int = 1) -> str:
+    def serve(
+        self, queue: Any, noise_level: float, heartbeat_every: int = 1, deadlines: Deadlines | None = None
+    ) -> str:
         """Pull and run jobs until the queue closes ("closed") or a notice arrives ("noticed").
 
         ``heartbeat_every``: denoising steps between heartbeats. Heartbeats are pipelined
@@ -238,19 +256,27 @@ class SpotExplorer:
         loop never waits for the queue, and a notice reaches the worker up to two intervals later; those
         steps must stay well inside the notice and the lease (``spot.lease_s``).
         """
+        self.deadlines = deadlines or self.deadlines
         if isinstance(self.policy, SPPolicy):
-            ray.get(queue.sp_cold_start_by.remote(self.name, self.policy.cold_start_s))
+            self.deadlines.get(
+                "call",
+                queue.sp_cold_start_by.remote(self.name, self.policy.cold_start_s),
+                "the spot queue",
+                "sp_cold_start_by",
+            )
         lease: Any = None  # the next job's Lease, or None (pull one)
         while True:
             if lease is None:
                 self._obey_sp_orders(queue, between_jobs=True)
-                lease = ray.get(queue.pull.remote(self.name))
+                lease = self.deadlines.get("call", queue.pull.remote(self.name), "the spot queue", "pull")
                 if lease is None:
-                    if ray.get(queue.is_closed.remote()):
+                    if self.deadlines.get("call", queue.is_closed.remote(), "the spot queue", "is_closed"):
                         return "closed"
                     time.sleep(POLL_S)
                     continue
-            self._use_version(queue, lease.job.version)
+            if not self._use_version(queue, lease.job.version):
+                lease = None  # the queue was restarted empty: its fleet puts the weights and the job back
+                continue
             began = time.perf_counter()
             job = lease.job
             state = lease.progress
@@ -271,14 +297,17 @@ class SpotExplorer:
                 if beat is not Beat.OK:
                     break
             if beat is Beat.NOTICE:
-                ray.get(queue.commit.remote(job.job_id, lease.token, state, state.step))
+                self.deadlines.get(
+                    "call", queue.commit.remote(job.job_id, lease.token, state, state.step), "the spot queue", "commit"
+                )
                 return "noticed"
             if beat is Beat.LOST:
                 lease = None
                 continue
             result = self._result(job, state, began)
             # one round trip between jobs: the result handed in, the next lease and any SP orders back
-            lease, orders = ray.get(queue.complete_and_pull.remote(job.job_id, lease.token, result, self.name))
+            ref = queue.complete_and_pull.remote(job.job_id, lease.token, result, self.name)
+            lease, orders = self.deadlines.get("call", ref, "the spot queue", "complete_and_pull")
             self._apply_sp_orders(queue, orders)
 
     def ready(self) -> str:
@@ -318,7 +347,10 @@ class SpotExplorer:
         """
         if not isinstance(self.policy, SPPolicy):
             return
-        self._apply_sp_orders(queue, ray.get(queue.take_sp_orders.remote(self.name, between_jobs)))
+        orders = self.deadlines.get(
+            "call", queue.take_sp_orders.remote(self.name, between_jobs), "the spot queue", "take_sp_orders"
+        )
+        self._apply_sp_orders(queue, orders)
 
     def _apply_sp_orders(self, queue: Any, orders: list[str]) -> None:
         """Carry out SP orders already taken from the queue, reporting each one's seconds."""
@@ -326,22 +358,31 @@ class SpotExplorer:
             return
         for order in orders:
             seconds = self.policy.shrink() if order == "shrink" else self.policy.grow()
-            ray.get(queue.sp_done_by.remote(self.name, order, self.policy.degree, seconds))
+            self.deadlines.get(
+                "call",
+                queue.sp_done_by.remote(self.name, order, self.policy.degree, seconds),
+                "the spot queue",
+                "sp_done_by",
+            )
 
-    def _use_version(self, queue: Any, version: int) -> None:
-        """Bring the weights to ``version``: the delta if it starts at the held version, else a full copy."""
+    def _use_version(self, queue: Any, version: int) -> bool:
+        """Bring the weights to ``version``: the delta if it starts at the held version, else a full copy. False
+        if the queue has none of that version: it was restarted (empty) since the lease was given."""
         if version == self.version:
-            return
-        kept = ray.get(queue.weights_of.remote(version))
+            return True
+        kept = self.deadlines.get("call", queue.weights_of.remote(version), "the spot queue", "weights_of")
         if kept is None:
-            raise RuntimeError(f"{self.name}: no weights of version {version} in the queue")
+            return False
         base, (update, full) = kept
-        sent = ray.get(update if base is None or base == self.receiver.version else full)
-        got = self.receiver.sync(sent, lambda _have: ray.get(full))
+        ref = update if base is None or base == self.receiver.version else full
+        sent = self.deadlines.get("train", ref, "the trainer", "publish")
+        got = self.receiver.sync(sent, lambda _have: self.deadlines.get("train", full, "the trainer", "full"))
         load_weights(self.policy, self.receiver.state)
         self.version = got.version
         checksums = state_checksums(self.receiver.state)
-        ray.get(queue.synced_by.remote(self.name, got.version, got.nbytes, got.full, checksums))
+        ref = queue.synced_by.remote(self.name, got.version, got.nbytes, got.full, checksums)
+        self.deadlines.get("call", ref, "the spot queue", "synced_by")
+        return True
 
 
 @dataclass
@@ -383,7 +424,9 @@ class SpotFleet:
         sp_degree: int = 1,
         pull: bool = True,
         heartbeat_every: int = 1,
+        deadlines: Deadlines | None = None,
     ):
+        self.deadlines = deadlines or Deadlines.of(CallDeadlines())  # `rollarc train` passes cluster:'s
         self.cluster, self.spot_resource, self.slots = cluster, spot_resource, slots
         self.target, self.busy_wait_s, self.sp_degree, self.pull = target, busy_wait_s, sp_degree, pull
         self.heartbeat_every = heartbeat_every
@@ -391,7 +434,20 @@ class SpotFleet:
         self.worker_args, self.noise_level, self.version = worker_args, noise_level, version
         self.start_version = version  # a joiner loads these weights from disk, then later versions from the queue
         self.closed_at: float | None = None
-        self.queue = SpotQueue.options(num_cpus=0, resources={HEAD_RESOURCE: 1}).remote(lease_s)  # type: ignore[attr-defined]  # @ray.remote class
+        # Ray names, unique to this fleet, so that an operator or `rollarc bench chaos --path spot` can find them
+        self.tag = uuid.uuid4().hex[:8]
+        # a queue whose process dies comes back empty (every call to it waits for that and is retried), and the
+        # fleet refills it from its ledger (rollarc.diffusion.queue_ledger)
+        queue_options = {
+            "name": f"{QUEUE_NAME}@{self.tag}",
+            "num_cpus": 0,
+            "resources": {HEAD_RESOURCE: 1},
+            "max_restarts": -1,
+            "max_task_retries": -1,
+        }
+        self.queue = SpotQueue.options(**queue_options).remote(lease_s)  # type: ignore[attr-defined]  # @ray.remote class
+        self.ledger = QueueLedger()
+        self.incarnation = self.deadlines.get("start", self.queue.incarnation_id.remote(), "the spot queue", "start")
         self.nodes: dict[int, _Node] = {}
         self.generation = dict.fromkeys(range(slots), 0)
         self.log = FleetLog()
@@ -410,7 +466,9 @@ class SpotFleet:
         with self.lock:
             for n in self.nodes.values():
                 if n.serving is None:
-                    n.serving = n.worker.serve.remote(self.queue, self.noise_level, self.heartbeat_every)
+                    n.serving = n.worker.serve.remote(
+                        self.queue, self.noise_level, self.heartbeat_every, self.deadlines
+                    )
 
     def start_schedule(self) -> None:
         """Start the injector's schedule now (``launch`` does it at the first exploration jobs)."""
@@ -438,10 +496,15 @@ class SpotFleet:
         node_resource = f"spot_node_{slot}_{gen}"
         node = self.cluster.add_node(num_cpus=0, resources={self.spot_resource: 1, node_resource: 1})
         policy_dir, tasks, cache, threads = self.worker_args
-        worker = SpotExplorer.options(num_cpus=0, resources={node_resource: 1}).remote(  # type: ignore[attr-defined]  # @ray.remote class
+        options = {"name": f"{name}@{self.tag}", "num_cpus": 0, "resources": {node_resource: 1}}
+        worker = SpotExplorer.options(**options).remote(  # type: ignore[attr-defined]  # @ray.remote class
             name, policy_dir, tasks, cache, threads, self.start_version, self.sp_degree
         )
-        serving = worker.serve.remote(self.queue, self.noise_level, self.heartbeat_every) if self.pull else None
+        serving = (
+            worker.serve.remote(self.queue, self.noise_level, self.heartbeat_every, self.deadlines)
+            if self.pull
+            else None
+        )
         with self.lock:
             self.nodes[slot] = _Node(slot, name, node, worker, serving, time.monotonic(), self.sp_degree)
         self._event("join", name)
@@ -472,7 +535,7 @@ class SpotFleet:
             return scheduled
         deadline = time.monotonic() + self.busy_wait_s
         while True:
-            held = ray.get(self.queue.held.remote())
+            held = self.deadlines.get("call", self.queue.held.remote(), "the spot queue", "held")
             with self.lock:
                 slot_of = {n.name: slot for slot, n in self.nodes.items()}
             chosen = busy_slot(held, slot_of)
@@ -511,7 +574,7 @@ class SpotFleet:
             if node is None or node.name != worker:
                 return
             node.members += 1
-        ray.get(self.queue.order_sp.remote(worker, "grow"))
+        self.deadlines.get("call", self.queue.order_sp.remote(worker, "grow"), "the spot queue", "order_sp")
         self._event("SP member joins", worker)
 
     def preempt(self, slot: int, notice_s: float) -> Hit | None:
@@ -524,11 +587,11 @@ class SpotFleet:
         if what_is_hit(notice_s, target.members) == "member":
             with self.lock:
                 target.members -= 1
-            ray.get(self.queue.order_sp.remote(target.name, "shrink"))
+            self.deadlines.get("call", self.queue.order_sp.remote(target.name, "shrink"), "the spot queue", "order_sp")
             self._event(f"notice ({notice_s:g} s) to an SP member", target.name)
             return "member"
         if notice_s > 0:
-            ray.get(self.queue.notice.remote(target.name))
+            self.deadlines.get("call", self.queue.notice.remote(target.name), "the spot queue", "notice")
             self._event(f"notice ({notice_s:g} s)", target.name)
             self.stop.wait(notice_s)
         # out of the fleet first: the push driver would otherwise keep handing the dying worker jobs that fail at
@@ -538,7 +601,7 @@ class SpotFleet:
         # a spot VM takes its processes with it: fence the worker and kill it now, or it may outlive its removed
         # node for a moment and hand in the job it holds (a pull lease would never expire; a push job never be
         # lost). The kill alone did not do it under load: ray.kill returns before the process is gone (CI once).
-        ray.get(self.queue.gone.remote(target.name))
+        self.deadlines.get("call", self.queue.gone.remote(target.name), "the spot queue", "gone")
         ray.kill(target.worker, no_restart=True)
         self.cluster.remove_node(target.node, allow_graceful=False)
         target.down_at = time.monotonic()
@@ -556,30 +619,54 @@ class SpotFleet:
         """Offer workers ``version``: ``update`` (a ref to the trainer's update from ``version - 1``, or a full
         copy when there was no previous version) and ``full`` (a ref to a full copy)."""
         self.pump()
-        ray.get(self.queue.put_weights.remote(version, version - 1, [update, full]))
+        self._refill_if_restarted()
+        self.deadlines.get(
+            "call", self.queue.put_weights.remote(version, version - 1, [update, full]), "the spot queue", "put_weights"
+        )
+        self.ledger.put(version, version - 1, [update, full])
         self.version = version
+
+    def _refill_if_restarted(self) -> None:
+        """If Ray restarted the queue (its process died), put back the weights and the jobs not collected."""
+        incarnation = self.deadlines.get("call", self.queue.incarnation_id.remote(), "the spot queue", "incarnation")
+        if incarnation == self.incarnation:
+            return
+        self.incarnation = incarnation
+        weights, jobs = self.ledger.restarted()
+        for version, base, refs in weights:
+            self.deadlines.get("call", self.queue.put_weights.remote(version, base, refs), "the spot queue", "refill")
+        self.deadlines.get("call", self.queue.refill.remote(jobs), "the spot queue", "refill")
+        self._event(f"queue restarted: {len(jobs)} jobs submitted again", QUEUE_NAME)
 
     def sync_totals(self) -> tuple[int, int]:
         """The workers' weight-sync bytes and full copies so far."""
-        stats = ray.get(self.queue.stats.remote())
+        stats = self.ledger.read(self.deadlines.get("call", self.queue.stats.remote(), "the spot queue", "stats"))
         return int(stats["sync_bytes"]), int(stats["sync_full_copies"])
 
     def launch(self, prompts: list[str], seeds: list[list[int]], steps: int, version: int) -> list[int]:
         self.pump()
         self.start_schedule()  # at the first exploration jobs
+        self._refill_if_restarted()
         jobs = []
         for prompt, s in zip(prompts, seeds, strict=True):
             jobs.append(JobSpec(self.next_job, prompt, tuple(s), version, steps))
             self.next_job += 1
-        ray.get(self.queue.submit.remote(jobs))
+        self.ledger.launched(jobs)
+        self.deadlines.get("call", self.queue.submit.remote(jobs), "the spot queue", "submit")
         return [j.job_id for j in jobs]
 
     def wait(self, job_ids: list[int]) -> dict[str, Any]:
         """Block until every job is done (whoever did it), then the controller's exploration result."""
-        while (results := ray.get(self.queue.results.remote(job_ids))) is None:
+        began = time.time()  # each job's lease bounds a lost worker; a whole round, the training deadline
+        while (
+            results := self.deadlines.get("call", self.queue.results.remote(job_ids), "the spot queue", "results")
+        ) is None:
+            self.deadlines.check("train", began, "the spot fleet", f"{len(job_ids)} exploration jobs")
+            self._refill_if_restarted()
             self.pump()
             self._raise_worker_errors()
             time.sleep(POLL_S)
+        self.ledger.collected.update(job_ids)
         versions = {r["version"] for r in results}
         if len(versions) != 1:
             raise RuntimeError(f"one exploration round came back with weight versions {sorted(versions)}")
@@ -590,21 +677,39 @@ class SpotFleet:
         }
 
     def _raise_worker_errors(self) -> None:
-        """A worker whose code failed would leave its jobs to expire forever: surface its error instead."""
+        """A worker whose code failed would leave its jobs to expire forever: surface its error instead.
+
+        A worker that died while its node is still in the fleet (a preempted one is taken out first) crashed
+        (a killed process, an OOM): its lease expires as a vanished worker's does, and its slot is replaced
+        like a preempted one, ``replacement_s`` later; before, the slot stayed empty for the rest of the run."""
         with self.lock:
-            serving = [n.serving for n in self.nodes.values() if n.serving is not None]
+            serving = {n.serving: n.slot for n in self.nodes.values() if n.serving is not None}
         if not serving:
             return
-        done, _ = ray.wait(serving, num_returns=len(serving), timeout=0)
+        done, _ = ray.wait(list(serving), num_returns=len(serving), timeout=0)
         for ref in done:
             try:
-                ray.get(ref)
-            except ray.exceptions.RayActorError:  # its node was removed: a preemption, not a bug
-                continue
+                self.deadlines.get("call", ref, f"spot slot {serving[ref]}'s worker", "serve")  # ready
+            except ray.exceptions.RayActorError:
+                self._crashed(serving[ref])
+
+    def _crashed(self, slot: int) -> None:
+        """``slot``'s worker died on its own: out of the fleet, its node removed, a replacement due."""
+        with self.lock:
+            target = self.nodes.pop(slot, None)
+        if target is None:  # preempted meanwhile: the injector did all this
+            return
+        self.deadlines.get("call", self.queue.gone.remote(target.name), "the spot queue", "gone")
+        self.cluster.remove_node(target.node, allow_graceful=False)
+        target.down_at = time.monotonic()
+        self.log.node_seconds[target.name] = target.down_at - target.up_at
+        self._event("crashed", target.name)
+        with self.lock:
+            self.due.append((target.down_at + self.replacement_s, slot, None))
 
     def counters(self) -> dict[str, int]:
         """What preemption has cost so far, for the step's metrics: the queue's counters and the losses."""
-        stats = ray.get(self.queue.stats.remote())
+        stats = self.ledger.read(self.deadlines.get("call", self.queue.stats.remote(), "the spot queue", "stats"))
         keys = (
             "committed_on_notice",
             "requeued_on_expiry",
@@ -615,8 +720,13 @@ class SpotFleet:
             "sp_joins",
             "sync_bytes",
             "sync_full_copies",
+            "queue_restarts",
         )
-        return {**{k: int(stats[k]) for k in keys}, "preemptions": self._preemptions()}
+        return {**{k: int(stats[k]) for k in keys}, "preemptions": self._preemptions(), "crashes": self._crashes()}
+
+    def _crashes(self) -> int:
+        """Workers that died without a preemption (``_crashed``)."""
+        return sum(1 for _, what, _ in self.log.events if what == "crashed")
 
     def _preemptions(self) -> int:
         """Nodes removed (with notice or without) and SP members noticed."""
@@ -624,7 +734,7 @@ class SpotFleet:
         return sum(1 for _, what, _ in self.log.events if what in hits or what.endswith("to an SP member"))
 
     def stats(self) -> dict[str, Any]:
-        out: dict[str, Any] = ray.get(self.queue.stats.remote())
+        out = self.ledger.read(self.deadlines.get("call", self.queue.stats.remote(), "the spot queue", "stats"))
         now = self.closed_at or time.monotonic()
         seconds = dict(self.log.node_seconds)
         with self.lock:
@@ -633,6 +743,7 @@ class SpotFleet:
         out.update(
             spot_node_seconds=seconds,
             preemptions=self._preemptions(),
+            crashes=self._crashes(),
             events=self.log.events,
         )
         return out
@@ -644,7 +755,7 @@ class SpotFleet:
         self.stop.set()
         if self.injector.ident is not None:
             self.injector.join(timeout=30)
-        ray.get(self.queue.close.remote())
+        self.deadlines.get("call", self.queue.close.remote(), "the spot queue", "close")
 
 
 def spot_slots(cfg: T2IConfig) -> tuple[str, int]:

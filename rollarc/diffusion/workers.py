@@ -21,6 +21,7 @@ import numpy as np
 import ray
 import torch
 
+from rollarc.cluster_config import CallDeadlines
 from rollarc.diffusion.config import RLConfig
 from rollarc.diffusion.model import T2IPolicy, load_policy
 from rollarc.diffusion.sampling import Trajectories, sample_ode, sample_sde
@@ -29,6 +30,8 @@ from rollarc.diffusion.tasks.base import Task, to_task_size
 from rollarc.diffusion.tasks.registry import make_task
 from rollarc.diffusion.trainer import FlowGrpoTrainer, GroupBatch
 from rollarc.diffusion.weight_sync import DiTReceiver, Received, dit_publisher
+from rollarc.models.checkpoint import load_state_file, save_state_file
+from rollarc.ray_deadline import Deadlines
 from rollarc.sync.versions import WHOLE, VersionedUpdate
 
 
@@ -77,9 +80,14 @@ class T2ISampler:
         self.receiver = DiTReceiver(self.policy.transformer.state_dict(), version)
         self.unreported = (0, 0)  # (bytes, full copies) received since an exploration last reported them
 
-    def sync_weights(self, updates: tuple[VersionedUpdate, ...], trainer: Any) -> dict[str, int]:
+    def sync_weights(
+        self, updates: tuple[VersionedUpdate, ...], trainer: Any, deadlines: Deadlines | None = None
+    ) -> dict[str, int]:
         """Apply the trainer's published update (fetching a catch-up or full copy from it if it does not fit)."""
-        got = self.receiver.sync(updates, lambda have: ray.get(trainer.fetch.remote(have)))
+        wait = deadlines or Deadlines.of(CallDeadlines())  # the controller passes the run's
+        got = self.receiver.sync(
+            updates, lambda have: wait.get("train", trainer.fetch.remote(have), "the trainer", "fetch")
+        )
         load_weights(self.policy, self.receiver.state)
         self.version = got.version
         self.unreported = (self.unreported[0] + got.nbytes, self.unreported[1] + int(got.full))
@@ -135,6 +143,10 @@ class T2ITrainer:
         self.version = version
         self.publisher = dit_publisher(self.trainer.policy.transformer.state_dict(), version)
 
+    def ping(self) -> int:
+        """Answers while alive (the controller tells a lost trainer from another failure by it)."""
+        return self.version
+
     def train(self, trajectories: Trajectories, rewards: list[list[float]]) -> dict[str, float]:
         if trajectories.version != self.version:
             raise ValueError(
@@ -166,11 +178,11 @@ class T2ITrainer:
         out = Path(path)
         self.trainer.policy.save(out / "policy")
         tmp = out / "trainer.pt.tmp"
-        torch.save({"optimizer": self.trainer.opt.state_dict(), "version": self.version}, tmp)
+        save_state_file({"optimizer": self.trainer.opt.state_dict(), "version": self.version}, tmp)
         tmp.replace(out / "trainer.pt")
 
     def load_optimizer(self, path: str) -> int:
-        state = torch.load(Path(path) / "trainer.pt", weights_only=False)
+        state = load_state_file(Path(path) / "trainer.pt")
         self.trainer.opt.load_state_dict(state["optimizer"])
         self.version = int(state["version"])
         return self.version

@@ -18,6 +18,7 @@ import functools
 import json
 import math
 import numbers
+import os
 import types
 import typing
 from collections.abc import Iterable, Iterator
@@ -26,6 +27,7 @@ from pathlib import Path
 from typing import Any, TypeVar, cast
 
 from rollarc.configio import ConfigError
+from rollarc.report.durable import write_text_durably
 
 METRICS = "metrics.jsonl"
 TIMELINE = "timeline.jsonl"
@@ -121,6 +123,9 @@ class MetricsRecord:
     dropped_stale_groups: int | None = None
     restarted_stale_groups: int | None = None
     dropped_failed_groups: int | None = None
+    dropped_no_signal_groups: int | None = None  # dynamic sampling (train.dynamic_sampling)
+    kept_no_signal_groups: int | None = None
+    signal_groups_frac: float | None = None  # share of the step's trained groups whose rewards differ
     failed_trajectories: int | None = None
     env_worker_restarts: int | None = None
     retried_groups: int | None = None
@@ -193,6 +198,8 @@ class Summary:
     trajectories_per_s: float | None = None
     heldout_success_before_rl: float | None = None
     heldout_success_after_rl: float | None = None
+    rl_gain_points: float | None = None  # what RL added beyond the warm start: (after - before) x 100
+    signal_groups_frac_mean: float | None = None  # mean over the steps of the trained groups' share with signal
     heldout_episodes: int | None = None
     evals: list[dict[str, Any]] | None = None  # label, version, episodes, success, reward, failed, per_task, ...
     max_buffer_groups: int | None = None
@@ -208,6 +215,8 @@ class Summary:
     dropped_stale_groups: int | None = None
     restarted_stale_groups: int | None = None
     dropped_failed_groups: int | None = None
+    dropped_no_signal_groups: int | None = None  # dynamic sampling (train.dynamic_sampling)
+    kept_no_signal_groups: int | None = None
     failed_trajectories: int | None = None
     failure_reasons: dict[str, int] | None = None
     env_worker_restarts: int | None = None
@@ -335,7 +344,9 @@ def dumps(record: Any) -> str:
 
 
 class JsonlAppender:
-    """Appends records to a JSONL file, one line each, flushed (a crash loses at most the line being written)."""
+    """Appends records to a JSONL file, one line each, fsynced after each call (once per step: about a
+    millisecond), so a crash or a power loss loses at most the lines being written; a torn last line is
+    dropped by the truncation of a resume (:func:`truncate_metrics`)."""
 
     def __init__(self, path: Path):
         self.path = path
@@ -345,19 +356,25 @@ class JsonlAppender:
         for record in records:
             self._file.write(dumps(record) + "\n")
         self._file.flush()
+        os.fsync(self._file.fileno())
 
     def close(self) -> None:
         self._file.close()
 
 
-def _json_lines(path: Path) -> Iterator[tuple[str, Any]]:
-    for number, line in enumerate(path.read_text().splitlines(), start=1):
+def _json_lines(path: Path, *, torn_tail: bool = False) -> Iterator[tuple[str, Any]]:
+    """The file's JSON lines; ``torn_tail``: skip an unfinished last line (no newline: a crash mid-append)."""
+    text = path.read_text()
+    lines = text.splitlines()
+    for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         where = f"{path}, line {number}"
         try:
             yield where, json.loads(line)
         except json.JSONDecodeError as err:
+            if torn_tail and number == len(lines) and not text.endswith("\n"):
+                return
             raise RunDirError(f"{where}: not valid JSON ({err.msg})") from None
 
 
@@ -367,6 +384,17 @@ def read_metrics(run_dir: str | Path) -> list[MetricsRecord]:
     if not path.is_file():
         return []
     return [from_dict(MetricsRecord, row, where) for where, row in _json_lines(path)]
+
+
+def signal_fraction(records: list[MetricsRecord]) -> float | None:
+    """Mean over the steps of ``signal_groups_frac`` (None: no step recorded it)."""
+    values = [r.signal_groups_frac for r in records if r.signal_groups_frac is not None]
+    return sum(values) / len(values) if values else None
+
+
+def rl_gain_points(before: float | None, after: float | None) -> float | None:
+    """Held-out success points RL added beyond the warm start (None without both evaluations)."""
+    return None if before is None or after is None else round(100.0 * (after - before), 2)
 
 
 def read_timeline(run_dir: str | Path) -> list[Span]:
@@ -404,22 +432,25 @@ def read_summary(run_dir: str | Path) -> Summary:
 
 
 def write_json(path: Path, record: Any) -> None:
-    """A JSON record file (``summary.json``, ``task_profiles.json``), replaced atomically."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(to_dict(record), indent=1, default=_jsonable))
-    tmp.replace(path)
+    """A JSON record file (``summary.json``, ``task_profiles.json``), replaced atomically and durably."""
+    write_text_durably(path, json.dumps(to_dict(record), indent=1, default=_jsonable))
 
 
 def write_jsonl(path: Path, records: Iterable[Any]) -> None:
-    """A whole JSONL file at once (tests and the simulator's ``--timeline`` output)."""
-    path.write_text("".join(dumps(r) + "\n" for r in records))
+    """A whole JSONL file at once, replaced atomically and durably (a resume's truncation, the simulator's
+    ``--timeline`` output): a crash leaves the old file or the new one, whole."""
+    write_text_durably(path, "".join(dumps(r) + "\n" for r in records))
 
 
 def truncate_metrics(run_dir: Path, last_step: int) -> None:
-    """Keep the steps up to ``last_step``: a resumed run redoes the ones after its checkpoint."""
+    """Keep the steps up to ``last_step``: a resumed run redoes the ones after its checkpoint.
+
+    A torn last line (the stopped run crashed while appending it) is dropped with the steps after the checkpoint.
+    """
     path = Path(run_dir) / METRICS
     if path.is_file():
-        write_jsonl(path, [m for m in read_metrics(run_dir) if m.step <= last_step])
+        kept = [from_dict(MetricsRecord, row, where) for where, row in _json_lines(path, torn_tail=True)]
+        write_jsonl(path, [m for m in kept if m.step <= last_step])
 
 
 def truncate_timeline(run_dir: Path, clock_s: float) -> None:
@@ -431,5 +462,5 @@ def truncate_timeline(run_dir: Path, clock_s: float) -> None:
     path = Path(run_dir) / TIMELINE
     if not path.is_file():
         return
-    kept = [dataclasses.replace(s, t1=min(s.t1, clock_s)) for s in read_timeline(run_dir) if s.t0 < clock_s]
-    write_jsonl(path, kept)
+    spans = [from_dict(Span, row, where) for where, row in _json_lines(path, torn_tail=True)]
+    write_jsonl(path, [dataclasses.replace(s, t1=min(s.t1, clock_s)) for s in spans if s.t0 < clock_s])

@@ -10,10 +10,11 @@ when to evaluate, checkpoint, resize and stop. The loop here only carries out it
 what the Ray actors did. Rollout never waits for training except through the admission rule.
 
 Everything that can go wrong with one trajectory or one worker is counted and survived: failed
-trajectories, dropped or restarted stale groups, dead EnvWorkers (replaced; their groups re-run), dead
-rollout replicas (the router fails over, and a new replica replaces the dead one), a dead router (Ray
-restarts it; the replicas are registered again) and a dead trainer (a new one resumes from the last
-checkpoint; the steps since then are redone and counted as ``steps_lost``). Every started trajectory is
+trajectories, dropped or restarted stale groups, dead EnvWorkers (replaced; their groups re-run, at most
+``async.max_group_retries`` times each), dead rollout replicas or their engines (the router fails over, and a new
+replica replaces the dead one), a dead router (Ray restarts it; the replicas are registered again) and a dead
+trainer (a new one resumes from the last checkpoint, at most ``train.max_trainer_restarts`` times; the steps since
+then are redone and counted as ``steps_lost``). Every started trajectory is
 accounted for (:class:`TrajectoryAccount`). What cannot be survived (a NaN loss or reward, every rollout
 replica dead, every trajectory failing) stops the run with a clear message; the last good checkpoint stays
 on disk.
@@ -37,9 +38,12 @@ from rollarc.agent.runner import EpisodeSpec
 from rollarc.agent.seeds import derived_seed
 from rollarc.agent.trajectory import Trajectory, batch_digest
 from rollarc.config import Config, elastic_pool
+from rollarc.engine.async_engine import EngineDeadError
 from rollarc.models.checkpoint import remove_partial_directories
+from rollarc.models.checkpoint_retention import prune_checkpoints
+from rollarc.models.checkpoint_write import DiskFull
 from rollarc.policy.freshness import staleness as trained_staleness
-from rollarc.policy.scheduler import Admission, Batch, ReadyGroup
+from rollarc.policy.scheduler import Admission, Batch, NoSignalError, ReadyGroup
 from rollarc.policy.step_plan import (
     Action,
     CancelInFlight,
@@ -56,7 +60,17 @@ from rollarc.policy.step_plan import (
 )
 from rollarc.report.metrics import MetricsWriter, TimelineWriter, process_rss_mb
 from rollarc.report.progress import RunProgress
-from rollarc.report.run_dir import TASK_PROFILES, TaskProfiles, from_dict, to_dict, truncate_timeline, write_json
+from rollarc.report.run_dir import (
+    TASK_PROFILES,
+    TaskProfiles,
+    from_dict,
+    read_metrics,
+    rl_gain_points,
+    signal_fraction,
+    to_dict,
+    truncate_timeline,
+    write_json,
+)
 from rollarc.runtime.env_worker import GroupResult, GroupSpec
 from rollarc.runtime.failure_window import FailureWindow
 from rollarc.runtime.harvest_pool import HarvestPool
@@ -121,6 +135,8 @@ class Controller:
         self.trajectories = TrajectoryAccount()
         self.last_checkpoint_version: int | None = None
         self.trainer_restarts = 0
+        # group index -> how many EnvWorker deaths it was on (async.max_group_retries)
+        self.group_deaths: Counter[int] = Counter()
         self.steps_lost = 0
         self._last_heal = time.time()
         self.elastic_events: list[dict[str, Any]] = []
@@ -141,6 +157,7 @@ class Controller:
         self._train_stats: dict[str, Any] = {}
         self._batch_stats: dict[str, Any] = {}
         self._step_started = self._sync_started = self._synced_at = self._last_step_end = time.time()
+        self._trained_at = self._step_started
         self.progress: RunProgress | None = None
 
     def restore(self, state: dict[str, Any]) -> None:
@@ -226,7 +243,19 @@ class Controller:
             done, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
         if self.harvest is not None:
             self.harvest.tick()
+        self._check_deadlines()
         return done
+
+    def _check_deadlines(self) -> None:
+        """A step, its publish or a weight sync still running past ``cluster.train_timeout_s`` is a hung actor."""
+        deadlines = self.workers.deadlines
+        if self._train_ref is not None:
+            deadlines.check("train", self._step_started, "the trainer", f"train_step of step {self.version + 1}")
+        elif self._publish_ref is not None:
+            deadlines.check("train", self._trained_at, "the trainer", "publish")
+        if self._sync_refs:
+            late = ", ".join(self._sync_targets.get(ref, "a borrowed replica") for ref in self._sync_refs)
+            deadlines.check("train", self._sync_started, late, "update_weights")
 
     def _on_ref(self, ref: Any) -> None:
         """Report what one ready ref says to the plan (a finished group goes to the scheduler)."""
@@ -234,6 +263,7 @@ class Controller:
             self._on_group(ref)
         elif ref is self._train_ref:
             self._train_ref = None
+            self._trained_at = time.time()  # the publish queued behind the step starts now
             self._train_stats = self._get_train(ref, self.version)
             self.plan.trained()
         elif self._publish_ref is not None and ref is self._publish_ref:
@@ -366,16 +396,22 @@ class Controller:
     def _on_group(self, ref: Any) -> None:
         spec, worker = self.pending.pop(ref)
         try:
-            result: GroupResult = ray.get(ref)
+            result: GroupResult = self.workers.deadlines.get("call", ref, worker, "run_group")  # ready
         except RayActorError:
-            # The EnvWorker died: replace it and run the group again elsewhere (same seed).
+            # The EnvWorker died: replace it and run the group again elsewhere (same seed), up to the cap.
             self.trajectories.retry(ref)
             if worker in self.workers.env:  # several of its groups report its death; replace it once
                 self.workers.replace_env(worker)
                 self.counters.env_worker_restarts += 1
+            self._check_group_retries(spec)
             self.counters.retried_groups += 1
             self._submit(spec)
             return
+        except RayTaskError as err:  # not a trajectory's failure (those are counted): the EnvWorker itself raised
+            raise RunError(
+                f"group {spec.index} of task {spec.task} (seed {spec.seed}) failed in {worker}: {_cause(err)}. "
+                f"The last good checkpoint is {self.last_checkpoint or '(none yet)'}"
+            ) from None
         self.trajectories.close(
             ref,
             done=len(result.trajectories),
@@ -385,6 +421,7 @@ class Controller:
         )
         self.env_rss[result.worker] = result.rss_mb
         self.env_router_resends[result.worker] = result.router_resends
+        self._check_stuck_threads(result)
         self.finished_since_step.append((spec.task, result.trajectories))
         for traj in [*result.trajectories, *result.failed]:
             self.profiler.add(traj)
@@ -392,16 +429,41 @@ class Controller:
             self.counters.failed_trajectories += 1
             self.counters.failures.add(traj)
         self.failures.add(ok=len(result.trajectories) + result.dropped, failed=len(result.failed))
-        if not self.scheduling.group_finished(
-            spec.index, len(result.trajectories), result.min_version, result.max_version
-        ):
+        signal = len({t.reward for t in result.trajectories}) > 1
+        core = self.scheduling.core.counts
+        dropped_no_signal, kept_no_signal = core.dropped_no_signal, core.kept_no_signal
+        try:
+            kept = self.scheduling.group_finished(
+                spec.index, len(result.trajectories), result.min_version, result.max_version, signal
+            )
+        except NoSignalError as err:
+            raise RunError(
+                f"{err}; train.dynamic_sampling.when_exhausted is 'stop'. The last good checkpoint is "
+                f"{self.last_checkpoint or '(none yet)'}"
+            ) from None
+        self.counters.dropped_no_signal += core.dropped_no_signal - dropped_no_signal
+        self.counters.kept_no_signal += core.kept_no_signal - kept_no_signal
+        if not kept:
             self.specs.pop(spec.index, None)
             self.dropped_by_task[spec.task] += 1
-            self.counters.dropped_failed += 1
+            if core.dropped_no_signal == dropped_no_signal:
+                self.counters.dropped_failed += 1
             self._check_health(result)
         else:
             self.finished[spec.index] = result
         self._check_failed_fraction()
+
+    def _check_group_retries(self, spec: GroupSpec) -> None:
+        """``async.max_group_retries``: a group whose EnvWorker died more often than that crashes it on its seed;
+        running it again would loop forever."""
+        self.group_deaths[spec.index] += 1
+        deaths, cap = self.group_deaths[spec.index], self.cfg.async_.max_group_retries
+        if deaths > cap:
+            raise RunError(
+                f"group {spec.index} of task {spec.task} (seed {spec.seed}) killed its EnvWorker {deaths} times "
+                f"(async.max_group_retries={cap}); the env or a plugin crashes its process on this seed. "
+                f"The last good checkpoint is {self.last_checkpoint or '(none yet)'}"
+            )
 
     def _drop_stale(self, stale: ReadyGroup, restart: bool) -> None:
         """A finished group with no fresh token leaves the buffer: queued to run again, or dropped."""
@@ -413,6 +475,16 @@ class Controller:
             self.counters.dropped_stale += 1
             self.dropped_by_task[stale.task] += 1
         self.stale_since_step.append(dropped)
+
+    def _check_stuck_threads(self, result: GroupResult) -> None:
+        """Stop once an EnvWorker holds as many stuck env threads as allowed: it starts no env call any more."""
+        cap = self.cfg.async_.max_stuck_env_threads
+        if result.stuck_env_threads >= cap:
+            raise RunError(
+                f"{result.worker} has {result.stuck_env_threads} env threads stuck in env code past "
+                f"step_timeout_s (async.max_stuck_env_threads={cap}): an env ignores its timeout and hangs; fix it "
+                f"or raise the cap. The last good checkpoint is {self.last_checkpoint or '(none yet)'}"
+            )
 
     def _start_step(self, taken: Batch) -> None:
         """Train one step on the plan's batch; its weights are published right behind it on the trainer."""
@@ -439,8 +511,9 @@ class Controller:
         """The published weights of ``version`` to every dedicated replica, then one update per borrowed site."""
         assert self._payload is not None  # read from the trainer just before the plan asked for this sync
         self._sync_refs = self.workers.sync_all(self._payload)
-        if self.harvest is not None:
+        if self.workers.handoff is None:  # which replica each ref updates: one whose engine died is named
             self._sync_targets = dict(zip(self._sync_refs, self.workers.sync_targets(), strict=True))
+        if self.harvest is not None:
             self._sync_refs += self.harvest.sync(self._payload)
         self._sync_started = time.time()
 
@@ -521,7 +594,7 @@ class Controller:
     # ---- training and sync results ---------------------------------------------------------------
     def _get_train(self, ref: Any, version: int) -> dict[str, Any]:
         try:
-            return ray.get(ref)
+            return self.workers.deadlines.get("call", ref, "the trainer", "train_step")  # ready
         except RayActorError:
             raise TrainerLost(f"the trainer died during step {version + 1}") from None
         except RayTaskError as err:
@@ -532,16 +605,24 @@ class Controller:
 
     def _get_publish(self, ref: Any) -> SyncPayload:
         try:
-            return ray.get(ref)
+            return self.workers.deadlines.get("call", ref, "the trainer", "publish")  # ready
         except RayActorError:
             raise TrainerLost("the trainer died while publishing weights") from None
 
     def _get_sync(self, ref: Any) -> None:
         try:
-            self.sync_times.append(ray.get(ref))
+            replica = self._sync_targets.get(ref, "a rollout replica")
+            self.sync_times.append(self.workers.deadlines.get("call", ref, replica, "update_weights"))  # ready
             self._sync_bytes += int(self.sync_times[-1]["bytes"])
-            if self.harvest is not None and ref in self._sync_targets:
-                self.harvest.note_dedicated(self._sync_targets.pop(ref), self.sync_times[-1]["bytes"])
+            target = self._sync_targets.pop(ref, None)
+            if self.harvest is not None and target is not None:
+                self.harvest.note_dedicated(target, self.sync_times[-1]["bytes"])
+        except EngineDeadError:  # (before RayTaskError, its base) a replica whose engine died: heal replaces it
+            target = self._sync_targets.pop(ref, None)
+            if target is not None:
+                self.workers.mark_dead_rollout(target)
+            if not self.workers.alive_rollouts():
+                raise RunError("every rollout worker died; no replica is left to generate") from None
         except RayTaskError as err:  # e.g. an external server refused to reload: serving on would mislabel versions
             if not self._trainer_alive():  # the published weights lived in the dead trainer's object store
                 raise TrainerLost("the trainer died while its weights were being synced") from None
@@ -554,7 +635,7 @@ class Controller:
     # ---- lost actors ------------------------------------------------------------------------------
     def _trainer_alive(self) -> bool:
         try:
-            ray.get(self.workers.trainer.version.remote())
+            self.workers.deadlines.get("call", self.workers.trainer.version.remote(), "the trainer", "version")
         except RayActorError:
             return False
         return True
@@ -565,8 +646,10 @@ class Controller:
         Groups in flight or buffered may hold tokens of the lost versions, whose weights no longer exist: they
         are cancelled and the scheduler runs them again first (same seeds, ``self.specs``) under the restored
         weights, so version labels stay exact. Groups trained in the lost steps are not run again (their ids
-        are trained once); new groups take their place.
+        are trained once); new groups take their place. A trainer that dies again while it is being restored is
+        one more loss; past ``train.max_trainer_restarts`` losses the run stops.
         """
+        self._check_trainer_restarts()
         unsupported = (
             "rollout.backend: openai"
             if self.workers.handoff is not None
@@ -599,13 +682,29 @@ class Controller:
             raise RunError(
                 f"internal error: groups to run again {restart} differ from those admitted {sorted(self.specs)}"
             )
-        self.workers.restart_from(policy_dir, checkpoint, restored)
+        while True:
+            try:
+                self.workers.restart_from(policy_dir, checkpoint, restored)
+                break
+            except RayActorError:  # the new trainer died too, before it trained anything: another loss
+                self.trainer_restarts += 1
+                self._check_trainer_restarts()
         if self.harvest is not None:  # the borrowed site too: new replicas at the restored weights, the new trainer
             self.harvest.restart_from(policy_dir, self.workers.trainer, restored)
         self.steps_lost += version - restored
         self.trainer_restarts += 1
         self.counters.retried_groups += len(restart)
         return restored
+
+    def _check_trainer_restarts(self) -> None:
+        """``train.max_trainer_restarts``: a trainer lost again after that many restarts dies of its own work (out of
+        memory on every step, a crash); restarting it again would loop forever."""
+        cap = self.cfg.train.max_trainer_restarts
+        if self.trainer_restarts >= cap:
+            raise RunError(
+                f"the trainer was lost {self.trainer_restarts + 1} times (train.max_trainer_restarts={cap}); it dies "
+                f"on every step (out of memory? see its log). Resume from {self.last_checkpoint or 'the start'}"
+            )
 
     def _heal(self) -> None:
         """Every few seconds: a restarted router gets its replicas back; dead rollout replicas are replaced."""
@@ -734,6 +833,7 @@ class Controller:
         names = self.workers.alive_env_names()
         todo = [specs[i :: len(names)] for i in range(len(names))]
         done: list[Trajectory] = []
+        deaths: Counter[str] = Counter()  # a chunk (by its first episode) -> EnvWorker deaths it was on
         while todo:
             names = self.workers.alive_env_names()
             refs = {
@@ -742,20 +842,41 @@ class Controller:
             }
             todo = []
             waiting = list(refs)
+            started = time.time()
             while waiting:
                 ready, waiting = ray.wait(waiting, num_returns=1, timeout=1.0)
+                if waiting:  # each episode ends within async.trajectory_timeout_s on a live EnvWorker
+                    late = ", ".join(refs[ref][1] for ref in waiting)
+                    self.workers.deadlines.check("train", started, late, "run_episodes")
                 for ref in ready:
                     chunk, name = refs[ref]
                     try:
-                        done.extend(ray.get(ref))
+                        done.extend(self.workers.deadlines.get("call", ref, name, "run_episodes"))  # ready
                     except RayActorError:
                         if name in self.workers.env:
                             self.workers.replace_env(name)
                             self.counters.env_worker_restarts += 1
+                        deaths[chunk[0].traj_id] += 1
+                        self._check_chunk_retries(chunk, deaths[chunk[0].traj_id])
+                        self.counters.retried_eval_chunks += 1
                         todo.append(chunk)
+                    except RayTaskError as err:  # not an episode's failure (those are counted): the worker raised
+                        raise RunError(f"evaluation episodes failed in {name}: {_cause(err)}") from None
                 self._heal()  # turns of these episodes wait on a restarted router until it has its replicas
         order = {spec.traj_id: i for i, spec in enumerate(specs)}
         return sorted(done, key=lambda t: order[t.traj_id])
+
+    def _check_chunk_retries(self, chunk: list[EpisodeSpec], deaths: int) -> None:
+        """``async.max_group_retries`` for held-out episodes: a chunk that keeps killing its EnvWorker stops the run."""
+        cap = self.cfg.async_.max_group_retries
+        if deaths > cap:
+            tasks = sorted({spec.task for spec in chunk})
+            seeds = sorted(spec.seed for spec in chunk)
+            raise RunError(
+                f"{len(chunk)} held-out episodes of task {', '.join(tasks)} (seeds {seeds[0]}..{seeds[-1]}) killed "
+                f"their EnvWorker {deaths} times (async.max_group_retries={cap}); the env or a plugin crashes its "
+                "process on one of these seeds"
+            )
 
     def write_profiles(self) -> dict[str, Any]:
         profiles = {
@@ -789,10 +910,14 @@ class Controller:
             "task_profiler": self.profiler.state(),
         }
         try:
-            self.last_checkpoint = ray.get(self.workers.trainer.save_checkpoint.remote(str(path), state))
+            ref = self.workers.trainer.save_checkpoint.remote(str(path), state)
+            self.last_checkpoint = self.workers.deadlines.get("train", ref, "the trainer", "save_checkpoint")
         except RayActorError:
             raise TrainerLost(f"the trainer died while writing checkpoint {path.name}") from None
+        except DiskFull as err:  # raised in the trainer: Ray's wrapper forwards .message, the one line
+            raise RunError(err.message) from None
         self.last_checkpoint_version = version
+        prune_checkpoints(path.parent, self.cfg.train.keep_last_checkpoints, path)
 
     def collect_spans(self) -> None:
         borrowed = self.harvest.drain_spans() if self.harvest is not None else []
@@ -822,6 +947,9 @@ class Controller:
             "evals": self.evals,
             "last_checkpoint": self.last_checkpoint,
             "dropped_groups_by_task": dict(self.dropped_by_task),
+            "trainer_restarts": self.trainer_restarts,
+            "steps_lost": self.steps_lost,
+            "rollout_restarts": self.workers.rollout_restarts,
             **self.counters.as_dict(),
         }
 
@@ -842,6 +970,8 @@ class Controller:
             "trajectories_per_s": self.counters.groups_trained * self.G / max(self.rl_end - self.rl_start, 1e-9),
             "heldout_success_before_rl": before["success"] if before else None,
             "heldout_success_after_rl": after["success"],
+            "rl_gain_points": rl_gain_points(before["success"] if before else None, after["success"]),
+            "signal_groups_frac_mean": signal_fraction(read_metrics(self.run_dir)),
             "heldout_episodes": after["episodes"],
             "evals": self.evals,
             "max_buffer_groups": self.plan.buffer_peak,
@@ -872,6 +1002,12 @@ class Controller:
 
 
 _NOT_STEP_METRICS = {"version", "tokens", "train_s", "rss_mb", "loss", "grad_norm", "clip_frac", "entropy"}
+
+
+def _cause(err: RayTaskError) -> str:
+    """A remote error in one line: its cause's type and message, not Ray's multi-line traceback."""
+    cause = getattr(err, "cause", None)
+    return f"{type(cause).__name__}: {cause}" if cause is not None else str(err).splitlines()[0]
 
 
 def _seed_of(seed: int, purpose: str, index: int) -> int:

@@ -30,6 +30,7 @@ import ray
 import torch
 from ray.exceptions import RayActorError
 
+from rollarc.engine.async_engine import EngineDeadError
 from rollarc.engine.config import EngineConfig
 from rollarc.engine.engine import LLMEngine
 from rollarc.engine.types import Completion, SamplingParams
@@ -290,6 +291,7 @@ class CoServingReplica:
                 "migrated_kept": self.migrated_kept,
                 "migrated_kept_tokens": self.migrated_kept_tokens,
                 "served": self.served,
+                "serving_requests": self._requests,  # handed to the executor so far; minus served: not finished
                 **self.gc_pauses.counters(),
             },
             "version": self.site.version,
@@ -324,6 +326,10 @@ class CoServingReplica:
         return spans
 
     def ping(self) -> str:
+        """The replica's health: raises :class:`EngineDeadError` once its serving loop (which steps both engines)
+        stopped, as a built-in replica's ``ping`` does for its engine loop."""
+        if self._task is not None and self._task.done():
+            raise EngineDeadError(f"co-serving replica {self.name}: its serving loop stopped")
         return self.name
 
     # ---- weights ----------------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from rollarc.config import Config, load_train_config
 from rollarc.configio import ConfigError
 from rollarc.models.checkpoint import checkpoint_adapter, load_policy, remove_partial_directories
 from rollarc.models.device import resolve_device, resolve_dtype
+from rollarc.ray_deadline import ActorHung
 from rollarc.report.metrics import MetricsWriter
 from rollarc.report.trackers import open_trackers
 from rollarc.runtime import stop_signals
@@ -99,7 +100,7 @@ def run_training(cfg: Config, address: str | None = None) -> int:
             controller.restore(resume_state)
         try:
             summary = controller.run()
-        except RunError as err:
+        except (RunError, ActorHung) as err:
             print(f"rollarc: run stopped: {err}", file=sys.stderr)
             controller.collect_spans()
             write_summary(run_dir, stopped_summary(cfg, controller, str(err), version, sft_meta, start, resumes))
@@ -110,6 +111,10 @@ def run_training(cfg: Config, address: str | None = None) -> int:
             controller.timeline.close()
     except RunStopped as err:  # a stop signal: summary.json and one line below, after Ray is stopped
         stopped = err
+    except ActorHung as err:  # while starting: an actor that never answered (no controller counted anything yet)
+        print(f"rollarc: run stopped: {err}", file=sys.stderr)
+        write_summary(run_dir, stopped_summary(cfg, controller, str(err), version, sft_meta, start, resumes))
+        return 1
     except BaseException as err:  # recorded in summary.json, then re-raised: a dead trainer, a bug
         write_summary(
             run_dir, stopped_summary(cfg, controller, f"{type(err).__name__}: {err}", version, sft_meta, start, resumes)

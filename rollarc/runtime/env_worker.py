@@ -25,7 +25,7 @@ from rollarc.models.checkpoint import load_tokenizer
 from rollarc.policy.redundancy import KeepRule, RolloutState, kept_rollouts
 from rollarc.report.metrics import process_rss_mb
 from rollarc.runtime.router import TurnArgs
-from rollarc.runtime.turn_resend import send_until_answered
+from rollarc.runtime.turn_resend import TURN_LOST, lost_turn, send_until_answered
 
 if TYPE_CHECKING:
     from rollarc.rewards.service import RewardClientSpec  # type only: importing it at run time loads Ray Serve
@@ -56,6 +56,7 @@ class GroupResult:
     seconds: float = 0.0
     rss_mb: float = 0.0
     router_resends: int = 0  # the worker's count so far: times it sent turns again after the router died
+    stuck_env_threads: int = 0  # the worker's env threads stuck in env code now (every pool)
 
     @property
     def order(self) -> int:
@@ -88,6 +89,7 @@ class EnvWorker:
         seed: int = 0,
         reward_spec: RewardClientSpec | None = None,
         reward_weight: float = 1.0,
+        max_stuck_env_threads: int = 128,
     ):
         torch.set_num_threads(threads)
         self.name = name
@@ -113,6 +115,7 @@ class EnvWorker:
             latency_seed=seed,
             reward_fn=self.reward_client.score if self.reward_client else None,
             reward_weight=reward_weight,
+            max_stuck_threads=max_stuck_env_threads,
         )
         self._groups: dict[str, list[asyncio.Task]] = {}
         self._turns: list[tuple[TurnArgs, asyncio.Future[Completion]]] = []  # queued for the next router call
@@ -131,7 +134,10 @@ class EnvWorker:
         self._turns.append(((prompt_ids, params, cache_key, self._traj_task.get(cache_key), self._step), future))
         if len(self._turns) == 1:
             loop.call_soon(self._flush_turns)
-        return await future
+        try:
+            return await future
+        except TURN_LOST as err:  # no replica after every failover: this trajectory fails (counted), not the group
+            raise lost_turn(err) from None
 
     def _flush_turns(self) -> None:
         turns, self._turns = self._turns, []
@@ -235,6 +241,7 @@ class EnvWorker:
             seconds=time.perf_counter() - start,
             rss_mb=process_rss_mb(),
             router_resends=self.router_resends,
+            stuck_env_threads=self.runner.stuck_threads(),
         )
 
     async def run_groups(self, specs: list[GroupSpec]) -> list[GroupResult]:
@@ -263,6 +270,8 @@ class EnvWorker:
             "env_errors": s.env_errors,
             "injected_failures": s.injected_failures,
             "hung_threads": s.hung_threads,
+            "stuck_threads": self.runner.stuck_threads(),
+            "stuck_threads_peak": s.stuck_threads_peak,
             "pool_replacements": s.pool_replacements,
             **s.failures.as_dict(),
             "running_groups": len(self._groups),

@@ -29,6 +29,7 @@ from rollarc.config import Config
 from rollarc.harvest_config import HarvestConfig
 from rollarc.policy.dispatcher import BORROWED_POOL
 from rollarc.policy.lending import LendingPolicy
+from rollarc.ray_deadline import ActorHung, Deadlines
 from rollarc.runtime.coserving_replica import CoServingReplica
 from rollarc.runtime.ray_cluster import uses_gpus
 from rollarc.runtime.weight_sync import SyncPayload
@@ -50,11 +51,17 @@ COUNTED = (
     "migrated_kept",
     "migrated_kept_tokens",
     "served",
+    "serving_requests",
     # the serving steps right after a rollout step: how many, measured and predicted time (the guard's aftermath)
     "serving_after_rollout_steps",
     "serving_after_rollout_us",
     "serving_after_rollout_predicted_us",
 )
+
+
+def serving_unfinished(counters: Counter[str]) -> int:
+    """Serving requests a co-serving replica had been handed and not finished, from its counters (``COUNTED``)."""
+    return max(0, counters["serving_requests"] - counters["served"])
 
 
 def lent_registrations(
@@ -88,6 +95,7 @@ class HarvestPool:
         assert cfg.harvest is not None
         self.replica_options = dict(replica_options or {})
         self.cfg = cfg
+        self.deadlines = Deadlines.of(cfg.cluster)
         self.harvest: HarvestConfig = cfg.harvest
         self.router = router
         self.trainer = trainer
@@ -97,7 +105,14 @@ class HarvestPool:
         self.reports: dict[str, dict[str, Any]] = {}  # the last headroom report of each replica
         self.retired: Counter[str] = Counter()  # counters of replicas that died, as last reported
         self.counters: Counter[str] = Counter(
-            lends=0, withdrawals=0, migrated_turns=0, drained_turns=0, deaths=0, replacements=0, restarts=0
+            lends=0,
+            withdrawals=0,
+            migrated_turns=0,
+            drained_turns=0,
+            deaths=0,
+            replacements=0,
+            restarts=0,
+            serving_lost=0,  # serving requests a replica had been handed and not finished when it died or was killed
         )
         self.hops: list[dict[str, Any]] = []  # this step's weight hops
         self.layouts: tuple[ShardSpec, ...] = ()  # the site's shard layouts, registered with the trainer
@@ -122,7 +137,9 @@ class HarvestPool:
         if self.trainer is None:
             self.layouts, self.full_copy_bytes = (WHOLE,), 0
             return
-        site = ray.get(self.trainer.register_site.remote(self.harvest.replicas))
+        site = self.deadlines.get(
+            "call", self.trainer.register_site.remote(self.harvest.replicas), "the trainer", "register_site"
+        )
         self.layouts, self.full_copy_bytes = tuple(site["layouts"]), int(site["full_copy_bytes"])
 
     # ---- membership -------------------------------------------------------------------------------------
@@ -150,7 +167,7 @@ class HarvestPool:
         if version is None:  # a replacement: its checkpoint is older than the trainer's weights; joins when caught up
             self._joining[handle.catch_up.remote()] = (name, handle)
             return name
-        ray.get(handle.start.remote())
+        self.deadlines.get("start", handle.start.remote(), name, "start")
         self._join(name, handle)
         return name
 
@@ -168,8 +185,8 @@ class HarvestPool:
         for ref in ready:
             name, handle = self._joining.pop(ref)
             try:
-                caught = ray.get(ref)
-                ray.get(handle.start.remote())
+                caught = self.deadlines.get("call", ref, name, "catch_up")  # ready
+                self.deadlines.get("start", handle.start.remote(), name, "start")
             except RayActorError:
                 self.counters["deaths"] += 1
                 if self.harvest.replace_dead:
@@ -192,13 +209,20 @@ class HarvestPool:
             return
         self.replicas.pop(name)
         policy = self.lending.pop(name)
-        self.retired.update(self._counted(self.reports.pop(name, {})))
+        self._retire(name)
         self.counters["deaths"] += 1
         if policy.lent:
-            ray.get(self.router.mark_dead.remote(name))
-            ray.get(self.router.remove_replica.remote(name, 0.0))
+            self.deadlines.get("call", self.router.mark_dead.remote(name), "the router", "mark_dead")
+            self.deadlines.get("call", self.router.remove_replica.remote(name, 0.0), "the router", "remove_replica")
         if self.harvest.replace_dead:
             self._replace()
+
+    def _retire(self, name: str) -> None:
+        """Keep a replica's counters as last reported, and count the serving requests it leaves unfinished: the
+        trace it replayed lives in it, so they go with it (at most one poll's arrivals more, unseen)."""
+        last = self._counted(self.reports.pop(name, {}))
+        self.retired.update(last)
+        self.counters["serving_lost"] += serving_unfinished(last)
 
     def _replace(self) -> None:
         """Start a replacement now; it joins the site (and may be lent) once it has caught up with a full copy."""
@@ -214,9 +238,9 @@ class HarvestPool:
         so far are kept (``retired``); lending starts over (``lend_after_s`` again).
         """
         for name in self.lent():
-            ray.get(self.router.remove_replica.remote(name, 0.0))
+            self.deadlines.get("call", self.router.remove_replica.remote(name, 0.0), "the router", "remove_replica")
         for name, handle in [*self.replicas.items(), *self._joining.values()]:
-            self.retired.update(self._counted(self.reports.pop(name, {})))
+            self._retire(name)
             ray.kill(handle)
         self.replicas.clear()
         self.lending.clear()
@@ -240,7 +264,7 @@ class HarvestPool:
             for ref in ready:
                 name = self._headroom.pop(ref)
                 try:
-                    report = ray.get(ref)
+                    report = self.deadlines.get("call", ref, name, "headroom")  # ready
                 except RayActorError:
                     self._on_death(name)
                     continue
@@ -256,10 +280,12 @@ class HarvestPool:
     def _decide(self, name: str, capacity: int) -> None:
         decision = self.lending[name].observe(time.monotonic(), capacity)
         if decision == "lend":
-            ray.get(self.router.add_replica.remote(name, self.replicas[name], BORROWED_POOL, capacity))
+            ref = self.router.add_replica.remote(name, self.replicas[name], BORROWED_POOL, capacity)
+            self.deadlines.get("call", ref, "the router", "add_replica")
             self.counters["lends"] += 1
         elif decision == "withdraw":
-            outcome = ray.get(self.router.remove_replica.remote(name, self.harvest.drain_timeout_s))
+            ref = self.router.remove_replica.remote(name, self.harvest.drain_timeout_s)
+            outcome = self.deadlines.get("train", ref, "the router", "remove_replica")  # drains first
             self.counters["withdrawals"] += 1
             self.counters["migrated_turns"] += outcome["aborted"]
             self.counters["drained_turns"] += outcome["drained"]
@@ -296,7 +322,7 @@ class HarvestPool:
         head = self._syncs.pop(ref)
         self._round.discard(ref)
         try:
-            hops = ray.get(ref)
+            hops = self.deadlines.get("call", ref, head, "relay")  # ready
         except RayActorError:
             self._on_death(head)  # the members below it on this shard's route missed it: caught up below
         else:
@@ -313,7 +339,7 @@ class HarvestPool:
             if name not in self.replicas or self._reached.get(name, set()) >= set(self.layouts):
                 continue
             try:
-                caught = ray.get(self.replicas[name].catch_up.remote())
+                caught = self.deadlines.get("train", self.replicas[name].catch_up.remote(), name, "catch_up")
             except RayActorError:
                 self._on_death(name)
                 continue
@@ -347,10 +373,10 @@ class HarvestPool:
         """The borrowed replicas' generate spans (role ``borrowed``), for the controller's timeline.jsonl: those
         that came with the headroom reports (every poll_s), and those since."""
         spans, self._spans = self._spans, []
-        for ref in [handle.drain_spans.remote() for handle in self.replicas.values()]:
+        for name, ref in [(n, handle.drain_spans.remote()) for n, handle in self.replicas.items()]:
             try:
-                spans.extend(ray.get(ref))
-            except RayActorError:
+                spans.extend(self.deadlines.get("call", ref, name, "drain_spans"))
+            except (RayActorError, ActorHung):
                 continue  # a replica that died takes its unsent spans with it; tick() counts its death
         return spans
 

@@ -36,6 +36,7 @@ from rollarc.runtime.router import TurnArgs
 from rollarc.runtime.sync_report import sync_span, sync_timings
 from rollarc.runtime.turn_chunks import TurnChunk, chunks_as_completed
 from rollarc.runtime.weight_handoff import CheckpointHandOff
+from rollarc.serve.access import bearer_headers
 from rollarc.serve.config import OpenAIBackendConfig
 from rollarc.serve.protocol import completion_request, parse_completion
 
@@ -71,7 +72,8 @@ class OpenAIReplica:
     def _client(self) -> aiohttp.ClientSession:
         if self._session is None:
             self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(limit=self.cfg.max_concurrent_requests)
+                connector=aiohttp.TCPConnector(limit=self.cfg.max_concurrent_requests),
+                headers=bearer_headers(self.cfg.api_key_env),  # a server started with --api-key wants it
             )
         return self._session
 
@@ -233,6 +235,8 @@ class OpenAIReplica:
         return spans
 
     def ping(self) -> str:
+        """The actor's health only: the server is external (rollarc cannot restart it), so a dead server fails its
+        turns (``finish_reason="error"``, counted) rather than being replaced (``Workers.heal`` skips this backend)."""
         return self.name
 
 
@@ -251,9 +255,10 @@ def start_openai_backend(workers: Any, version: int) -> Any:
         )
         workers.rollout[name] = handle
         workers.rollout_pool[name] = pool
-        ray.get(workers.router.add_replica.remote(name, handle, pool, backend.max_concurrent_requests))
+        ref = workers.router.add_replica.remote(name, handle, pool, backend.max_concurrent_requests)
+        workers.deadlines.get("call", ref, "the router", "add_replica")
     try:
-        ray.get(sync_openai(workers.rollout, handoff.initial.remote()))
+        workers.deadlines.get("start", sync_openai(workers.rollout, handoff.initial.remote()), "the servers", "reload")
     except RayTaskError as err:
         raise ConfigError(
             f"rollout.openai.base_urls: a server did not load the start weights: "

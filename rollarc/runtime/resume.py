@@ -10,6 +10,7 @@ The LLM path adds one check: a checkpoint without the KL's reference cannot resu
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from rollarc.config import Config
@@ -23,8 +24,11 @@ from rollarc.runtime.run_dir import record_new_run as record_new_run
 from rollarc.runtime.run_dir import resume_point
 
 
-def prepare_resume(cfg: Config) -> ResumePoint:
-    """Check ``cfg`` against the run it resumes and record the resume; a one-line ConfigError if it may not."""
+def prepare_resume(cfg: Config, say: Callable[[str], None] | None = None) -> ResumePoint:
+    """Check ``cfg`` against the run it resumes and record the resume; a one-line ConfigError if it may not.
+
+    ``say``: where a damaged checkpoint passed over (or an unverified one) is told; stderr by default.
+    """
 
     def reference_kept(run_dir: Path, checkpoint: Path) -> None:
         # with model.lora the reference is the checkpoint's own base (policy/), adapters disabled: no file for it
@@ -35,4 +39,4 @@ def prepare_resume(cfg: Config) -> ResumePoint:
                 "original reference"
             )
 
-    return resume_point(cfg, reference_kept)
+    return resume_point(cfg, reference_kept, say)

@@ -264,4 +264,7 @@ class RolloutWorker:
         return spans
 
     def ping(self) -> str:
+        """The replica's health: raises :class:`EngineDeadError` when its engine loop died (the actor lives on
+        around it), so the controller replaces it as it replaces a dead actor (``Workers.heal``)."""
+        self.engine.check_alive()
         return self.name

@@ -3,8 +3,8 @@
 It routes every turn through a :class:`~rollarc.policy.dispatcher.Dispatcher` (the pure routing core the
 simulator runs too, built by :func:`~rollarc.runtime.scheduling.make_dispatcher`) and owns the control protocol that elasticity builds
 on: ``suspend`` / ``resume`` (hold new turns), ``abort_all``, ``drain`` (wait for in-flight turns),
-``add_replica`` / ``remove_replica`` at run time. A replica that dies mid-request is marked dead and
-the turn is retried on another; with none usable a turn waits up to ``replacement_wait_s`` for the
+``add_replica`` / ``remove_replica`` at run time. A replica that dies mid-request (its actor, or its engine loop:
+:class:`EngineDeadError`) is marked dead and the turn is retried on another; with none usable a turn waits up to ``replacement_wait_s`` for the
 replacement the controller starts, then fails with a clear error.
 
 The router itself is restarted by Ray when it dies (``max_restarts``), under the same handle. Single turns in
@@ -26,12 +26,16 @@ from typing import Any
 import ray
 from ray.exceptions import RayActorError
 
+from rollarc.engine.async_engine import EngineDeadError
 from rollarc.engine.types import Completion, SamplingParams
 from rollarc.policy.routing import NoReplicaError, Route
 from rollarc.runtime.scheduling import make_dispatcher
 from rollarc.runtime.turn_chunks import TurnChunk
 
 MAX_FAILOVERS = 8
+# A replica is lost when its actor died, or when its engine loop did and the actor lives on around it: an awaited
+# call then raises Ray's RayTaskError typed as the cause too (``RayTaskError(EngineDeadError)``), caught here.
+REPLICA_LOST = (RayActorError, EngineDeadError)
 
 # One turn's arguments, as ``generate`` takes them: (prompt_ids, params, cache_key, task, step).
 TurnArgs = tuple[list[int], SamplingParams, str | None, str | None, int | None]
@@ -116,7 +120,7 @@ class Router:
         if left:
             try:
                 aborted = await self.handles[name].abort_all.remote()
-            except RayActorError:
+            except REPLICA_LOST:
                 self._mark_dead(name)
             while state.alive and state.outstanding > 0:  # aborted turns return at the next decode step
                 await asyncio.sleep(0.005)
@@ -168,7 +172,7 @@ class Router:
                     completion = await self.handles[route.replica].generate.remote(
                         prompt_ids, params, cache_key, task, step
                     )
-                except RayActorError:
+                except REPLICA_LOST:
                     self._mark_dead(route.replica)
                     continue
                 finally:
@@ -225,7 +229,7 @@ class Router:
                             self._count(routes[i], pool, turns[i][3], completion)
                             chunk.append((i, completion))
                         results.put_nowait(chunk)
-                except RayActorError:
+                except REPLICA_LOST:
                     self._mark_dead(replica)
                 except Exception as err:  # noqa: BLE001 - not swallowed: generate_batch raises it to the caller
                     results.put_nowait(err)

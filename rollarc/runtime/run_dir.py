@@ -30,8 +30,11 @@ import yaml
 from pydantic import BaseModel
 
 from rollarc.configio import ConfigError, dump_yaml, validate
-from rollarc.models.checkpoint import remove_partial_directories
+from rollarc.models.checkpoint import check_state_files, remove_partial_directories
+from rollarc.models.checkpoint_digest import MANIFEST, DamagedCheckpoint, verify_manifest
+from rollarc.models.checkpoint_retention import STATE, complete_checkpoints
 from rollarc.report.config_fingerprint import check_resume, fingerprint
+from rollarc.report.durable import append_line_durably, write_text_durably
 from rollarc.report.run_dir import (
     CHECKPOINTS,
     CONFIG,
@@ -46,7 +49,6 @@ from rollarc.runtime.stop_signals import RunStopped
 
 FINGERPRINT = "fingerprint.json"
 HISTORY = "config_history.jsonl"
-STATE = "state.json"
 # Keys every summary.json has, whichever kind of run wrote it and however it ended.
 SUMMARY_KEYS = ("name", "status", "stop_reason", "steps", "wall_s", "total_wall_s", "evals", "resumes")
 # Files every finished run directory has, whichever kind of run wrote it.
@@ -70,8 +72,10 @@ def new_run_dir(parent: str | Path, name: str) -> Path:
 
 def record_new_run(run_dir: Path, cfg: BaseModel) -> None:
     """``config.yaml`` and ``fingerprint.json`` of a run that starts now."""
-    (run_dir / CONFIG).write_text(dump_yaml(cfg))
-    (run_dir / FINGERPRINT).write_text(json.dumps({"config_sha256": fingerprint(config_dict(cfg))}, indent=1) + "\n")
+    write_text_durably(run_dir / CONFIG, dump_yaml(cfg))
+    write_text_durably(
+        run_dir / FINGERPRINT, json.dumps({"config_sha256": fingerprint(config_dict(cfg))}, indent=1) + "\n"
+    )
 
 
 def latest_checkpoint(run_dir: Path) -> Path | None:
@@ -79,8 +83,8 @@ def latest_checkpoint(run_dir: Path) -> Path | None:
 
     Ordered by the step number, not the name: t2i runs before this format named them with 5 digits.
     """
-    found = [p for p in (run_dir / CHECKPOINTS).glob("step_*") if p.name[5:].isdigit() and (p / STATE).is_file()]
-    return max(found, key=lambda p: int(p.name[5:])) if found else None
+    found = complete_checkpoints(run_dir / CHECKPOINTS)
+    return found[-1] if found else None
 
 
 @dataclass(frozen=True)
@@ -91,6 +95,35 @@ class ResumePoint:
     checkpoint: Path
     state: dict[str, Any]
     resumes: int  # this resume's number N (1 for the first)
+    skipped: tuple[str, ...] = ()  # newer checkpoints passed over as damaged, each with why
+
+
+def intact_checkpoint(run_dir: Path, say: Callable[[str], None]) -> tuple[Path, dict[str, Any], list[str]]:
+    """The newest complete checkpoint whose files match its manifest, its ``state.json``, and the newer ones
+    passed over as damaged (``say`` tells each in one line). A checkpoint without a manifest (an older
+    rollarc's) is loaded unverified. A state file holding pickled objects is refused outright (UnsafeCheckpoint).
+    """
+    checkpoints = complete_checkpoints(run_dir / CHECKPOINTS)
+    if not checkpoints:
+        raise ConfigError(f"resume={run_dir}: no checkpoint found under {run_dir / CHECKPOINTS}")
+    skipped: list[str] = []
+    for checkpoint in reversed(checkpoints):
+        try:
+            verified = verify_manifest(checkpoint)
+            check_state_files(checkpoint)
+            state = json.loads((checkpoint / STATE).read_text())
+        except DamagedCheckpoint as err:
+            skipped.append(f"{checkpoint.name}: {err}")
+            continue
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            skipped.append(f"{checkpoint.name}: {checkpoint / STATE} is not valid JSON")
+            continue
+        for note in skipped:
+            say(f"rollarc: checkpoint {note}; resuming from the previous one, {checkpoint.name}")
+        if not verified:
+            say(f"rollarc: {checkpoint.name} has no {MANIFEST} (an older rollarc wrote it): loaded unverified")
+        return checkpoint, state, skipped
+    raise ConfigError(f"resume={run_dir}: no intact checkpoint under {run_dir / CHECKPOINTS}: {skipped[0]}")
 
 
 def _resume_files(run_dir: Path) -> list[Path]:
@@ -115,11 +148,15 @@ def run_config(run_dir: Path, model: type[BaseModel]) -> tuple[dict[str, Any], P
     return config_dict(validate(model, data, source=str(path))), path
 
 
-def resume_point(cfg: Any, check: Callable[[Path, Path], None] | None = None) -> ResumePoint:
+def resume_point(
+    cfg: Any, check: Callable[[Path, Path], None] | None = None, say: Callable[[str], None] | None = None
+) -> ResumePoint:
     """Check ``cfg`` (a config with ``resume`` set) against the run it resumes, then record the resume.
 
     ``check(run_dir, checkpoint)`` is the kind's own check, run before anything is written. A one-line
-    ConfigError when the resume may not go on: no such directory, an unsafe config change, no checkpoint.
+    ConfigError when the resume may not go on: no such directory, an unsafe config change, no intact checkpoint.
+    A damaged latest checkpoint is passed over for the previous intact one; ``say`` (stderr by default) and
+    ``config_history.jsonl`` (``skipped_damaged``) tell so.
     """
     run_dir = Path(cfg.resume)
     if not run_dir.is_dir():
@@ -128,14 +165,11 @@ def resume_point(cfg: Any, check: Callable[[Path, Path], None] | None = None) ->
     old, _ = run_config(run_dir, type(cfg))
     new = config_dict(cfg)
     changes = check_resume(old, new, str(run_dir))
-    checkpoint = latest_checkpoint(run_dir)
-    if checkpoint is None:
-        raise ConfigError(f"resume={run_dir}: no checkpoint found under {run_dir / CHECKPOINTS}")
+    checkpoint, state, skipped = intact_checkpoint(run_dir, say or (lambda line: print(line, file=sys.stderr)))
     if check is not None:
         check(run_dir, checkpoint)
-    state = json.loads((checkpoint / STATE).read_text())
     number = len(_resume_files(run_dir)) + 1
-    (run_dir / f"config.resume-{number}.yaml").write_text(dump_yaml(cfg))
+    write_text_durably(run_dir / f"config.resume-{number}.yaml", dump_yaml(cfg))
     entry = {
         "resume": number,
         "at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
@@ -143,9 +177,10 @@ def resume_point(cfg: Any, check: Callable[[Path, Path], None] | None = None) ->
         "config_sha256": fingerprint(new),
         "changed": {key: {"from": a, "to": b} for key, (a, b) in changes.items() if key != "resume"},
     }
-    with (run_dir / HISTORY).open("a") as fh:
-        fh.write(json.dumps(entry) + "\n")
-    return ResumePoint(run_dir=run_dir, checkpoint=checkpoint, state=state, resumes=number)
+    if skipped:
+        entry["skipped_damaged"] = skipped
+    append_line_durably(run_dir / HISTORY, json.dumps(entry))
+    return ResumePoint(run_dir=run_dir, checkpoint=checkpoint, state=state, resumes=number, skipped=tuple(skipped))
 
 
 def write_summary(run_dir: Path, summary: dict[str, Any]) -> None:

@@ -9,13 +9,12 @@ the step loop is its own (:class:`~rollarc.diffusion.controller.T2IController`; 
 
 from __future__ import annotations
 
+import itertools
 import os
 import sys
 import time
 from pathlib import Path
 from typing import Any
-
-import ray
 
 from rollarc.configio import ConfigError
 from rollarc.diffusion.config import CACHE, T2IClusterConfig, T2IConfig, load_t2i_config
@@ -26,13 +25,14 @@ from rollarc.diffusion.spot_fleet import HEAD_RESOURCE, SpotFleet, cost_summary,
 from rollarc.diffusion.tasks.base import split
 from rollarc.diffusion.tasks.registry import make_task
 from rollarc.diffusion.workers import T2ISampler, T2ITrainer
+from rollarc.models.checkpoint_write import DiskFull
 from rollarc.placement import pool_resource
+from rollarc.ray_deadline import ActorHung, Deadlines
 from rollarc.report.metrics import MetricsWriter
 from rollarc.runtime import stop_signals
 from rollarc.runtime.ray_cluster import RayStart, local_nodes, start_cluster, stop_ray
 from rollarc.runtime.run_dir import (
     finished,
-    latest_checkpoint,
     new_run_dir,
     partial_summary,
     record_new_run,
@@ -41,6 +41,8 @@ from rollarc.runtime.run_dir import (
     write_summary,
 )
 from rollarc.runtime.stop_signals import RunStopped
+
+TRAINER_NAME = "t2i-trainer"  # its Ray name, before "-N" (the run's N-th trainer)
 
 
 def _log(message: str) -> None:
@@ -129,20 +131,31 @@ def run_t2i(cfg: T2IConfig) -> int:
                 busy_wait_s=cfg.spot.busy_wait_s,
                 sp_degree=cfg.cluster.sp_degree,
                 heartbeat_every=cfg.spot.heartbeat_every,
+                deadlines=Deadlines.of(cfg.cluster),
             )
         elif cfg.explore.enabled:
             explorer = T2ISampler.options(**role_options(cfg.cluster, "explorer")).remote(  # type: ignore[attr-defined]  # @ray.remote class
                 str(policy_dir), cfg.tasks, cache, threads.explorer.threads, step, cfg.cluster.sp_degree
             )
-        trainer = T2ITrainer.options(**role_options(cfg.cluster, "trainer")).remote(  # type: ignore[attr-defined]  # @ray.remote class
-            str(policy_dir), str(base), cfg.train, threads.trainer.threads, step
-        )
-        if state is not None:
-            ray.get(trainer.load_optimizer.remote(str(latest_checkpoint(run_dir))))
+        serials = itertools.count()
+
+        def new_trainer(checkpoint: Path | None, version: int) -> Any:
+            """A trainer at ``version`` from ``checkpoint`` (None: the policy the run started from); named
+            ``t2i-trainer-N``, N counting the run's trainers (the chaos benchmark finds the newest by it)."""
+            resumed_from = policy_dir.parent if state is not None else None  # the checkpoint resumed from
+            policy, optimizer = (checkpoint / "policy", checkpoint) if checkpoint else (policy_dir, resumed_from)
+            options = {"name": f"{TRAINER_NAME}-{next(serials)}", **role_options(cfg.cluster, "trainer")}
+            handle = T2ITrainer.options(**options).remote(  # type: ignore[attr-defined]  # @ray.remote class
+                str(policy), str(base), cfg.train, threads.trainer.threads, version
+            )
+            if optimizer is not None:
+                ref = handle.load_optimizer.remote(str(optimizer))
+                Deadlines.of(cfg.cluster).get("start", ref, "the trainer", "load_optimizer")
+            return handle
+
+        workers = T2IWorkers(new_trainer(None, step), sampler, explorer, fleet, restart_trainer=new_trainer)
         metrics = MetricsWriter(run_dir, tensorboard=cfg.run.tensorboard, truncate_after_step=step if state else None)
-        controller = T2IController(
-            cfg, run_dir, T2IWorkers(trainer, sampler, explorer, fleet), train_prompts, heldout, metrics, step, state
-        )
+        controller = T2IController(cfg, run_dir, workers, train_prompts, heldout, metrics, step, state)
         summary = controller.run(_log)
         if fleet is not None:
             fleet.close()
@@ -151,6 +164,10 @@ def run_t2i(cfg: T2IConfig) -> int:
             _log(_spot_line(summary["spot"]))
     except RunStopped as err:  # a stop signal: summary.json and one line below, after Ray is stopped
         stopped = err
+    except (ActorHung, DiskFull) as err:  # a hung actor, a full disk: one line and the summary, not a traceback
+        print(f"rollarc: run stopped: {err}", file=sys.stderr)
+        write_summary(run_dir, _stopped(cfg, controller, str(err), step, start, resumes))
+        return 1
     except BaseException as err:  # recorded in summary.json, then re-raised: a dead worker, a bug
         write_summary(run_dir, _stopped(cfg, controller, f"{type(err).__name__}: {err}", step, start, resumes))
         raise

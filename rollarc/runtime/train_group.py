@@ -27,8 +27,10 @@ import torch
 
 from rollarc.agent.trajectory import Trajectory
 from rollarc.config import Config
-from rollarc.models.checkpoint import REFERENCE_FILE, atomic_directory, load_policy
+from rollarc.models.checkpoint import REFERENCE_FILE, load_policy, load_state_file, save_state_file
+from rollarc.models.checkpoint_write import checkpoint_directory
 from rollarc.models.device import resolve_device
+from rollarc.ray_deadline import Deadlines
 from rollarc.report.metrics import process_rss_mb
 from rollarc.runtime.ray_cluster import actor_options
 from rollarc.runtime.train_worker import latest_payload, register_site, sync_span
@@ -54,12 +56,14 @@ def start_train_group(cfg: Config, policy_dir: str, *, gpus: bool = False) -> An
         ).remote(rank, role.replicas)
         for rank in range(role.replicas)
     ]
-    nodes = ray.get([r.node.remote() for r in ranks])
+    deadlines = Deadlines.of(cfg.cluster)
+    nodes = deadlines.get_each("start", {f"FSDP rank {i}": r.node.remote() for i, r in enumerate(ranks)}, "node")
     # All on one node: the rendezvous listens on the loopback only. Across nodes: on rank 0's node address.
     host = "127.0.0.1" if len({node_id for node_id, _ in nodes}) == 1 else nodes[0][1]
-    port = ray.get(ranks[0].pick_port.remote(host))
-    ray.get([r.setup.remote(policy_dir, cfg, role.threads, host, port) for r in ranks])
-    ray.get(ranks[0].lead.remote(ranks[1:]))
+    port = deadlines.get("call", ranks[0].pick_port.remote(host), "FSDP rank 0", "pick_port")
+    setups = {f"FSDP rank {i}": r.setup.remote(policy_dir, cfg, role.threads, host, port) for i, r in enumerate(ranks)}
+    deadlines.get_each("start", setups, "setup")
+    deadlines.get("start", ranks[0].lead.remote(ranks[1:]), "FSDP rank 0", "lead")
     return ranks[0]
 
 
@@ -127,7 +131,7 @@ class FSDPTrainRank:
 
     def rank_load(self, path: str) -> None:
         self.trainer.load_sharded(str(Path(path) / SHARDED_DIR))
-        self.trainer.load_loop_state(torch.load(Path(path) / "trainer_state.pt", weights_only=False))
+        self.trainer.load_loop_state(load_state_file(Path(path) / "trainer_state.pt"))
         self.trainer.load_reference(Path(path) / REFERENCE_FILE)  # every rank holds the whole reference
 
     def rank_spans(self) -> list[dict[str, Any]]:
@@ -138,8 +142,13 @@ class FSDPTrainRank:
         """Start ``method`` on every peer, run it here, then wait for the peers (a failure anywhere raises)."""
         refs = [getattr(peer, method).remote(*args) for peer in self.peers]
         result = getattr(self, method)(*args)
-        ray.get(refs)
+        self._wait_peers(refs, method)
         return result
+
+    def _wait_peers(self, refs: list[Any], method: str) -> None:
+        """The peers' parts of a collective, within ``cluster.train_timeout_s``: a hung peer is named."""
+        named = {f"FSDP rank {i + 1}": ref for i, ref in enumerate(refs)}
+        Deadlines.of(self.cfg.cluster).get_each("train", named, method)
 
     # ---- rank 0: the TrainWorker interface -------------------------------------------------------
     def lead(self, peers: list[Any]) -> None:
@@ -151,7 +160,7 @@ class FSDPTrainRank:
         groups_ref = ray.put(groups)  # one copy in the object store for every peer
         refs = [peer.rank_train_step.remote(groups_ref, step) for peer in self.peers]
         stats = self.rank_train_step(groups, step)
-        ray.get(refs)
+        self._wait_peers(refs, "rank_train_step")
         stats["train_ranks"] = self.world_size
         return stats
 
@@ -183,11 +192,11 @@ class FSDPTrainRank:
 
     def save_checkpoint(self, path: str, controller_state: dict[str, Any]) -> str:
         """Sharded model and optimiser, an HF export of the gathered weights, loop and controller state."""
-        with atomic_directory(path) as tmp:
+        with checkpoint_directory(path) as tmp:
             weights = self._on_all("rank_save", str(tmp))
             self.trainer.model.save_pretrained(tmp / "policy", state_dict=weights, safe_serialization=True)
             self.tokenizer.save_pretrained(tmp / "policy")
-            torch.save(self.trainer.loop_state(), tmp / "trainer_state.pt")
+            save_state_file(self.trainer.loop_state(), tmp / "trainer_state.pt")
             self.trainer.save_reference(tmp / REFERENCE_FILE)
             (tmp / FSDP_META).write_text(json.dumps({"ranks": self.world_size}))
             (tmp / "state.json").write_text(json.dumps(controller_state, indent=1))
@@ -210,6 +219,7 @@ class FSDPTrainRank:
 
     def drain_spans(self) -> list[dict[str, Any]]:
         spans = self.rank_spans()
-        for part in ray.get([peer.rank_spans.remote() for peer in self.peers]):
+        named = {f"FSDP rank {i + 1}": peer.rank_spans.remote() for i, peer in enumerate(self.peers)}
+        for part in Deadlines.of(self.cfg.cluster).get_each("call", named, "rank_spans"):
             spans.extend(part)
         return spans

@@ -18,7 +18,8 @@ import torch
 
 from rollarc.agent.trajectory import Trajectory
 from rollarc.config import Config
-from rollarc.models.checkpoint import REFERENCE_FILE, atomic_directory, load_policy
+from rollarc.models.checkpoint import REFERENCE_FILE, load_policy, load_state_file, save_state_file
+from rollarc.models.checkpoint_write import checkpoint_directory
 from rollarc.report.metrics import process_rss_mb
 from rollarc.runtime.weight_sync import ShardPayload, SyncPayload
 from rollarc.sync.shard import ShardSpec
@@ -100,8 +101,9 @@ class TrainWorker:
         return self.trainer.named_weights()
 
     def save_checkpoint(self, path: str, controller_state: dict[str, Any]) -> str:
-        """Policy (HF format), optimiser state and controller state, written atomically as one directory."""
-        with atomic_directory(path) as tmp:
+        """Policy (HF format), optimiser state and controller state, written atomically as one directory (with
+        its manifest; a full disk raises DiskFull)."""
+        with checkpoint_directory(path) as tmp:
             if self.lora is not None:
                 from rollarc.train.lora import ADAPTER_DIR, save_adapter  # deferred: peft, only with model.lora
 
@@ -110,7 +112,7 @@ class TrainWorker:
             else:
                 self.model.save_pretrained(tmp / "policy", safe_serialization=True)
                 self.tokenizer.save_pretrained(tmp / "policy")
-            torch.save(self.trainer.optimizer_state(), tmp / "trainer_state.pt")
+            save_state_file(self.trainer.optimizer_state(), tmp / "trainer_state.pt")
             self.trainer.save_reference(tmp / REFERENCE_FILE)
             (tmp / "state.json").write_text(json.dumps(controller_state, indent=1))
         return path
@@ -129,7 +131,7 @@ class TrainWorker:
         else:
             model, _ = load_policy(path_ / "policy")
             self.model.load_state_dict(model.state_dict())
-        self.trainer.load_optimizer_state(torch.load(path_ / "trainer_state.pt", weights_only=False))
+        self.trainer.load_optimizer_state(load_state_file(path_ / "trainer_state.pt"))
         self.trainer.load_reference(path_ / REFERENCE_FILE)
         layouts = self.publisher.layouts  # the borrowed site's, if registered: still encoded after the load
         self.publisher = WeightPublisher(self.cfg.sync)

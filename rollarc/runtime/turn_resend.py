@@ -16,7 +16,10 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
 from ray.exceptions import RayActorError, RayError
 
+from rollarc.agent.turn import GenerationFailure
+from rollarc.engine.async_engine import EngineDeadError
 from rollarc.engine.types import Completion
+from rollarc.policy.routing import NoReplicaError
 from rollarc.runtime.turn_chunks import TurnChunk
 
 MAX_RESENDS = 8
@@ -28,6 +31,20 @@ StreamOpener = Callable[[list[int]], AsyncIterator[Awaitable[TurnChunk]]]
 
 class RouterLostTurns(RuntimeError):
     """The router did not answer some turns of a batch, after every resend."""
+
+
+# What a turn can end with instead of a completion once the router's failovers are spent (no replica left, a dead
+# engine it could not fail over from) or the router stayed gone. A Ray error raised by the router is typed as its
+# cause too (``RayTaskError(NoReplicaError)``), so it matches here.
+TURN_LOST = (NoReplicaError, EngineDeadError, RouterLostTurns)
+
+
+def lost_turn(err: Exception) -> GenerationFailure:
+    """``err`` (one of ``TURN_LOST``) as the failure of the turn's trajectory, counted by kind
+    (``generation_error:NoReplicaError``), in one line: the cause's message, not Ray's traceback."""
+    cause = getattr(err, "cause", None) or err
+    name = type(cause).__name__
+    return GenerationFailure(f"{name}: {cause}", kind=f"generation_error:{name}")
 
 
 async def send_until_answered(

@@ -31,6 +31,7 @@ from typing import Any
 import ray
 import torch
 
+from rollarc.engine.async_engine import EngineDeadError
 from rollarc.engine.config import EngineConfig
 from rollarc.engine.types import Completion, SamplingParams
 from rollarc.models.checkpoint import load_policy
@@ -342,7 +343,11 @@ class VLLMRolloutWorker:
         return spans
 
     async def ping(self) -> str:
-        await self._engine_ready()
+        """The replica's health: raises :class:`EngineDeadError` once vLLM's engine core died (``AsyncLLM.errored``),
+        so the controller replaces it as it replaces a dead actor (``Workers.heal``)."""
+        engine = await self._engine_ready()
+        if getattr(engine, "errored", False):
+            raise EngineDeadError(f"vLLM replica {self.name}: its engine core died")
         return self.name
 
     def shutdown(self) -> None:

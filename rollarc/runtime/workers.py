@@ -18,11 +18,12 @@ from ray.exceptions import RayActorError
 from rollarc.cluster_config import RoleConfig
 from rollarc.config import Config, rollout_entry_replicas
 from rollarc.configio import ConfigError
+from rollarc.ray_deadline import ActorHung, Deadlines
 from rollarc.runtime.env_worker import EnvWorker
 from rollarc.runtime.openai_replica import start_openai_backend, sync_openai
 from rollarc.runtime.ray_cluster import actor_options, uses_gpus
 from rollarc.runtime.rollout_worker import RolloutWorker
-from rollarc.runtime.router import Router
+from rollarc.runtime.router import REPLICA_LOST, Router
 from rollarc.runtime.scheduling import dedicated_first, task_pools
 from rollarc.runtime.train_group import start_train_group
 from rollarc.runtime.train_worker import TrainWorker
@@ -36,6 +37,7 @@ class Workers:
         replica catches up from the trainer, so the trainer must hold the checkpoint's adapter by then)."""
         self.cfg = cfg
         self.policy_dir = policy_dir
+        self.deadlines = Deadlines.of(cfg.cluster)
         roles = cfg.cluster.roles
         self.gpus = uses_gpus(cfg.cluster, cfg.model.device)
         self.tasks = {t.name: t for t in cfg.tasks}
@@ -44,10 +46,13 @@ class Workers:
         self.router = Router.options(  # type: ignore[attr-defined]  # @ray.remote class
             name="router", num_cpus=0, max_concurrency=10_000, max_restarts=-1, max_task_retries=-1
         ).remote(task_pools(cfg), dedicated_first=dedicated_first(cfg))
+        self.deadlines.get("start", self.router.alive.remote(), "the router", "alive")  # started: later calls are short
         self._train_serial = 0
         self.trainer = self._new_trainer(policy_dir)
         if checkpoint is not None:
-            ray.get(self.trainer.load_checkpoint.remote(checkpoint))
+            self.deadlines.get(
+                "start", self.trainer.load_checkpoint.remote(checkpoint), "the trainer", "load_checkpoint"
+            )
         self.policy_version = start_version  # the version of the weights in policy_dir
         self.rollout_restarts = 0
         self.router_restarts = 0
@@ -82,7 +87,9 @@ class Workers:
         self._env_serial = 0
         for _ in range(roles.env.replicas):
             self._new_env()
-        ray.get([h.ping.remote() for h in [*self.rollout.values(), *self.env.values()]])
+        self.deadlines.get_each(
+            "start", {n: h.ping.remote() for n, h in [*self.rollout.items(), *self.env.items()]}, "ping"
+        )
         self.dead_rollouts: list[str] = []
 
     # ---- rollout replicas ------------------------------------------------------------------------
@@ -131,12 +138,17 @@ class Workers:
                 None if lora is None else lora.scaling,
             )
         if catch_up:
-            caught_up = ray.get(handle.catch_up.remote())
+            caught_up = self.deadlines.get("start", handle.catch_up.remote(), f"rollout replica {name}", "catch_up")
             if caught_up != version:
                 raise RuntimeError(f"rollout replica {name} caught up to version {caught_up}, expected {version}")
         self.rollout[name] = handle
         self.rollout_pool[name] = group.pool
-        ray.get(self.router.add_replica.remote(name, handle, group.pool, self.cfg.engine.max_num_seqs))
+        self.deadlines.get(
+            "call",
+            self.router.add_replica.remote(name, handle, group.pool, self.cfg.engine.max_num_seqs),
+            "the router",
+            "add_replica",
+        )
         return handle
 
     def remove_rollout(self, name: str, drain_timeout_s: float | None = None) -> dict[str, int]:
@@ -145,15 +157,20 @@ class Workers:
         Returns the router's counts: in-flight turns that finished during the drain and turns aborted (the agent
         loops retry those on the remaining replicas, so no trajectory is lost).
         """
-        outcome: dict[str, int] = ray.get(self.router.remove_replica.remote(name, drain_timeout_s))
+        # the router drains the replica's turns first (each ends within async.trajectory_timeout_s): a long call
+        outcome: dict[str, int] = self.deadlines.get(
+            "train", self.router.remove_replica.remote(name, drain_timeout_s), "the router", "remove_replica"
+        )
         handle = self.rollout.pop(name)
         self.rollout_pool.pop(name, None)
         if name in self.dead_rollouts:
             self.dead_rollouts.remove(name)
-        with contextlib.suppress(RayActorError):  # one that died first takes its spans along (death is counted)
-            self._left_spans.extend(ray.get(handle.drain_spans.remote()))  # its timeline outlives it
+        with contextlib.suppress(RayActorError, ActorHung):  # one that died or hangs takes its spans along
+            self._left_spans.extend(self.deadlines.get("call", handle.drain_spans.remote(), name, "drain_spans"))
             if self.cfg.rollout.backend == "vllm":
-                ray.get(handle.shutdown.remote())  # vLLM's engine core is a child process: stop it, not orphan it
+                self.deadlines.get(
+                    "call", handle.shutdown.remote(), name, "shutdown"
+                )  # vLLM's engine core is a child process: stop it, not orphan it
         ray.kill(handle)
         return outcome
 
@@ -172,7 +189,14 @@ class Workers:
         return [n for n in self.rollout if n not in self.dead_rollouts]
 
     def alive_rollouts(self) -> list[str]:
-        return ray.get(self.router.alive.remote())
+        return self.deadlines.get("call", self.router.alive.remote(), "the router", "alive")
+
+    def mark_dead_rollout(self, name: str) -> None:
+        """``name`` failed a call because its engine died (its actor lives on): the router stops routing to it, and
+        ``heal`` kills and replaces it."""
+        self.deadlines.get("call", self.router.mark_dead.remote(name), "the router", "mark_dead")
+        if name not in self.dead_rollouts:
+            self.dead_rollouts.append(name)
 
     def note_dead_rollout(self) -> None:
         alive = set(self.alive_rollouts())
@@ -200,6 +224,7 @@ class Workers:
             seed=self.cfg.seed * 1000 + self._env_serial,
             reward_spec=self.reward_backend.client_spec() if self.reward_backend else None,
             reward_weight=getattr(self.cfg.reward, "weight", 1.0),
+            max_stuck_env_threads=self.cfg.async_.max_stuck_env_threads,
         )
         return name
 
@@ -219,9 +244,10 @@ class Workers:
         """Stop services that outlive their callers (the serverless reward apps, vLLM's engine processes);
         actors die with Ray."""
         if self.cfg.rollout.backend == "vllm":
-            for ref in [h.shutdown.remote() for n, h in self.rollout.items() if n not in self.dead_rollouts]:
-                with contextlib.suppress(RayActorError):
-                    ray.get(ref)
+            refs = {n: h.shutdown.remote() for n, h in self.rollout.items() if n not in self.dead_rollouts}
+            for name, ref in refs.items():
+                with contextlib.suppress(RayActorError, ActorHung):
+                    self.deadlines.get("call", ref, name, "shutdown")
         if self.dataset_rewards is not None:
             self.dataset_rewards.shutdown()
         if self.reward_backend is not None:
@@ -241,7 +267,9 @@ class Workers:
     def supervise(self, replacement_wait_s: float) -> None:
         """The caller will ``heal``: while the last rollout replica is being replaced, turns wait for it."""
         self.replacement_wait_s = replacement_wait_s
-        ray.get(self.router.set_replacement_wait.remote(replacement_wait_s))
+        self.deadlines.get(
+            "call", self.router.set_replacement_wait.remote(replacement_wait_s), "the router", "set_replacement_wait"
+        )
 
     def restart_from(self, policy_dir: str, checkpoint: str | None, version: int) -> None:
         """The trainer was lost: a new one from ``checkpoint`` (policy + optimiser state), and new rollout replicas
@@ -252,7 +280,9 @@ class Workers:
         self.policy_dir, self.policy_version = policy_dir, version
         self.trainer = self._new_trainer(policy_dir)
         if checkpoint is not None:
-            ray.get(self.trainer.load_checkpoint.remote(checkpoint))
+            self.deadlines.get(
+                "start", self.trainer.load_checkpoint.remote(checkpoint), "the trainer", "load_checkpoint"
+            )
         groups = {group.pool: group for group in self.cfg.cluster.roles.rollout}
         for name in list(self.rollout):
             pool = self.rollout_pool[name]
@@ -263,20 +293,20 @@ class Workers:
     def heal(self, version: int, borrowed: Sequence[tuple[str, Any, str, int]] = ()) -> dict[str, int]:
         """Register the replicas with a restarted router; replace rollout replicas that died. Returns what it did.
 
+        A replica is dead when its actor died or when its ``ping`` says its engine loop died (``EngineDeadError``):
+        both are marked dead in the router, killed and replaced (``rollout_restarts``).
+
         ``version`` is the one the trainer has published (no publish or sync in flight): a replacement catches
         up to it. ``borrowed`` are the co-serving replicas lent now (``HarvestPool.registrations``): they are
         registered in the same call, so the router opens its door with the borrowed capacity already known.
         """
         healed = {"router": 0, "rollout": 0}
-        if ray.get(self.router.needs_replicas.remote()):
+        if self.deadlines.get("call", self.router.needs_replicas.remote(), "the router", "needs_replicas"):
             alive = [n for n in self.rollout if n not in self.dead_rollouts]
             capacity = self.cfg.engine.max_num_seqs
-            ray.get(
-                self.router.reregister.remote(
-                    [(n, self.rollout[n], self.rollout_pool[n], capacity) for n in alive] + list(borrowed),
-                    self.replacement_wait_s,
-                )
-            )
+            registrations = [(n, self.rollout[n], self.rollout_pool[n], capacity) for n in alive] + list(borrowed)
+            ref = self.router.reregister.remote(registrations, self.replacement_wait_s)
+            self.deadlines.get("call", ref, "the router", "reregister")
             self.router_restarts += 1
             healed["router"] = 1
         if self.handoff is not None:
@@ -288,15 +318,15 @@ class Workers:
             if ref not in ready:
                 continue  # busy, not known dead
             try:
-                ray.get(ref)
-            except RayActorError:
-                ray.get(self.router.mark_dead.remote(name))
+                self.deadlines.get("call", ref, name, "ping")  # ready: it answers at once
+            except REPLICA_LOST:  # its actor died, or its engine loop did (the actor lives on: killed below)
+                self.deadlines.get("call", self.router.mark_dead.remote(name), "the router", "mark_dead")
                 self.dead_rollouts.append(name)
         groups = {group.pool: group for group in self.cfg.cluster.roles.rollout}
         for name in list(self.dead_rollouts):
             pool = self.rollout_pool[name]
-            ray.get(self.router.remove_replica.remote(name, 0.0))
-            self.rollout.pop(name)
+            self.deadlines.get("call", self.router.remove_replica.remote(name, 0.0), "the router", "remove_replica")
+            ray.kill(self.rollout.pop(name))  # one whose engine died lives on (holding its memory) until killed
             self.rollout_pool.pop(name)
             self.dead_rollouts.remove(name)
             self.add_rollout(self._next_rollout_name(name), groups[pool], version, catch_up=True)
@@ -311,27 +341,27 @@ class Workers:
 
     # ---- gathering -------------------------------------------------------------------------------
     def drain_spans(self) -> list[dict[str, Any]]:
-        handles = [
-            *self.env.values(),
-            *(h for n, h in list(self.rollout.items()) if n not in self.dead_rollouts),
-            self.trainer,
-        ]
+        handles = {
+            **self.env,
+            **{n: h for n, h in list(self.rollout.items()) if n not in self.dead_rollouts},
+            "the trainer": self.trainer,
+        }
         spans, self._left_spans = self._left_spans, []
-        for ref in [h.drain_spans.remote() for h in handles]:
+        for name, ref in [(n, h.drain_spans.remote()) for n, h in handles.items()]:
             try:
-                spans.extend(ray.get(ref))
-            except RayActorError:
-                continue  # a worker that died takes its unsent spans with it; its death is counted elsewhere
+                spans.extend(self.deadlines.get("call", ref, name, "drain_spans"))
+            except (RayActorError, ActorHung):
+                continue  # a worker that died or hangs keeps its spans; its death or hang is reported elsewhere
         return spans
 
     def routing_stats(self) -> dict[str, Any]:
-        return ray.get(self.router.routing_stats.remote())
+        return self.deadlines.get("call", self.router.routing_stats.remote(), "the router", "routing_stats")
 
     def env_stats(self) -> list[dict[str, Any]]:
         stats = []
-        for ref in [h.stats.remote() for h in self.env.values()]:
+        for name, ref in [(n, h.stats.remote()) for n, h in self.env.items()]:
             try:
-                stats.append(ray.get(ref))
-            except RayActorError:
+                stats.append(self.deadlines.get("call", ref, name, "stats"))
+            except (RayActorError, ActorHung):
                 continue
         return stats

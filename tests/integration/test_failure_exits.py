@@ -79,3 +79,29 @@ def test_train_stops_with_a_summary_naming_the_kind_when_every_env_step_hangs(tm
     assert summary["failure_reasons"]["env_step_timeout"] == summary["failed_trajectories"] >= 2
     assert summary["failure_examples"]["env_step_timeout"] == ["env step 0: timed out after 0.5 s in step"]
     assert summary["steps"] == 0
+
+
+def test_train_stops_naming_the_worker_once_its_stuck_env_threads_reach_the_cap(tmp_path, nano_policy_dir):
+    """Stuck threads cannot be killed: at async.max_stuck_env_threads the run stops instead of piling them up."""
+    config = write_config(
+        tmp_path,
+        nano_policy_dir,
+        train={"steps": 2, "groups_per_step": 1, "group_size": 2, "eval_episodes": 1, "eval_every": 0},
+        **{"async": {"max_stuck_env_threads": 2, "max_failed_fraction": 1.0}},  # the failure window never stops it
+        cluster={
+            "num_cpus": 2,
+            "pools": {"compute": {"count": 2}, "cpu": {"count": 2}},
+            "roles": {"train": {"pool": "compute"}, "rollout": {"pool": "compute"}, "env": {"pool": "cpu"}},
+        },
+    )
+    done = rollarc("train", str(config), timeout=600)
+    assert done.returncode == 1, done.stderr[-3000:]
+    stopped = [line for line in done.stderr.splitlines() if line.startswith("rollarc: run stopped:")]
+    assert len(stopped) == 1, done.stderr[-3000:]
+    # the held-out evaluation before RL hung one thread, the group's two rollouts one each (both started below the cap)
+    assert (
+        "env-0 has 3 env threads stuck in env code past step_timeout_s (async.max_stuck_env_threads=2)" in (stopped[0])
+    )
+    (run,) = (tmp_path / "runs").iterdir()
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["status"] == "stopped" and summary["steps"] == 0

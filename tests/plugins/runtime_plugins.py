@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any
 
@@ -12,7 +13,8 @@ from gymnasium.spaces import Text
 class ScriptedEnv(gymnasium.Env[str, str]):
     """Episode of ``turns`` steps. Reward 1 per step whose action is "U" (success: every action was "U").
 
-    ``raise_on_seed_mod``/``hang_on_seed_mod``: seeds divisible by it raise / hang in ``step``;
+    ``raise_on_seed_mod``/``hang_on_seed_mod``: seeds divisible by it raise / hang in ``step``; ``exit_on_seed``:
+    ``step`` on that seed ends the whole process (``os._exit``), as a plugin that crashes its worker does;
     ``nan_reward``: the first step returns a NaN reward; ``reward_by_length``: reward len(action) / 10
     instead (so even a random policy sees reward differences within a group).
     """
@@ -26,7 +28,9 @@ class ScriptedEnv(gymnasium.Env[str, str]):
         nan_reward: bool = False,
         obs_len: int = 4,
         reward_by_length: bool = False,
+        exit_on_seed: int | None = None,
     ) -> None:
+        self.exit_on_seed = exit_on_seed
         self.reward_by_length = reward_by_length
         self.turns = turns
         self.raise_on_seed_mod = raise_on_seed_mod
@@ -51,6 +55,8 @@ class ScriptedEnv(gymnasium.Env[str, str]):
         return f"t{self.t}".ljust(self.obs_len, ".")
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        if self.exit_on_seed is not None and self.seed_value == self.exit_on_seed:
+            os._exit(3)  # the EnvWorker's process dies with it
         if self.raise_on_seed_mod and self.seed_value % self.raise_on_seed_mod == 0:
             raise RuntimeError(f"scripted env crash on seed {self.seed_value}")
         if self.hang_on_seed_mod and self.seed_value % self.hang_on_seed_mod == 0:

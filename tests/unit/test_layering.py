@@ -35,6 +35,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "ray_loopback",
             "ray_reaper",
             "ray_local_start",
+            "ray_deadline",
         },
     ),
     ("policy", {"policy"}),

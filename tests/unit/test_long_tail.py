@@ -200,6 +200,29 @@ def test_half_the_env_pool_stuck_swaps_in_a_fresh_pool_and_other_episodes_still_
     assert [t.status for t in fine] == ["ok"] * 4 and stats.finished == 6 and stats.failed == 2
 
 
+def test_stuck_threads_are_counted_across_replaced_pools_and_bounded_by_the_cap():
+    """A replaced pool's stuck threads live on: they still count, and at the cap no new env call starts."""
+    hanging = task(turns=1, hang_on_seed_mod=1, hang_s=3.0, step_timeout_s=0.05)
+
+    async def go():
+        runner = EpisodeRunner(
+            {hanging.name: hanging}, RENDERER, ScriptedEngine(), SAMPLING, max_env_threads=2, max_stuck_threads=3
+        )
+        first = [await runner.run(EpisodeSpec(f"h{i}", hanging.name, i)) for i in range(4)]
+        peak = (runner.stats.stuck_threads, runner.stats.pool_replacements, runner.stats.env_timeouts)
+        runner.close()
+        return first, peak, runner.stats
+
+    first, (stuck, replacements, timeouts), stats = asyncio.run(go())
+    # each pool of 2 is replaced once 1 thread is stuck; the first 3 trajectories hang one thread each
+    assert [t.status for t in first] == ["failed"] * 4
+    assert [t.failure_kind for t in first[:3]] == ["env_step_timeout"] * 3
+    assert first[3].failure_kind == "env_construction_threads_exhausted"  # not even an env is built
+    assert "3 env threads of env-0 are stuck in env code (cap 3)" in first[3].failure_reason
+    assert (stuck, replacements, timeouts) == (3, 3, 3)  # no 4th thread was started
+    assert stats.stuck_threads_peak == 3
+
+
 # ---- in_flight_update: abort -------------------------------------------------------------------------
 
 
