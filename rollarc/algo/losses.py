@@ -63,16 +63,23 @@ def ppo_clip_loss(
 
     clipped_high = (advantages > 0) & (ratio > 1 + clip_high)
     clipped_low = (advantages < 0) & (ratio < 1 - clip_low)
+    return loss, token_clip_stats(loss, ratio, clipped_high, clipped_low, mask, logp_old, logp)
+
+
+def token_clip_stats(
+    loss: Tensor, ratio: Tensor, clipped_high: Tensor, clipped_low: Tensor, mask: Tensor, logp_old: Tensor, logp: Tensor
+) -> dict[str, Tensor]:
+    """The per-token surrogates' statistics (masked token means, detached): ``pg_loss``, the clipped shares,
+    ``ratio_mean`` and ``approx_kl`` (k3 estimate of KL(pi_old || pi))."""
     with torch.no_grad():
-        stats = {
+        return {
             "pg_loss": loss.detach(),
             "clip_frac": masked_mean((clipped_high | clipped_low).float(), mask),
             "clip_frac_high": masked_mean(clipped_high.float(), mask),
             "clip_frac_low": masked_mean(clipped_low.float(), mask),
             "ratio_mean": masked_mean(ratio, mask),
-            "approx_kl": masked_mean(kl_k3(logp_old, logp), mask),
+            "approx_kl": masked_mean(kl_k3(logp_old, logp.detach()), mask),
         }
-    return loss, stats
 
 
 def entropy_bonus(entropy: Tensor, mask: Tensor, coef: float, agg: Aggregation = "token_mean") -> Tensor:

@@ -29,7 +29,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from rollarc.algo.losses import kl_k3
+from rollarc.algo.losses import kl_k3, token_clip_stats
 from rollarc.algo.masking import Aggregation, aggregate, as_bool_mask, masked_mean, zero_outside
 
 
@@ -105,13 +105,4 @@ def cispo_loss(
     loss = aggregate(per_token, mask, agg)
     clipped_high = ratio > 1 + clip_high
     clipped_low = ratio < 1 - clip_low
-    with torch.no_grad():
-        stats = {
-            "pg_loss": loss.detach(),
-            "clip_frac": masked_mean((clipped_high | clipped_low).float(), mask),
-            "clip_frac_high": masked_mean(clipped_high.float(), mask),
-            "clip_frac_low": masked_mean(clipped_low.float(), mask),
-            "ratio_mean": masked_mean(ratio, mask),
-            "approx_kl": masked_mean(kl_k3(logp_old, logp.detach()), mask),
-        }
-    return loss, stats
+    return loss, token_clip_stats(loss, ratio, clipped_high, clipped_low, mask, logp_old, logp)

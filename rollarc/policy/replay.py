@@ -30,6 +30,7 @@ class GroupDone:
     group: int
     min_version: int
     max_version: int
+    signal: bool = True  # its rewards are not all equal (dynamic sampling drops those that are)
 
 
 @dataclass(frozen=True)
@@ -75,7 +76,7 @@ class SchedulingDriver(Protocol):
         """Launch every group the core admits now."""
         ...
 
-    def group_done(self, group: int, min_version: int, max_version: int) -> None: ...
+    def group_done(self, group: int, min_version: int, max_version: int, signal: bool = True) -> None: ...
 
     def trainer_free(self) -> Batch | None: ...
 
@@ -114,8 +115,8 @@ def replay(driver: SchedulingDriver, events: list[Event]) -> Decisions:
     decisions.admissions += driver.admissions()
     for event in events:
         match event:
-            case GroupDone(group, min_version, max_version):
-                driver.group_done(group, min_version, max_version)
+            case GroupDone(group, min_version, max_version, signal):
+                driver.group_done(group, min_version, max_version, signal)
             case TrainerFree():
                 batch = driver.trainer_free()
                 if batch is not None:
@@ -160,8 +161,8 @@ class InProcessDriver:
     def admissions(self) -> list[Admission]:
         return self.scheduler.admit_all()
 
-    def group_done(self, group: int, min_version: int, max_version: int) -> None:
-        self.scheduler.complete(group, min_version, max_version)
+    def group_done(self, group: int, min_version: int, max_version: int, signal: bool = True) -> None:
+        self.scheduler.complete(group, min_version, max_version, signal)
 
     def trainer_free(self) -> Batch | None:
         return self.scheduler.take_batch().batch

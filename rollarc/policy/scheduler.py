@@ -6,6 +6,10 @@ Events in (the driver reports them, whatever runs the groups: Ray actors, SimPy 
   of the task the task mix chooses)? ``None`` when the bound says wait or no remaining step could train it.
 - :meth:`GroupScheduler.complete`: a group finished, with the oldest and newest policy versions of its tokens.
 - :meth:`GroupScheduler.fail`: a group finished with too few usable trajectories (never trained).
+- ``complete(..., signal=False)``: with dynamic sampling (:class:`DynamicSampling`, DAPO's), a group whose rewards
+  are all equal carries no gradient: it is dropped like a failed one, so admission starts another in its place,
+  until ``max_drops_per_step`` were dropped since the last batch; after that such groups are trained as they are
+  (zero advantage) or the run stops (:class:`NoSignalError`), as configured.
 - :meth:`GroupScheduler.take_batch`: the trainer is free; groups with no fresh token are dropped or queued for
   a restart (and counted), then the ``B`` earliest-admitted finished groups form the next step's batch, if
   overtaking stays within its bound, or none.
@@ -46,12 +50,30 @@ from rollarc.policy.freshness import is_fresh, max_in_flight_groups
 from rollarc.policy.task_mix import TaskMix
 
 OnStale = Literal["drop", "restart"]
+WhenExhausted = Literal["train", "stop"]
 
 # How many unfinished older groups a batch may pass over (docs/async.md#batch-order): one straggler per
 # step is skipped without stalling the trainer, and each batch stays within one group of admission order.
 DEFAULT_MAX_OVERTAKE = 1
 # How many times ``on_stale: restart`` runs one group again (fresh sampling seeds each time) before dropping it.
 DEFAULT_MAX_RESTARTS = 1
+
+
+@dataclass(frozen=True)
+class DynamicSampling:
+    """Drop groups with no reward signal before they reach a batch (DAPO), at most ``max_drops_per_step`` between
+    two batches; past that, ``when_exhausted`` says whether they are trained as they are or the run stops."""
+
+    max_drops_per_step: int
+    when_exhausted: WhenExhausted = "train"
+
+    def __post_init__(self) -> None:
+        if self.max_drops_per_step < 0:
+            raise ValueError(f"max_drops_per_step must be >= 0, got {self.max_drops_per_step}")
+
+
+class NoSignalError(RuntimeError):
+    """More groups without reward signal than dynamic sampling may drop before one batch, with ``stop``."""
 
 
 @dataclass(frozen=True)
@@ -105,6 +127,8 @@ class SchedulerCounts:
     dropped_stale: int = 0
     restarted_stale: int = 0
     dropped_failed: int = 0
+    dropped_no_signal: int = 0  # dynamic sampling: all rewards equal, dropped before a batch
+    kept_no_signal: int = 0  # dynamic sampling: all rewards equal, past the per-step cap, trained anyway
     overtaken: int = 0  # summed over batches: an unfinished group passed over by two batches counts twice
     dropped_by_task: Counter[str] = field(default_factory=Counter)
 
@@ -122,6 +146,7 @@ class GroupScheduler:
         total_steps: int | None = None,
         start_version: int = 0,
         next_group: int = 0,
+        dynamic_sampling: DynamicSampling | None = None,
     ):
         if groups_per_step <= 0:
             raise ValueError(f"groups_per_step must be positive, got {groups_per_step}")
@@ -146,6 +171,8 @@ class GroupScheduler:
         self.restart_queue: list[tuple[int, str]] = []
         self.attempts: dict[int, int] = {}  # stale restarts so far, of groups restarted at least once
         self.counts = SchedulerCounts()
+        self.dynamic_sampling = dynamic_sampling
+        self.no_signal_drops = 0  # dropped for no signal since the last batch (dynamic sampling's cap)
         # the freshness check: every ready group was fresh for ``_checked_version`` except those in ``_unchecked``
         self._checked_version = start_version
         self._unchecked: list[ReadyGroup] = []
@@ -183,6 +210,7 @@ class GroupScheduler:
         )
         self.in_flight, self.ready, self.order, self.restart_queue = {}, {}, [], groups
         self._unchecked = []
+        self.no_signal_drops = 0
         self.published_version = self.next_train_version = version
         return [group for group, _ in groups]
 
@@ -211,16 +239,36 @@ class GroupScheduler:
             admitted.append(admission)
         return admitted
 
-    def complete(self, group: int, min_version: int, max_version: int | None = None) -> None:
-        """Group ``group`` finished; its tokens' versions span ``min_version .. max_version`` (None: all one)."""
-        task = self.in_flight.pop(group, None)
+    def complete(self, group: int, min_version: int, max_version: int | None = None, signal: bool = True) -> bool:
+        """Group ``group`` finished; its tokens' versions span ``min_version .. max_version`` (None: all one).
+
+        ``signal``: its rewards are not all equal. Returns False when dynamic sampling dropped it for having none.
+        """
+        task = self.in_flight.get(group)
         if task is None:
             raise ValueError(f"group {group} finished but it is not in flight (never admitted, or reported twice)")
         top = min_version if max_version is None else max_version
         if top < min_version:
             raise ValueError(f"group {group}: newest token version {top} is older than its oldest {min_version}")
+        if not signal and self.dynamic_sampling is not None:
+            rule = self.dynamic_sampling
+            if self.no_signal_drops < rule.max_drops_per_step:
+                del self.in_flight[group]
+                self._forget(group)
+                self.no_signal_drops += 1
+                self.counts.dropped_no_signal += 1
+                self.counts.dropped_by_task[task] += 1
+                return False
+            if rule.when_exhausted == "stop":
+                raise NoSignalError(
+                    f"{self.no_signal_drops} groups had all-equal rewards since the last batch (the dynamic sampling "
+                    f"cap) and group {group} of task {task!r} too: the tasks give no learning signal at this policy"
+                )
+            self.counts.kept_no_signal += 1
+        del self.in_flight[group]
         self.ready[group] = ready = ReadyGroup(group, task, min_version, top)
         self._unchecked.append(ready)
+        return True
 
     def fail(self, group: int) -> None:
         """Group ``group`` finished without enough usable trajectories: it will never be trained."""
@@ -266,6 +314,7 @@ class GroupScheduler:
         cut = self.order.index(taken[-1].group) + 1
         self.order = passed + self.order[cut:]
         self.next_train_version += 1
+        self.no_signal_drops = 0
         self.counts.trained += len(taken)
         self.counts.overtaken += len(passed)
         return BatchDecision(Batch(version, tuple(taken), tuple(passed)), stale, decision.restarted)

@@ -48,6 +48,8 @@ COUNTERS = (
     ("dropped_stale_groups", "groups dropped as stale"),
     ("restarted_stale_groups", "groups restarted as stale"),
     ("dropped_failed_groups", "groups dropped (fewer than 2 rollouts finished)"),
+    ("dropped_no_signal_groups", "groups dropped for all-equal rewards (dynamic sampling)"),
+    ("kept_no_signal_groups", "groups with all-equal rewards trained past the dynamic sampling cap"),
     ("failed_trajectories", "failed trajectories"),
     ("retried_groups", "groups run again after an EnvWorker died"),
     ("env_worker_restarts", "EnvWorker restarts"),
@@ -330,6 +332,16 @@ def render_report(
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
+def _signal_sentence(fraction: float | None) -> str:
+    """How much of each batch could teach anything: groups whose rewards were all equal have no gradient."""
+    if fraction is None:
+        return ""
+    return (
+        f" On average {100.0 * fraction:.0f} % of each step's trained groups had a learning signal (rewards that "
+        "differ within the group; the rest had zero advantage)."
+    )
+
+
 def _heldout_section(summary: dict[str, Any], evals: list[dict[str, Any]]) -> list[str]:
     if not evals:
         return ["No held-out evaluation was recorded.", ""]
@@ -339,7 +351,9 @@ def _heldout_section(summary: dict[str, Any], evals: list[dict[str, Any]]) -> li
         lines += [
             (
                 f"Held-out success **{_num(before)} before RL -> {_num(after)} after RL** "
-                f"({summary.get('heldout_episodes', '?')} greedy episodes on seeds training never sees)."
+                f"({summary.get('heldout_episodes', '?')} greedy episodes on seeds training never sees): "
+                f"RL added **{100.0 * (after - before):+.1f} points** beyond the warm start."
+                + _signal_sentence(summary.get("signal_groups_frac_mean"))
             ),
             "",
         ]

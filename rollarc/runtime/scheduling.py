@@ -15,7 +15,7 @@ from __future__ import annotations
 from rollarc.config import Config
 from rollarc.policy.dispatcher import BORROWED_POOL, Dispatcher
 from rollarc.policy.routing import Route
-from rollarc.policy.scheduler import Admission, Batch, BatchDecision, GroupScheduler
+from rollarc.policy.scheduler import Admission, Batch, BatchDecision, DynamicSampling, GroupScheduler
 from rollarc.policy.step_plan import Cadence, StepPlan
 
 # A group with fewer usable trajectories has no group-relative advantage: it is dropped, not trained.
@@ -41,6 +41,12 @@ def make_dispatcher(
     )
 
 
+def dynamic_sampling(cfg: Config) -> DynamicSampling | None:
+    """``train.dynamic_sampling`` as the core takes it (None: off)."""
+    ds = cfg.train.dynamic_sampling
+    return DynamicSampling(ds.max_drops_per_step, ds.when_exhausted) if ds.enabled else None
+
+
 def dedicated_first(cfg: Config) -> bool:
     """``harvest.dedicated_first`` (False without ``harvest:``), as the Router is told."""
     return cfg.harvest is not None and cfg.harvest.dedicated_first
@@ -58,6 +64,7 @@ class RuntimeScheduling:
             total_steps=cfg.train.steps,
             start_version=start_version,
             next_group=group_index,
+            dynamic_sampling=dynamic_sampling(cfg),
         )
         t = cfg.train
         cadence = Cadence(t.eval_every, t.checkpoint_every, frozenset(change.at_step for change in cfg.elastic))
@@ -69,13 +76,15 @@ class RuntimeScheduling:
     def admissions(self) -> list[Admission]:
         return self.core.admit_all()
 
-    def group_finished(self, group: int, usable_trajectories: int, min_version: int, max_version: int) -> bool:
-        """Report a finished group (its tokens' version span); False if it is dropped for too few usable trajectories."""
+    def group_finished(
+        self, group: int, usable_trajectories: int, min_version: int, max_version: int, signal: bool = True
+    ) -> bool:
+        """Report a finished group (its tokens' version span, whether its rewards differ); False if it is dropped,
+        for too few usable trajectories or (dynamic sampling) for all-equal rewards."""
         if usable_trajectories < MIN_USABLE_TRAJECTORIES:
             self.core.fail(group)
             return False
-        self.core.complete(group, min_version, max_version)
-        return True
+        return self.core.complete(group, min_version, max_version, signal)
 
     def form_batch(self) -> BatchDecision:
         return self.core.take_batch()
@@ -88,8 +97,8 @@ class RuntimeScheduling:
         return self.plan.trainer_lost(restored_version)
 
     # ---- the replay driver (rollarc.policy.replay.SchedulingDriver) -----------------------------------
-    def group_done(self, group: int, min_version: int, max_version: int) -> None:
-        self.group_finished(group, MIN_USABLE_TRAJECTORIES, min_version, max_version)
+    def group_done(self, group: int, min_version: int, max_version: int, signal: bool = True) -> None:
+        self.group_finished(group, MIN_USABLE_TRAJECTORIES, min_version, max_version, signal)
 
     def trainer_free(self) -> Batch | None:
         return self.form_batch().batch

@@ -34,6 +34,7 @@ class SimScheduling:
             max_overtake=setup.max_overtake,
             on_stale="drop",
             total_steps=setup.steps,
+            dynamic_sampling=setup.dynamic_sampling,
         )
         self.plan = StepPlan(self.core, Cadence(bookends=False))
         affinity = setup.routing == "affinity"
@@ -48,8 +49,8 @@ class SimScheduling:
     def admissions(self) -> list[Admission]:
         return self.core.admit_all()
 
-    def group_done(self, group: int, min_version: int, max_version: int) -> None:
-        self.core.complete(group, min_version, max_version)
+    def group_done(self, group: int, min_version: int, max_version: int, signal: bool = True) -> None:
+        self.core.complete(group, min_version, max_version, signal)
 
     def take_batch(self) -> BatchDecision:
         return self.core.take_batch()

@@ -22,7 +22,7 @@ from rollarc.cluster.engine_cost import (
 )
 from rollarc.cluster.fragment import ClusterSpec
 from rollarc.configio import ConfigError
-from rollarc.policy.scheduler import DEFAULT_MAX_OVERTAKE
+from rollarc.policy.scheduler import DEFAULT_MAX_OVERTAKE, DynamicSampling
 from rollarc.sim.scenario import LoadedScenario
 
 
@@ -88,6 +88,7 @@ class SimSetup:
     switch_s: float = 0.0
     routing: str = "affinity"  # "affinity" | "random" (see Scenario.routing)
     max_overtake: int = DEFAULT_MAX_OVERTAKE  # as the runtime's async.max_overtake (batches in admission order)
+    dynamic_sampling: DynamicSampling | None = None  # as the runtime's train.dynamic_sampling (replayed groups only)
 
     @property
     def mode(self) -> str:

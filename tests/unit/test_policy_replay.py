@@ -28,7 +28,7 @@ from rollarc.policy.replay import (
     replay,
 )
 from rollarc.policy.scheduler import GroupScheduler
-from rollarc.runtime.scheduling import RuntimeScheduling
+from rollarc.runtime.scheduling import RuntimeScheduling, dynamic_sampling
 from rollarc.sim.scheduling import SimScheduling, engine_names
 from rollarc.sim.setup import PoolBilling, RolloutPoolSetup, SimSetup
 from rollarc.sim.simulator import Simulation
@@ -61,6 +61,7 @@ def in_process(cfg: Config) -> tuple[GroupScheduler, Dispatcher]:
         {t.name: t.weight for t in cfg.tasks},
         max_overtake=cfg.async_.max_overtake,
         total_steps=cfg.train.steps,
+        dynamic_sampling=dynamic_sampling(cfg),
     )
     return core, Dispatcher({t.name: t.rollout_pool for t in cfg.tasks})
 
@@ -90,6 +91,7 @@ def equivalent_setup(cfg: Config) -> SimSetup:
         pools=pools,
         steps=cfg.train.steps,
         max_overtake=cfg.async_.max_overtake,
+        dynamic_sampling=dynamic_sampling(cfg),
     )
 
 
@@ -101,7 +103,9 @@ def runtime_driver(cfg: Config, setup: SimSetup) -> RuntimeScheduling:
     return driver
 
 
-def record_events(cfg: Config, setup: SimSetup, seed: int, length: int = 400) -> list[Event]:
+def record_events(
+    cfg: Config, setup: SimSetup, seed: int, length: int = 400, no_signal_prob: float = 0.0
+) -> list[Event]:
     """A random but consistent history, recorded while driving the plain in-process core."""
     rng = random.Random(seed)
     core, dispatcher = in_process(cfg)
@@ -118,8 +122,8 @@ def record_events(cfg: Config, setup: SimSetup, seed: int, length: int = 400) ->
         nonlocal training
         events.append(event)
         match event:
-            case GroupDone(group, min_version, max_version):
-                driver.group_done(group, min_version, max_version)
+            case GroupDone(group, min_version, max_version, signal):
+                driver.group_done(group, min_version, max_version, signal)
             case TrainerFree():
                 batch = driver.trainer_free()
                 training = batch.train_version if batch is not None else None
@@ -153,12 +157,31 @@ def record_events(cfg: Config, setup: SimSetup, seed: int, length: int = 400) ->
                     apply(TurnEnds(f"g{group}-{i}"))
                 apply(TrajectoryEnds(f"g{group}-{i}"))
             oldest = rng.randint(admitted_at[group], core.published_version)
-            apply(GroupDone(group, oldest, rng.randint(oldest, core.published_version)))
+            signal = rng.random() >= no_signal_prob
+            apply(GroupDone(group, oldest, rng.randint(oldest, core.published_version), signal))
         elif action == "train" and training is None:
             apply(TrainerFree())
         elif action == "publish" and training is not None:
             apply(WeightsPublished(training + 1))
     return events
+
+
+@pytest.mark.parametrize(("k", "seed"), [(0, 4), (2, 5)])
+def test_dynamic_sampling_makes_identical_decisions_in_the_runtime_and_the_simulator(k, seed):
+    """A third of the groups have no reward signal: each driver drops (and replaces) the same ones."""
+    cfg = runtime_config(
+        k, ("train.steps=1000", "train.dynamic_sampling.enabled=true", "train.dynamic_sampling.max_drops_per_step=3")
+    )
+    setup = equivalent_setup(cfg)
+    events = record_events(cfg, setup, seed, no_signal_prob=0.35)
+    runtime_driven = runtime_driver(cfg, setup)
+    runtime = replay(runtime_driven, events)
+    simulator = replay(SimScheduling(setup), events)
+    assert runtime.admissions == simulator.admissions
+    assert runtime.batches == simulator.batches
+    counts = runtime_driven.core.counts
+    # both outcomes of the rule happened: drops under the cap, and groups kept past it
+    assert counts.dropped_no_signal >= 3 and counts.kept_no_signal >= 1 and len(runtime.batches) >= 3
 
 
 @pytest.mark.parametrize(("k", "seed"), [(0, 0), (1, 1), (1, 2), (2, 3)])

@@ -84,6 +84,7 @@ def _summary() -> dict:
         "trajectories_per_s": 4.8,
         "heldout_success_before_rl": 0.315,
         "heldout_success_after_rl": 0.42,
+        "signal_groups_frac_mean": 0.625,
         "heldout_episodes": 200,
         "evals": evals,
         "max_buffer_groups": 3,
@@ -134,6 +135,8 @@ def test_report_md_holds_the_run_in_numbers(tmp_path):
     text = (run / "report.md").read_text()
     assert text.startswith("# Run report: demo-20261130-120000\n")
     assert "Held-out success **0.315 before RL -> 0.42 after RL** (200 greedy episodes" in text
+    # what RL added beyond the warm start, and how much of each batch could teach anything
+    assert "RL added **+10.5 points** beyond the warm start. On average 62 % of each step's trained groups" in text
     assert (
         "| evaluation | policy version | episodes | success | mean reward | failed | success: box | success: lake |"
         in text
@@ -260,3 +263,16 @@ def test_a_stopped_run_reports_its_reason_and_failure_examples(tmp_path):
     assert "**The run stopped early:** the last 16 groups all failed; reasons: env_step_timeout (32)" in text
     assert "| env_step_timeout | 32 |" in text
     assert "- `env_step_timeout`: env step 0: timed out after 0.5 s in step" in text
+
+
+def test_signal_fraction_and_rl_gain_by_hand():
+    from rollarc.report.run_dir import MetricsRecord, rl_gain_points, signal_fraction
+
+    records = [
+        MetricsRecord(step=1, signal_groups_frac=0.25),
+        MetricsRecord(step=2),
+        MetricsRecord(step=3, signal_groups_frac=0.75),
+    ]
+    assert signal_fraction(records) == 0.5  # the step without the key is left out, not counted as 0
+    assert signal_fraction([MetricsRecord(step=1)]) is None
+    assert rl_gain_points(0.315, 0.42) == 10.5 and rl_gain_points(None, 0.42) is None
