@@ -2,10 +2,8 @@
 
 One run of ``configs/harvest.yaml`` (shortened), from its SFT warm start, during which one actor of each role
 is killed in turn with ``ray.kill(handle, no_restart=False)`` (a crash or a lost node, as Ray sees it): an
-EnvWorker, a co-serving replica (the borrowed site: the oldest ``borrowed-N``), the router, then the trainer.
-The dedicated rollout replica is left alone: killed in a harvest run, its replacement (``Workers.heal``) caught
-up to one version past the one the controller expected and stopped the run (docs/failures.md); the LLM path's
-chaos run kills one. The harvest pool is no actor: it is the driver's object (``HarvestPool``), so
+EnvWorker, the dedicated rollout replica, a co-serving replica (the borrowed site: the oldest ``borrowed-N``),
+the router, then the trainer. The harvest pool is no actor: it is the driver's object (``HarvestPool``), so
 its loss is the driver's, the whole run's, which ``--resume`` covers; there is nothing of it to kill apart.
 
 A co-serving replica replays its serving trace inside itself, so its death takes with it the serving
@@ -22,8 +20,8 @@ from typing import Any
 from rollarc.bench import chaos
 from rollarc.runtime.entry import initial_policy
 
-# killed in this order; the dedicated rollout replica is not (see the module docstring)
-ROLES = ("env", "coserving", "router", "train")
+# killed in this order
+ROLES = ("env", "rollout", "coserving", "router", "train")
 CONFIG = "configs/harvest.yaml"
 QUICK = [
     "model.preset=nano",
@@ -64,6 +62,7 @@ def report(run: dict[str, Any], kills: list[dict[str, Any]]) -> dict[str, Any]:
         "harvest_pool": "in the driver (HarvestPool), not an actor: its loss is the run's, covered by --resume",
         "restarts": {
             "env": s.get("env_worker_restarts", 0),
+            "rollout": s.get("rollout_restarts", 0),
             "coserving": harvest.get("replacements", 0),
             "router": s.get("router_restarts", 0),
             "train": s.get("trainer_restarts", 0),

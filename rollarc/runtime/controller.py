@@ -58,6 +58,7 @@ from rollarc.policy.step_plan import (
     Sync,
     Train,
 )
+from rollarc.ray_deadline import hung
 from rollarc.report.metrics import MetricsWriter, TimelineWriter, process_rss_mb
 from rollarc.report.progress import RunProgress
 from rollarc.report.run_dir import (
@@ -114,6 +115,7 @@ class Controller:
         self.group_index = group_index
         self.counters = Counters()
         self.pending: dict[Any, tuple[GroupSpec, str]] = {}
+        self.submitted_at: dict[Any, float] = {}  # pending group -> when it was sent (its deadline, _check_deadlines)
         self.specs: dict[int, GroupSpec] = {}  # admitted, not yet trained or dropped: a restart re-runs its spec
         self.finished: dict[int, GroupResult] = {}  # in the scheduler's buffer, by group index
         self.run_start = run_start or time.time()
@@ -256,6 +258,18 @@ class Controller:
         if self._sync_refs:
             late = ", ".join(self._sync_targets.get(ref, "a borrowed replica") for ref in self._sync_refs)
             deadlines.check("train", self._sync_started, late, "update_weights")
+        # a group's trajectories each end within async.trajectory_timeout_s, so its EnvWorker answers within that
+        # plus a control call's deadline, unless it hangs whole (an event loop blocked by env or plugin code)
+        group_s = self.cfg.async_.trajectory_timeout_s + deadlines.call_s
+        now = time.time()
+        for ref, (spec, worker) in self.pending.items():
+            if now - self.submitted_at.get(ref, now) > group_s:
+                raise hung(
+                    f"EnvWorker {worker}",
+                    f"run_group of group {spec.index} (task {spec.task}, seed {spec.seed})",
+                    group_s,
+                    "async.trajectory_timeout_s + cluster.call_timeout_s",
+                )
 
     def _on_ref(self, ref: Any) -> None:
         """Report what one ready ref says to the plan (a finished group goes to the scheduler)."""
@@ -382,6 +396,7 @@ class Controller:
             for spec, ref in zip(chunk, refs, strict=True):
                 self.specs[spec.index] = spec
                 self.pending[ref] = (spec, name)
+                self.submitted_at[ref] = time.time()
                 self.trajectories.start(ref, spec.size + spec.redundancy)
                 self.counters.groups_started += 1
 
@@ -390,11 +405,13 @@ class Controller:
         name = self.workers.least_loaded_env(self.pending.values())
         ref = self.workers.env[name].run_group.remote(spec)
         self.pending[ref] = (spec, name)
+        self.submitted_at[ref] = time.time()
         self.trajectories.start(ref, spec.size + spec.redundancy)
         self.counters.groups_started += 1
 
     def _on_group(self, ref: Any) -> None:
         spec, worker = self.pending.pop(ref)
+        self.submitted_at.pop(ref, None)
         try:
             result: GroupResult = self.workers.deadlines.get("call", ref, worker, "run_group")  # ready
         except RayActorError:
@@ -932,6 +949,7 @@ class Controller:
             self.cancelled_since_step.append((spec.task, []))
             self.cancelled_by_task[spec.task] += 1
         self.pending.clear()
+        self.submitted_at.clear()
 
     def stopped_summary(self, reason: str) -> dict[str, Any]:
         """What a run that stopped early knows, from the driver alone (no remote call that could hang)."""

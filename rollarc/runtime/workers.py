@@ -31,6 +31,18 @@ from rollarc.runtime.vllm_replica import VLLMRolloutWorker
 from rollarc.runtime.weight_sync import SyncPayload
 
 
+def check_caught_up(name: str, caught_up: int, version: int) -> None:
+    """A replica replaced mid-run fetched the trainer's newest weights: ``version`` (what every replica serves) or
+    ``version + 1``. The trainer runs its calls in order, so a catch-up sent while a step trains waits behind that
+    step and the publish queued behind it, and gets the step's weights before the controller has read them; the
+    replica then serves one version ahead until the others sync to it (that sync is a no-op for it), and its tokens
+    are only trained by steps from that version on. Anything else is a bug: one line."""
+    if not version <= caught_up <= version + 1:
+        raise RuntimeError(
+            f"rollout replica {name} caught up to version {caught_up}, expected {version} or {version + 1}"
+        )
+
+
 class Workers:
     def __init__(self, cfg: Config, policy_dir: str, start_version: int = 0, checkpoint: str | None = None):
         """``checkpoint``: a resumed run's, loaded into the trainer before any rollout replica starts (a LoRA
@@ -139,8 +151,7 @@ class Workers:
             )
         if catch_up:
             caught_up = self.deadlines.get("start", handle.catch_up.remote(), f"rollout replica {name}", "catch_up")
-            if caught_up != version:
-                raise RuntimeError(f"rollout replica {name} caught up to version {caught_up}, expected {version}")
+            check_caught_up(name, caught_up, version)
         self.rollout[name] = handle
         self.rollout_pool[name] = group.pool
         self.deadlines.get(

@@ -105,3 +105,32 @@ def test_train_stops_naming_the_worker_once_its_stuck_env_threads_reach_the_cap(
     (run,) = (tmp_path / "runs").iterdir()
     summary = json.loads((run / "summary.json").read_text())
     assert summary["status"] == "stopped" and summary["steps"] == 0
+
+
+def test_an_env_worker_whose_event_loop_hangs_stops_the_run_naming_it_and_the_group(tmp_path, nano_policy_dir):
+    """An inline env step that never returns blocks the EnvWorker's whole event loop, so even the trajectory timeout
+    cannot fire there: the controller's group deadline (trajectory timeout + call deadline) ends the run."""
+    task = {**HANGING_TASK, "inline_env_steps": True}
+    config = write_config(
+        tmp_path,
+        nano_policy_dir,
+        tasks=[task],
+        train={"steps": 2, "groups_per_step": 1, "group_size": 2, "eval_episodes": 0, "eval_every": 0},
+        **{"async": {"trajectory_timeout_s": 2.0}},
+        cluster={
+            "num_cpus": 2,
+            "call_timeout_s": 5.0,
+            "pools": {"compute": {"count": 2}, "cpu": {"count": 2}},
+            "roles": {"train": {"pool": "compute"}, "rollout": {"pool": "compute"}, "env": {"pool": "cpu"}},
+        },
+    )
+    done = rollarc("train", str(config), timeout=600)
+    assert done.returncode == 1, done.stderr[-3000:]
+    stopped = [line for line in done.stderr.splitlines() if line.startswith("rollarc: run stopped:")]
+    assert stopped == [
+        "rollarc: run stopped: EnvWorker env-0 did not answer run_group of group 0 (task hang, seed 0) within 7 s: "
+        "it is alive but hung (if it is only slow, raise async.trajectory_timeout_s + cluster.call_timeout_s)"
+    ], done.stderr[-3000:]
+    (run,) = (tmp_path / "runs").iterdir()
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["status"] == "stopped" and summary["steps"] == 0

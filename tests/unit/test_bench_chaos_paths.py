@@ -27,7 +27,13 @@ def test_the_path_is_read_from_the_config():
 
 
 def test_every_role_of_each_path_is_killed_once_inside_the_run():
-    assert chaos.kill_schedule(8, chaos_harvest.ROLES) == [("env", 2), ("coserving", 3), ("router", 4), ("train", 6)]
+    assert chaos.kill_schedule(8, chaos_harvest.ROLES) == [
+        ("env", 1),
+        ("rollout", 2),
+        ("coserving", 4),
+        ("router", 5),
+        ("train", 6),
+    ]
     assert chaos.kill_schedule(12, chaos_spot.ROLES) == [("spot", 3), ("queue", 7), ("trainer", 10)]
 
 
