@@ -149,6 +149,7 @@ def test_unreachable_server_and_failed_reload_give_clear_errors(server, tmp_path
 def test_a_run_whose_server_is_unreachable_stops_at_start_with_a_config_error(server, nano_policy_dir, tmp_path):
     from rollarc.config import Config
     from rollarc.configio import ConfigError, validate
+    from rollarc.ray_deadline import Deadlines
     from rollarc.runtime.openai_replica import start_openai_backend
     from rollarc.runtime.router import Router
 
@@ -171,6 +172,7 @@ def test_a_run_whose_server_is_unreachable_stops_at_start_with_a_config_error(se
         rollout={},
         rollout_pool={},
         router=Router.options(num_cpus=0).remote({"t": None}),
+        deadlines=Deadlines.of(cfg.cluster),
     )
     with pytest.raises(ConfigError, match=f"rollout.openai.base_urls: .*reloading version 0 on {dead_url} failed"):
         start_openai_backend(workers, 0)
