@@ -245,25 +245,28 @@ class Controller:
             done, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
         if self.harvest is not None:
             self.harvest.tick()
-        self._check_deadlines()
+        self._check_deadlines(set(done))
         return done
 
-    def _check_deadlines(self) -> None:
-        """A step, its publish or a weight sync still running past ``cluster.train_timeout_s`` is a hung actor."""
+    def _check_deadlines(self, ready: set[Any]) -> None:
+        """A step, its publish or a weight sync still running past ``cluster.train_timeout_s`` is a hung actor; so is
+        a group past its own deadline. Refs already ``ready`` are answers, however late this loop reads them (it may
+        have been busy with an evaluation, a checkpoint or a recovery)."""
         deadlines = self.workers.deadlines
-        if self._train_ref is not None:
+        if self._train_ref is not None and self._train_ref not in ready:
             deadlines.check("train", self._step_started, "the trainer", f"train_step of step {self.version + 1}")
-        elif self._publish_ref is not None:
+        elif self._publish_ref is not None and self._publish_ref not in ready:
             deadlines.check("train", self._trained_at, "the trainer", "publish")
-        if self._sync_refs:
-            late = ", ".join(self._sync_targets.get(ref, "a borrowed replica") for ref in self._sync_refs)
+        waiting = [ref for ref in self._sync_refs if ref not in ready]
+        if waiting:
+            late = ", ".join(self._sync_targets.get(ref, "a borrowed replica") for ref in waiting)
             deadlines.check("train", self._sync_started, late, "update_weights")
         # a group's trajectories each end within async.trajectory_timeout_s, so its EnvWorker answers within that
         # plus a control call's deadline, unless it hangs whole (an event loop blocked by env or plugin code)
         group_s = self.cfg.async_.trajectory_timeout_s + deadlines.call_s
         now = time.time()
         for ref, (spec, worker) in self.pending.items():
-            if now - self.submitted_at.get(ref, now) > group_s:
+            if ref not in ready and now - self.submitted_at.get(ref, now) > group_s:
                 raise hung(
                     f"EnvWorker {worker}",
                     f"run_group of group {spec.index} (task {spec.task}, seed {spec.seed})",
