@@ -28,6 +28,15 @@ HANGING_TASK = {
 }
 
 
+# the trainer and the rollout replica on one pool, the env workers on another
+CLUSTER: dict[str, Any] = {
+    "num_cpus": 2,
+    "pools": {"compute": {"count": 2}, "cpu": {"count": 2}},
+    "roles": {"train": {"pool": "compute"}, "rollout": {"pool": "compute"}, "env": {"pool": "cpu"}},
+}
+TWO_STEPS = {"steps": 2, "groups_per_step": 1, "group_size": 2, "eval_every": 0}
+
+
 def write_config(tmp_path: Path, policy: Path, **sections: Any) -> Path:
     data: dict[str, Any] = {
         "name": "hang",
@@ -57,12 +66,8 @@ def test_train_stops_with_a_summary_naming_the_kind_when_every_env_step_hangs(tm
     config = write_config(
         tmp_path,
         nano_policy_dir,
-        train={"steps": 2, "groups_per_step": 1, "group_size": 2, "eval_episodes": 1, "eval_every": 0},
-        cluster={
-            "num_cpus": 2,
-            "pools": {"compute": {"count": 2}, "cpu": {"count": 2}},
-            "roles": {"train": {"pool": "compute"}, "rollout": {"pool": "compute"}, "env": {"pool": "cpu"}},
-        },
+        train={**TWO_STEPS, "eval_episodes": 1},
+        cluster=CLUSTER,
     )
     done = rollarc("train", str(config), timeout=600)
     assert done.returncode == 1, done.stderr[-3000:]
@@ -86,13 +91,9 @@ def test_train_stops_naming_the_worker_once_its_stuck_env_threads_reach_the_cap(
     config = write_config(
         tmp_path,
         nano_policy_dir,
-        train={"steps": 2, "groups_per_step": 1, "group_size": 2, "eval_episodes": 1, "eval_every": 0},
+        train={**TWO_STEPS, "eval_episodes": 1},
         **{"async": {"max_stuck_env_threads": 2, "max_failed_fraction": 1.0}},  # the failure window never stops it
-        cluster={
-            "num_cpus": 2,
-            "pools": {"compute": {"count": 2}, "cpu": {"count": 2}},
-            "roles": {"train": {"pool": "compute"}, "rollout": {"pool": "compute"}, "env": {"pool": "cpu"}},
-        },
+        cluster=CLUSTER,
     )
     done = rollarc("train", str(config), timeout=600)
     assert done.returncode == 1, done.stderr[-3000:]
@@ -115,14 +116,9 @@ def test_an_env_worker_whose_event_loop_hangs_stops_the_run_naming_it_and_the_gr
         tmp_path,
         nano_policy_dir,
         tasks=[task],
-        train={"steps": 2, "groups_per_step": 1, "group_size": 2, "eval_episodes": 0, "eval_every": 0},
+        train={**TWO_STEPS, "eval_episodes": 0},
         **{"async": {"trajectory_timeout_s": 2.0}},
-        cluster={
-            "num_cpus": 2,
-            "call_timeout_s": 5.0,
-            "pools": {"compute": {"count": 2}, "cpu": {"count": 2}},
-            "roles": {"train": {"pool": "compute"}, "rollout": {"pool": "compute"}, "env": {"pool": "cpu"}},
-        },
+        cluster={**CLUSTER, "call_timeout_s": 5.0},
     )
     done = rollarc("train", str(config), timeout=600)
     assert done.returncode == 1, done.stderr[-3000:]
