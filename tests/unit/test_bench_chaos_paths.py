@@ -43,13 +43,14 @@ def test_the_harvest_report_counts_restarts_losses_and_serving_from_the_summary(
         "env_worker_restarts": 1,
         "router_restarts": 1,
         "trainer_restarts": 1,
+        "rollout_restarts": 3,
         "steps_lost": 0,
         "trajectories": {"started": 80, "failed": 2, "cancelled": 8, "retried": 4, "lost": 0},
         "harvest": {"deaths": 2, "replacements": 2, "served": 120, "serving_lost": 3, "lends": 5, "withdrawals": 4},
     }
     kills = [{"role": "coserving", "actor": "borrowed-0", "after_step": 4, "t_s": 1.0}]
     got = chaos_harvest.report({"crashed": False, "error": None, "summary": summary, "steps_planned": 8}, kills)
-    assert got["restarts"] == {"env": 1, "coserving": 2, "router": 1, "train": 1}
+    assert got["restarts"] == {"env": 1, "rollout": 3, "coserving": 2, "router": 1, "train": 1}
     assert (got["trajectories_started"], got["trajectories_lost"], got["trajectories_duplicated"]) == (80, 0, 0)
     assert (got["serving_served"], got["serving_lost"], got["coserving_deaths"]) == (120, 3, 2)
     assert chaos_harvest.duplicated({"lost": -2}) == 2  # a ledger that ends more than it started
