@@ -8,8 +8,9 @@ It lives in the config layer, below ``rollarc.rose``, so that :class:`rollarc.co
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from rollarc.configio import FrozenModel
 from rollarc.models.presets import PRESETS
@@ -71,7 +72,40 @@ class HarvestConfig(FrozenModel):
     serving: ServingModelConfig = Field(
         default_factory=ServingModelConfig, description="the serving model S (not the policy)"
     )
-    slo: SLOConfig = Field(default_factory=SLOConfig, description="the serving SLO that lending must keep")
+    slo_source: Literal["calibrate", "file", "fixed"] = Field(
+        "calibrate",
+        description="where the SLO the guard keeps comes from: calibrate (at start-up, before any lending, every "
+        "co-serving replica serves its trace window alone for calibration_s; the SLO is slo_alone_factor x the "
+        "pooled p99 TTFT and TPOT, recorded in the run directory as harvest_calibration.json and reused on resume), "
+        "file (such a recorded calibration, slo_file) or fixed (slo as given)",
+    )
+    slo_alone_factor: float = Field(
+        1.5,
+        gt=0,
+        description="calibrate or file: the SLO is this factor times the serving-alone p99 TTFT and TPOT, as "
+        "`rollarc bench rose` derives it",
+    )
+    calibration_s: float = Field(
+        30.0,
+        gt=0,
+        description="calibrate: the serving requests arriving in this many seconds of the replayed window (looped if "
+        "longer) are the serving-alone sample; the run starts lending once every one of them has finished",
+    )
+    calibration_min_requests: int = Field(
+        100,
+        ge=1,
+        description="calibrate: fewer serving requests than this in the sample (all replicas pooled) stop the run: "
+        "a p99 needs at least 100 for one request to lie above it",
+    )
+    slo_file: str | None = Field(
+        None,
+        description="file: a recorded calibration (a run's harvest_calibration.json); refused unless it was measured on "
+        "this trace, window, serving model, device and threads; a relative path is resolved where `rollarc train` runs",
+    )
+    slo: SLOConfig | None = Field(
+        None,
+        description="fixed: the serving SLO that lending must keep (only with slo_source: fixed, and needed there)",
+    )
     margin: float = Field(
         0.2, ge=0, lt=1, description="the guard admits a rollout step only within (1 - margin) x each SLO target"
     )
@@ -91,16 +125,32 @@ class HarvestConfig(FrozenModel):
         default_factory=SyntheticTraceConfig, description="the synthetic trace used without trace_path"
     )
 
-    @field_validator("trace_path")
+    @field_validator("trace_path", "slo_file")
     @classmethod
-    def _absolute_existing_trace(cls, value: str | None) -> str | None:
+    def _absolute_existing_file(cls, value: str | None, info: ValidationInfo) -> str | None:
         """Resolved where the config is read, so a Ray actor in another working directory finds the same file."""
         if value is None:
             return None
         path = Path(value).expanduser().resolve()
         if not path.is_file():
-            raise ValueError(f"harvest.trace_path {value} is not a file")
+            raise ValueError(f"harvest.{info.field_name} {value} is not a file")
         return str(path)
+
+    @model_validator(mode="after")
+    def _one_slo_source(self) -> HarvestConfig:
+        """Each source has what it needs, and nothing another source would silently ignore."""
+        if self.slo_source == "fixed" and self.slo is None:
+            raise ValueError("harvest.slo_source=fixed needs harvest.slo: {ttft_p99_ms: ..., tpot_p99_ms: ...}")
+        if self.slo_source != "fixed" and self.slo is not None:
+            raise ValueError(
+                f"harvest.slo is given but harvest.slo_source is {self.slo_source}: set harvest.slo_source=fixed to "
+                "keep it, or drop harvest.slo to use the measured SLO"
+            )
+        if self.slo_source == "file" and self.slo_file is None:
+            raise ValueError("harvest.slo_source=file needs harvest.slo_file (a run's harvest_calibration.json)")
+        if self.slo_source != "file" and self.slo_file is not None:
+            raise ValueError(f"harvest.slo_file is read only with harvest.slo_source=file (it is {self.slo_source})")
+        return self
 
     replay: ReplayConfig = Field(
         default_factory=lambda: ReplayConfig(duration_s=60.0),

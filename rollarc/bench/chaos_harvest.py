@@ -36,6 +36,8 @@ QUICK = [
     "tasks.0.agent.max_turns=8",
     "harvest.serving.preset=nano",
     "harvest.replay.duration_s=10.0",
+    "harvest.calibration_s=5.0",  # a short SLO calibration: the quick run tests recovery, not the SLO
+    "harvest.calibration_min_requests=10",
     "async.trajectory_timeout_s=30",
 ]
 FULL = ["train.steps=30", "train.eval_every=0"]

@@ -18,7 +18,7 @@ and load point. The guard keeps that SLO, so it has to act. ``speedup_harvest`` 
 / without. ``slo_attainment_coserving`` must stay within 0.005 of ``slo_attainment_alone``. ``loads`` repeats
 the comparison at several trace time scales (heavier load to the right); a full run adds heavier points until
 the guard acts at the heaviest (``guard_binds``), up to 16x the default. ``guard_actions`` counts pauses,
-preemptions and withdrawals at the default load. ``--repeats N`` runs the default load N times in all (each with its
+preemptions and withdrawals at the default load, by cause as in training (``rollarc.rose.guard_actions``). ``--repeats N`` runs the default load N times in all (each with its
 own serving-alone run; the N alone runs go first, and the SLO is derived from their requests pooled): ``speedup_harvest`` is then the median with ``repeats.speedup_harvest_spread``,
 and both attainments pool every repeat's requests (one run's 59 requests cannot resolve a 0.5-point margin).
 ``cross_site_bytes_per_step``: bytes that crossed into the borrowed site per step of a short real
@@ -43,11 +43,21 @@ from rollarc.bench.report_file import add_docs_flag, emit_json, markdown_table, 
 from rollarc.bench.rose_bytes import measured_cross_site_bytes
 from rollarc.bench.weightsync import real_updates
 from rollarc.configio import load_config
+from rollarc.rose.calibration import derive_slo
 from rollarc.rose.config import RoseConfig
+from rollarc.rose.guard_actions import guard_actions as actions_by_cause
 from rollarc.rose.sites import bytes_per_hop, cross_site_bytes, plan_hops
-from rollarc.rose.slo import SLOConfig, misses, summarize
+from rollarc.rose.slo import SLOConfig, latencies, misses, summarize
 from rollarc.rose.trace import TraceRequest, read_trace, scale, synthetic_trace
-from rollarc.runtime.rose_setup import Mode, PolicySpec, SetupResult, rose_cluster, run_setup, write_policy
+from rollarc.runtime.rose_setup import (
+    Mode,
+    PolicySpec,
+    SetupResult,
+    defaults_record,
+    rose_cluster,
+    run_setup,
+    write_policy,
+)
 
 
 @dataclass(frozen=True)
@@ -117,11 +127,7 @@ def derived_slo(rose: RoseConfig, alone: list[SetupResult]) -> SLOConfig:
     single quick or slow run set the SLO for every set-up after it; pooled runs give a steadier tail."""
     if rose.slo_alone_factor == 0:
         return rose.slo
-    measured = summarize([t for run in alone for t in run.timings], rose.slo)
-    return SLOConfig(
-        ttft_p99_ms=rose.slo_alone_factor * measured["ttft_p99_ms"],
-        tpot_p99_ms=rose.slo_alone_factor * max(measured["tpot_p99_ms"], 1e-3),
-    )
+    return derive_slo([r for run in alone for r in latencies(run.timings)], rose.slo_alone_factor)
 
 
 def run_alone(policy: Policy, rose: RoseConfig, window: list[TraceRequest], time_scale: float) -> SetupResult:
@@ -160,11 +166,7 @@ def one_load(
     coserving = summarize(runs["harvest"].timings, rose.slo)
     harvest = runs["harvest"]
     serve_counters = harvest.counters
-    guard_actions = {
-        "pauses": serve_counters["pauses"],
-        "preemptions": serve_counters["preemptions"],
-        "withdrawals": harvest.lending["withdrawals"],
-    }
+    guard_actions = actions_by_cause(serve_counters, harvest.lending["withdrawals"])  # as training's, by cause
     dedicated_turns = harvest.routed.get("dedicated", 0)
     row: dict[str, Any] = {
         "time_scale": time_scale,
@@ -360,7 +362,17 @@ def sweep(
 
 
 def main(argv: list[str]) -> int:
+    if "--train" in argv:  # the training-path benchmark: `rollarc train` with and without harvest: (its own flags)
+        from rollarc.bench.rose_train import main as train_main  # deferred: the training runtime (torch, Ray)
+
+        return train_main([arg for arg in argv if arg != "--train"])
     parser = argparse.ArgumentParser(prog="rollarc bench rose", description=__doc__.split("\n")[0])
+    parser.add_argument(
+        "--train",
+        action="store_true",
+        help="time `rollarc train` on configs/harvest.yaml with and without harvest: instead "
+        "(rollarc bench rose --train --help; docs/rose.md#timed-inside-rollarc-train)",
+    )
     parser.add_argument(
         "--quick", action="store_true", help="one load point, 8 s of trace (a few minutes); no sweep to the guard"
     )
@@ -460,6 +472,7 @@ def main(argv: list[str]) -> int:
             else "slo: as configured",
         },
         trace=Path(args.trace).name if args.trace else "synthetic",
+        settings=defaults_record(rose, PolicySpec()),  # those shared with training's configs/harvest.yaml
         loads=[{k: v for k, v in c.items() if k != "pinned"} for c in curve],
         pinned=main_point["pinned"],
     )

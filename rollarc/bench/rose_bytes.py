@@ -23,7 +23,8 @@ from rollarc.runtime.entry import run_training
 
 CONFIG = REPO_ROOT / "configs" / "harvest.yaml"
 STEPS = {True: 3, False: 6}  # quick: 3 steps; otherwise 6
-QUICK_SFT = ["sft.steps=20", "sft.episodes=200"]  # a shorter warm start: enough for non-zero advantages
+# A shorter warm start (enough for non-zero advantages) and a shorter SLO calibration (the bytes do not depend on it).
+QUICK_SFT = ["sft.steps=20", "sft.episodes=200", "harvest.calibration_s=5.0", "harvest.calibration_min_requests=10"]
 RUN_NAME = "rose-bytes"
 
 

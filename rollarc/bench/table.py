@@ -79,6 +79,8 @@ def _step(d: dict[str, Any]) -> Row:
 
 
 def _async(d: dict[str, Any]) -> Row:
+    if "baseline_mode" in d:
+        return _async_against_baseline(d)
     ttt = d["time_to_target_s"]
 
     def reached(mode: str) -> str:
@@ -112,6 +114,42 @@ def _async(d: dict[str, Any]) -> Row:
     )
 
 
+def _async_against_baseline(d: dict[str, Any]) -> Row:
+    """The row of a run against the strongest synchronous baseline (issue 40): what each side was given, the
+    workload, the target and where it came from, the grid error, and the no-latency run when it exists."""
+    setups, baseline = d["mode_setup"], d["baseline_mode"]
+
+    def given(mode: str) -> str:
+        s = setups[mode]
+        rollout = "/".join(str(n) for n in s["threads"]["rollout"])
+        return f"trainer {s['threads']['train']} + engine {rollout} threads, correction {s['correction']}"
+
+    def to_target(data: dict[str, Any], k: int) -> str:
+        value = data.get(f"speedup_to_target_k{k}")
+        return times(value) if value is not None else "none (median seed missed)"
+
+    def reached(mode: str) -> str:
+        return f"{sum(t is not None for t in d['time_to_target_s'][mode])}/{len(d['time_to_target_s'][mode])}"
+
+    fixed = "chosen after the runs" if d["target_source"].startswith("fallback") else "fixed before the runs"
+    grid = "unbounded" if d["grid_error"] is None else f"{100 * d['grid_error']:.0f} %"
+    over = " (over the limit)" if d["grid_error_over_limit"] else ""
+    noise = "" if d["target_outside_noise"] else f", within the held-out noise (±{d['target_noise']:.3f})"
+    tail = "env latency" if d["workload"]["env_latency"] else "no env latency"
+    against = f"`{baseline}`, the fastest synchronous mode ({given(baseline)})" if baseline else "no synchronous mode"
+    text = (
+        f"time to held-out success {d['target']:.3f} ({fixed}{noise}), `{d['workload']['config']}` ({tail}), "
+        f"{d['seeds']} seeds: k = 2 {to_target(d, 2)}, k = 1 {to_target(d, 1)} against {against}; async "
+        f"{given('async_k2')}; seeds reaching it: k = 2 {reached('async_k2')}"
+        + (f", {baseline} {reached(baseline)}" if baseline else "")
+        + f"; grid error {grid}{over}"
+    )
+    off = d.get("companions", {}).get("async_nolatency")
+    if off is not None:
+        text += f"; without env latency k = 2 {to_target(off, 2)} against `{off['baseline_mode']}`"
+    return f"{text} ([why](docs/async.md#measured))", "`rollarc bench async`"
+
+
 def _chaos(d: dict[str, Any]) -> Row:
     restarts = " / ".join(f"{role} {n}" for role, n in d["restarts"].items())
     return (
@@ -133,11 +171,14 @@ def _reward(d: dict[str, Any]) -> Row:
 
 
 def _weightsync(d: dict[str, Any]) -> Row:
+    cases = "; ".join(
+        f"{c['name'].removeprefix('configs/')} ({c['model']}, lr {c['lr']:g}): {times(c['fp32_copy_over_cross_site'], 1)}"
+        for c in d["cases"]
+        if not c.get("reference")
+    )
     return (
-        f"sparse bf16 deltas {times(d['bytes_ratio_lr1e-6'], 1)} smaller than a full copy (tiny policy, real AdamW, lr 1e-6), "
-        f"{times(d['synthetic_bytes_ratio'], 1)} for {d['synthetic_params']:,.0f} parameters (simulated AdamW); bit-exact "
-        f"{'yes' if d['bit_exact'] else 'NO'}; the relay sends {times(d['cross_site_bytes_ratio'], 1)} fewer "
-        "cross-site bytes than direct sends",
+        "weight bytes into a borrowed site per step through the relay `rollarc train` runs (bf16 deltas, real AdamW), "
+        f"fewer than an fp32 copy: {cases}; bitwise equal: {'yes' if d['bit_exact'] else 'NO'}",
         "`rollarc bench weightsync`",
     )
 
@@ -223,6 +264,30 @@ def _rose(d: dict[str, Any]) -> Row:
     )
 
 
+def _rose_train(d: dict[str, Any]) -> Row:
+    """ROSE timed inside ``rollarc train`` (``bench rose --train``): once measured, the ROSE row."""
+
+    def num(value: float | None, fmt: str) -> str:
+        return "n/a" if value is None else format(value, fmt)
+
+    s, grid = d["speedup_to_target_harvest"], d["speedup_to_target_grid_bound"]
+    speedup = times(s["median"]) if s["median"] is not None else "none (a median run missed the target)"
+    bound = "" if grid["low"] is None else f", grid bound {grid['low']:.2f}–{num(grid['high'], '.2f')}"
+    actions = d["guard_actions"]["slo_caused"]
+    cross = d["cross_site_bytes_per_step"]["median"]
+    return (
+        f"inside `rollarc train` ({d['seeds']} seeds, {d['trace']}): time to held-out success "
+        f"{d['target']['success']:.3f} {speedup} shorter with borrowed capacity than the same dedicated capacity "
+        f"alone{bound}; trained trajectories/s {num(d['trained_traj_s_ratio']['median'], '.2f')}×; serving "
+        f"attainment {num(d['slo_attainment_training'], '.3f')} during training vs "
+        f"{num(d['slo_attainment_alone'], '.3f')} alone (derived SLO TTFT p99 {num(d['slo']['ttft_p99_ms'], '.0f')} ms); "
+        f"{num(actions, 'd')} guard actions for the SLO; {num(None if cross is None else cross / 1e6, '.2f')} MB per "
+        f"step into the borrowed site (goal ≥ {d['goal']['speedup_to_target_min']:.1f}× with the SLO kept: "
+        f"{'met' if d['goal_met'] else 'not met'}) ([why](docs/rose.md#timed-inside-rollarc-train))",
+        "`rollarc bench rose --train`",
+    )
+
+
 def _default_rate(d: dict[str, Any]) -> float:
     """The default load point's serving rate (before ``time_scale`` was recorded: the point with the top-level
     speed-up, which was that point's own)."""
@@ -263,6 +328,7 @@ ROWS: list[tuple[str, str, Callable[[dict[str, Any]], Row]]] = [
     ("weight sync", "weightsync", _weightsync),
     ("diffusion RL (Spotlight)", "spotlight", _spotlight),
     ("spot capacity", "spot", _spot),
+    ("ROSE co-serving", "rose_train", _rose_train),
     ("ROSE co-serving", "rose", _rose),
     ("simulation", "sim", _sim),
     ("GPU check", "device", _device),
@@ -270,7 +336,13 @@ ROWS: list[tuple[str, str, Callable[[dict[str, Any]], Row]]] = [
 
 
 # JSON files a row also reads (under ``companions`` of its own), where the row states another run's figure
-COMPANIONS: dict[str, list[str]] = {"rose": ["rose_window1800"]}
+COMPANIONS: dict[str, list[str]] = {"rose": ["rose_window1800"], "async": ["async_nolatency"]}
+
+
+# Rows left out until their file exists: ROSE's training-path figure, which then leads the synthetic one
+OPTIONAL = frozenset({"rose_train"})
+# A row's label once another file exists: (that file, the label)
+RELABEL: dict[str, tuple[str, str]] = {"rose": ("rose_train", "ROSE, synthetic trajectories (no trainer)")}
 
 
 def source_path(source: str, json_dir: Path) -> Path:
@@ -292,8 +364,11 @@ def render(json_dir: Path) -> str:
     for what, source, row in ROWS:
         path = source_path(source, json_dir)
         if not path.is_file():
-            lines.append(f"| {what} | not measured yet | | |")
+            if source not in OPTIONAL:
+                lines.append(f"| {what} | not measured yet | | |")
             continue
+        if (beside := RELABEL.get(source)) is not None and source_path(beside[0], json_dir).is_file():
+            what = beside[1]
         data = json.loads(path.read_text())
         companions = {
             c: json.loads(p.read_text())

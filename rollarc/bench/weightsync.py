@@ -1,22 +1,20 @@
-"""``rollarc bench weightsync``: lossless sparse bf16 deltas vs full weight copies, and relay vs direct sends.
+"""``rollarc bench weightsync``: cross-site weight bytes through the training relay, and the delta codec's speed.
 
-Three measurements in one run, single-threaded (``torch.set_num_threads(1)``):
+Two measurements in one run, single-threaded (``torch.set_num_threads(1)``), no Ray:
 
-1. **Real updates.** The ``tiny`` policy keeps fp32 master weights and takes real AdamW steps
-   (betas 0.9/0.999, weight decay 0.01) on the next-character loss of arithmetic lines
-   (``"37+58=95"``), at lr 1e-6 and at lr 1e-5. After a few warm-up steps (Adam's first steps move
-   every weight by the full lr), each step's bf16 copy is delta-encoded against the previous one and
-   applied to a copy of it. Reported: changed fraction, full-copy bytes / delta bytes, bit-exactness.
-2. **Synthetic updates at scale.** A set of 1e9 bf16 parameters (quick: 2e7) in tensors of
-   4096x4096, generated and processed in chunks of 64M elements so that memory stays bounded. Each
-   chunk takes one simulated AdamW step at lr 1e-6 from a warm optimiser state: fp32 master weights
-   ~ N(0, 0.02^2); per-element gradient scales log-normal; first moment at its noise steady state;
-   a fresh gradient. Reported: changed fraction, bytes, and encode / decode throughput in GB of
-   model (bf16) bytes per second of wall time and of process CPU time (the machine is shared);
-   the same for the full-copy baseline.
-3. **Relay.** 4 sites x 8 receivers (quick: 2 x 2) as Ray actors receive the same bf16 versions of
-   the tiny policy, once relayed (one copy per site, then a binary tree inside) and once sent
-   directly to every receiver. Reported: bytes that cross sites each way, and their ratio.
+1. **Cross-site bytes per step** (``rollarc.bench.weightsync_cases``): for every shipped training config that
+   syncs sparse deltas or borrows a site, at its ``train.lr``, sync dtype and AdamW settings, and at a
+   fine-tuning lr (1e-6) on a randomly initialised Qwen2 of Qwen2.5-0.5B's shape (quick: a small one). Real
+   AdamW steps; each version goes through the trainer's ``WeightPublisher`` and the borrowed site's relay, the
+   same functions ``rollarc train`` with ``harvest:`` runs (``rollarc.bench.relay_site``); every member's
+   weights are compared bit for bit with the trainer's after each step. Reported per case: parameters, lr,
+   dtype, one dense fp32 copy and one dense copy in the sync dtype, the bytes that crossed into the site, ratios.
+2. **Codec throughput.** A set of 1e9 bf16 parameters (quick: 2e7) in tensors of 4096x4096, generated and
+   processed in chunks of 64M elements so that memory stays bounded. Each chunk takes one simulated AdamW step
+   at lr 1e-6 from a warm optimiser state: fp32 master weights ~ N(0, 0.02^2); per-element gradient scales
+   log-normal; first moment at its noise steady state; a fresh gradient. Reported: changed fraction, bytes,
+   and encode / decode throughput in GB of model (bf16) bytes per second of wall time and of process CPU
+   time (the machine is shared); the same for the full-copy baseline.
 
 The last line is the JSON result.
 """
@@ -24,22 +22,23 @@ The last line is the JSON result.
 from __future__ import annotations
 
 import argparse
-import logging
 import math
 import random
 import resource
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
-from rollarc.bench.report_file import add_docs_flag, emit_json, markdown_table, publish
-from rollarc.ray_local_start import init_local_ray
+from rollarc.bench.report_file import REPO_ROOT, add_docs_flag, emit_json, markdown_table, publish
+from rollarc.bench.weightsync_cases import all_cases, measure
 from rollarc.sync.codec import apply_delta, encode_delta, encode_full, full_nbytes
-from rollarc.sync.config import RelayConfig
 
 TENSOR_SIDE = 4096
 CHUNK_ELEMENTS = 64 << 20
+CONFIGS = REPO_ROOT / "configs"
+STEPS = {True: (2, 2), False: (5, 3)}  # (warm-up, measured) AdamW steps per case: quick, full
 
 
 @dataclass(frozen=True)
@@ -76,22 +75,7 @@ class SyntheticResult:
         return self.params * 2
 
 
-@dataclass(frozen=True)
-class RelayResult:
-    sites: int
-    per_site: int
-    versions: int
-    relay_cross_bytes: int
-    relay_intra_bytes: int
-    direct_cross_bytes: int
-    identical: bool
-
-    @property
-    def cross_site_ratio(self) -> float:
-        return self.direct_cross_bytes / self.relay_cross_bytes
-
-
-# --- 1. real optimiser steps of the tiny policy ---------------------------------------------------------------
+# --- codec-only updates of the tiny policy (``rollarc bench rose``'s modelled ratio) ------------------------
 
 
 def arithmetic_text(lines: int, seed: int) -> str:
@@ -148,7 +132,7 @@ def real_updates(lr: float, warmup: int, steps: int, seed: int = 0) -> RealResul
     return RealResult(lr, steps, changed / elements, full, delta, exact, versions)
 
 
-# --- 2. a simulated AdamW step on 1e9 bf16 parameters, chunk by chunk ------------------------------------------
+# --- 2. codec throughput: a simulated AdamW step on 1e9 bf16 parameters, chunk by chunk ----------------------
 
 
 def adam_chunk(elements: int, lr: float, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -232,41 +216,6 @@ def synthetic_updates(params: int, lr: float, chunk: int = CHUNK_ELEMENTS, progr
     )
 
 
-# --- 3. relay vs direct sends over Ray -------------------------------------------------------------------------
-
-
-def relay_bytes(versions: list[dict[str, torch.Tensor]], sites: int, per_site: int) -> RelayResult:
-    import ray  # deferred: Ray is heavy; only --relay needs it
-
-    from rollarc.sync.relay import Member, WeightRelay
-
-    started = not ray.is_initialized()
-    if started:
-        init_local_ray(num_cpus=2, include_dashboard=False, logging_level=logging.WARNING)
-    members = [Member(f"site{s}-r{r}", f"site{s}") for s in range(sites) for r in range(per_site)]
-    totals: dict[str, tuple[int, int]] = {}
-    identical = True
-    try:
-        for topology in ("tree", "direct"):
-            relay = WeightRelay(members, RelayConfig(method="delta", topology=topology, fanout=2))
-            try:
-                cross = intra = 0
-                for state in versions:
-                    report = relay.publish(state)
-                    cross += report.cross_site_bytes
-                    intra += report.intra_site_bytes
-                identical &= all(relay.verify().values())
-                totals[topology] = (cross, intra)
-            finally:
-                relay.shutdown()
-    finally:
-        if started:
-            ray.shutdown()
-    return RelayResult(
-        sites, per_site, len(versions), totals["tree"][0], totals["tree"][1], totals["direct"][0], identical
-    )
-
-
 # --- report ----------------------------------------------------------------------------------------------------
 
 
@@ -278,29 +227,45 @@ def peak_rss_gb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e9  # ru_maxrss is in KiB on Linux
 
 
-def docs_body(real: list[RealResult], syn: SyntheticResult, relay: RelayResult, result: dict) -> str:
+def mb(nbytes: float) -> str:
+    return f"{nbytes / 1e6:,.3f} MB"
+
+
+def docs_body(cases: list[dict[str, Any]], syn: SyntheticResult, result: dict[str, Any]) -> str:
     rows = [
         [
-            f"tiny policy, real AdamW, lr {r.lr:g}",
-            f"{r.changed_fraction:.2%}",
-            f"{r.full_bytes / r.steps / 1e6:.2f} MB",
-            f"{r.delta_bytes / r.steps / 1e6:.3f} MB",
-            f"{r.bytes_ratio:.1f}x",
-            "yes" if r.bit_exact else "NO",
+            c["name"],
+            f"{c['model']} ({c['params'] / 1e6:,.1f} M)",
+            f"{c['lr']:g}",
+            c["dtype"],
+            f"{c['changed_fraction']:.2%}",
+            mb(c["fp32_copy_bytes"]),
+            mb(c["dtype_copy_bytes"]),
+            mb(c["cross_site_bytes_per_step"]),
+            f"{c['cross_site_over_fp32_copy']:.3f}",
+            f"{c['fp32_copy_over_cross_site']:.1f}x",
+            f"{c['dtype_copy_over_cross_site']:.1f}x",
+            "yes" if c["bit_exact"] else "NO",
         ]
-        for r in real
+        for c in cases
     ]
-    rows.append(
+    relay = markdown_table(
         [
-            f"{syn.params / 1e9:g}e9 params, simulated AdamW, lr 1e-6",
-            f"{syn.changed_fraction:.2%}",
-            f"{syn.full_bytes / 1e9:.2f} GB",
-            f"{syn.delta_bytes / 1e9:.3f} GB",
-            f"{syn.full_bytes / syn.delta_bytes:.1f}x",
-            "yes" if syn.bit_exact else "NO",
-        ]
+            "case",
+            "model (params)",
+            "lr",
+            "sync dtype",
+            "changed",
+            "fp32 copy",
+            "dtype copy",
+            "cross-site / step",
+            "cross-site / fp32 copy",
+            "fp32 copy / cross-site",
+            "dtype copy / cross-site",
+            "bitwise equal",
+        ],
+        rows,
     )
-    sizes = markdown_table(["update", "changed", "full copy", "delta", "full / delta", "bit-exact"], rows)
     speed = markdown_table(
         ["codec (1 thread)", "encode GB/s", "decode GB/s", "encode GB/s (CPU time)", "decode GB/s (CPU time)"],
         [
@@ -320,27 +285,15 @@ def docs_body(real: list[RealResult], syn: SyntheticResult, relay: RelayResult, 
             ],
         ],
     )
-    fan = markdown_table(
-        ["send", "cross-site bytes", "intra-site bytes"],
-        [
-            [
-                f"direct to all {relay.sites * relay.per_site} receivers",
-                f"{relay.direct_cross_bytes / 1e6:.2f} MB",
-                "0",
-            ],
-            [
-                "relay: 1 per site, binary tree inside",
-                f"{relay.relay_cross_bytes / 1e6:.2f} MB",
-                f"{relay.relay_intra_bytes / 1e6:.2f} MB",
-            ],
-        ],
-    )
     return (
-        f"{sizes}\n\nThroughput in GB of bf16 model bytes per second, over the {syn.params / 1e9:g}e9-parameter "
-        f"set; peak RSS {result['peak_rss_gb']:.2f} GB.\n\n{speed}\n\n"
-        f"{relay.sites} sites x {relay.per_site} receivers, {relay.versions} versions of the tiny policy "
-        f"(a full copy, then deltas at lr 1e-6); every receiver bitwise identical: "
-        f"{'yes' if relay.identical else 'NO'}. Cross-site bytes cut {relay.cross_site_ratio:.1f}x.\n\n{fan}"
+        "Cross-site bytes per step (median over the measured steps) through the borrowed site's relay, the "
+        "functions `rollarc train` with `harvest:` runs; each case's site has `site_members` members "
+        "(the JSON), and every member's weights were compared bit for bit with the trainer's after every step."
+        f"\n\n{relay}\n\nCodec throughput in GB of bf16 model bytes per second, over the {syn.params / 1e9:g}e9-"
+        f"parameter simulated set ({syn.changed_fraction:.2%} changed at lr 1e-6, "
+        f"{syn.full_bytes / syn.delta_bytes:.1f}x fewer bytes than a full bf16 copy, bit-exact "
+        f"{'yes' if syn.bit_exact else 'NO'}); peak RSS of the whole run {result['peak_rss_gb']:.2f} GB. Timings "
+        f"count only on a quiet machine (the load above).\n\n{speed}"
     )
 
 
@@ -353,48 +306,38 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     params = int(args.params or (2e7 if args.quick else 1e9))
-    warmup, steps = (3, 2) if args.quick else (10, 5)
-    sites, per_site = (2, 2) if args.quick else (4, 8)
+    warmup, steps = STEPS[args.quick]
 
-    real = []
-    for lr in (1e-6, 1e-5):
-        print(f"real updates: tiny policy, AdamW lr {lr:g}, {warmup} warm-up + {steps} measured steps", flush=True)
-        r = real_updates(lr, warmup, steps)
+    cases = []
+    for case in all_cases(CONFIGS, args.quick):
         print(
-            f"  changed {r.changed_fraction:.3%}, full {r.full_bytes / steps / 1e6:.2f} MB vs delta "
-            f"{r.delta_bytes / steps / 1e6:.3f} MB per version: {r.bytes_ratio:.1f}x, bit-exact {r.bit_exact}",
+            f"relay: {case.name}: {case.model}, AdamW lr {case.lr:g}, {case.sync.dtype} deltas, "
+            f"{case.members} members (fanout {case.fanout}), {warmup} warm-up + {steps} measured steps",
             flush=True,
         )
-        real.append(r)
-    print(f"synthetic updates: {params / 1e9:g}e9 bf16 params, chunks of {CHUNK_ELEMENTS >> 20}M elements", flush=True)
+        c = measure(case, warmup, steps)
+        print(
+            f"  cross-site {mb(c['cross_site_bytes_per_step'])} per step: {c['cross_site_over_fp32_copy']:.3f} of an "
+            f"fp32 copy, {c['dtype_copy_over_cross_site']:.1f}x fewer than a {c['dtype']} copy",
+            flush=True,
+        )
+        cases.append(c)
+    print(f"codec: {params / 1e9:g}e9 bf16 params, chunks of {CHUNK_ELEMENTS >> 20}M elements", flush=True)
     syn = synthetic_updates(params, 1e-6)
-    print(f"relay: {sites} sites x {per_site} receivers, tree vs direct", flush=True)
-    relay = relay_bytes(real[0].versions[:3], sites, per_site)
-    print(
-        f"  cross-site bytes: direct {relay.direct_cross_bytes / 1e6:.2f} MB, relay "
-        f"{relay.relay_cross_bytes / 1e6:.2f} MB ({relay.cross_site_ratio:.1f}x)",
-        flush=True,
-    )
 
     result = {
-        "changed_fraction": real[0].changed_fraction,
-        "bytes_ratio_lr1e-6": real[0].bytes_ratio,
-        "bytes_ratio_lr1e-5": real[1].bytes_ratio,
+        "cases": cases,
+        "bit_exact": bool(all(c["bit_exact"] for c in cases) and syn.bit_exact),
         "encode_gb_s": gb_s(syn.model_bytes, syn.encode_s),
         "decode_gb_s": gb_s(syn.model_bytes, syn.decode_s),
-        "bit_exact": bool(real[0].bit_exact and real[1].bit_exact and syn.bit_exact and relay.identical),
-        "cross_site_bytes_ratio": relay.cross_site_ratio,
-        "changed_fraction_lr1e-5": real[1].changed_fraction,
-        "synthetic_params": params,
-        "synthetic_changed_fraction": syn.changed_fraction,
-        "synthetic_bytes_ratio": syn.full_bytes / syn.delta_bytes,
         "encode_gb_s_cpu": gb_s(syn.model_bytes, syn.encode_cpu_s),
         "decode_gb_s_cpu": gb_s(syn.model_bytes, syn.decode_cpu_s),
         "codec_gb_s": gb_s(syn.model_bytes, syn.encode_s + syn.decode_s),
         "full_copy_encode_gb_s": gb_s(syn.model_bytes, syn.full_encode_s),
         "full_copy_decode_gb_s": gb_s(syn.model_bytes, syn.full_decode_s),
-        "relay_sites": sites,
-        "relay_receivers_per_site": per_site,
+        "synthetic_params": params,
+        "synthetic_changed_fraction": syn.changed_fraction,
+        "synthetic_bytes_ratio": syn.full_bytes / syn.delta_bytes,
         "peak_rss_gb": peak_rss_gb(),
     }
     print(
@@ -405,7 +348,7 @@ def main(argv: list[str]) -> int:
     )
     publish(
         "weightsync",
-        docs_body(real, syn, relay, result),
+        docs_body(cases, syn, result),
         result,
         "rollarc bench weightsync --json",
         quick=args.quick,

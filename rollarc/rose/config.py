@@ -42,9 +42,10 @@ class RoseConfig(FrozenModel):
         "such steps have run than predicted (rollarc.rose.aftermath); false: at its prediction",
     )
     dedicated_first: bool = Field(
-        True,
+        False,
         description="a turn without a cached prefix to go back to takes the dedicated worker while it has a free "
-        "place, the lent replica only the rest (false: least loaded over both; rollarc.policy.dispatcher)",
+        "place, the lent replica only the rest (false, as in training's harvest.dedicated_first: least loaded over "
+        "both; rollarc.policy.dispatcher)",
     )
     slo_alone_factor: float = Field(
         1.5,

@@ -14,7 +14,8 @@ Each :meth:`CoServingExecutor.poll`:
    kept, KV in R's prefix cache, queued first) and the rest decode: rollout makes progress at the rate the
    guard allows, as :meth:`capacity` reports it, instead of stalling every turn it holds until serving calms
    (a turn stuck here stalls its trajectory). If not even one decode is admitted, rollout **pauses** (its KV
-   stays where it is) until serving calms down;
+   stays where it is) until serving calms down; each pause and preemption is counted by its cause, the guard's
+   or memory's or slots' (:mod:`rollarc.rose.guard_actions`);
 5. runs that rollout step and feeds its time to the rollout latency model.
 
 The guard budgets the serving step that follows a rollout step at its prediction times how much longer such
@@ -70,7 +71,7 @@ class CoServingExecutor:
         self,
         serving: LLMEngine | None,
         rollout: LLMEngine | None,
-        slo: SLOConfig,
+        slo: SLOConfig | None,
         *,
         margin: float = 0.2,
         memory_tokens: int = 1 << 30,
@@ -104,9 +105,13 @@ class CoServingExecutor:
             "loop_gap_ms": 0,  # time between a rollout step and the next poll (the caller's loop), fed to the model
             "rollout_overruns": 0,
             "turns_done": 0,
-            "pauses": 0,
+            "pauses": 0,  # each pause once, by its cause (rollarc.rose.guard_actions): the three below
+            "paused_for_slo": 0,  # the guard refused every rollout step it was asked about
+            "paused_for_memory": 0,  # the next queued turn did not fit beside serving's KV reservation
+            "paused_for_slots": 0,  # the rollout engine had no free sequence slot for it
             "preemptions": 0,  # for memory and for the SLO
             "preempted_for_slo": 0,  # running turns preempted so that the guard admits the rest
+            "preempted_for_memory": 0,  # running turns preempted because serving's reservation grew
             "withdrawn": 0,
             "refused_tpot": 0,
             "refused_ttft_waiting": 0,
@@ -134,6 +139,8 @@ class CoServingExecutor:
     def submit_turn(self, turn: Turn) -> None:
         if self.rollout is None:
             raise ValueError(f"{self.name} has no rollout engine: it serves only")
+        if self.serving is not None and self.slo is None:
+            raise ValueError(f"{self.name} has no SLO yet: it takes rollout turns only once its SLO is set")
         turn.workers.append(self.name)
         self._queued.append(turn)
 
@@ -199,8 +206,8 @@ class CoServingExecutor:
 
         0 while serving is too busy. ``turn_tokens``: the KV reservation assumed for a turn when none is here.
         """
-        if self.rollout is None:
-            return 0
+        if self.rollout is None or (self.serving is not None and self.slo is None):
+            return 0  # no SLO yet (it is being measured): nothing to lend
         state = self.serving_state(self.clock() if now is None else now)
         held = [*self._running.values(), *self._queued]
         context = sum(len(t.resume_prompt) for t in self._running.values())
@@ -356,6 +363,7 @@ class CoServingExecutor:
     def _judge(self, step: StepShape, state: ServingState) -> Verdict:
         if self.serving is None:  # a dedicated rollout worker: no SLO to guard
             return Verdict(True, "ok", 0.0, 0.0)
+        assert self.slo is not None  # no turn is taken before it is set (submit_turn)
         return judge(
             step,
             state,
@@ -383,6 +391,7 @@ class CoServingExecutor:
             victims.append(running.pop())
         if victims:
             self.counters["preemptions"] += len(victims)
+            self.counters["preempted_for_memory"] += len(victims)
             for request_id in victims:
                 self._running[request_id].preemptions += 1
             self._abort_running(victims, requeue=True)
@@ -427,7 +436,7 @@ class CoServingExecutor:
         self._abort_running(victims, requeue=True)
 
     _stepped = False
-    _paused = False
+    _paused: str | None = None  # the cause of the pause under way: "slo", "memory" or "slots"
     _last_rollout: tuple[StepShape, float, float] | None = None  # (shape, seconds, when it ended)
 
     def _observe_rollout(self, now: float) -> None:
@@ -464,12 +473,14 @@ class CoServingExecutor:
         admit: list[Turn] = []
         prefill = 0
         best: StepShape | None = None
+        blocked: str | None = None  # why the first queued turn not admitted was held back
         candidate = StepShape(decodes=len(self._running), context_tokens=context)
         if candidate.decodes and self._judge(candidate, state).admit:
             best = candidate
         for turn in self._queued:
             need = len(turn.prompt_ids) + turn.max_tokens
             if len(admit) >= slots or need > free:
+                blocked = "slots" if len(admit) >= slots else "memory"
                 break
             hit = self.rollout.prefix_cache.lookup(turn.traj_id, turn.resume_prompt, version)
             tokens = len(turn.resume_prompt) - (hit[1] if hit is not None else 0)
@@ -483,17 +494,22 @@ class CoServingExecutor:
                 verdict = self._judge(after, state)
             if not verdict.admit:
                 self.counters[f"refused_{verdict.reason}"] += 1
+                blocked = "slo"
                 break
             admit.append(turn)
             prefill += tokens
             free -= need
             best = candidate
         if best is None:
-            if not self._paused:  # count each pause once, not each poll it lasts
+            # running turns are held only when the guard refused them; otherwise the first queued turn says why
+            cause = "slo" if self._running else blocked
+            assert cause is not None  # a queued turn was either admitted (best is set) or held back
+            if cause != self._paused:  # count each pause once, not each poll it lasts; again if its cause changes
                 self.counters["pauses"] += 1
-                self._paused = True
+                self.counters[f"paused_for_{cause}"] += 1
+                self._paused = cause
             return []
-        self._paused = False
+        self._paused = None
         for turn in admit:
             self._queued.remove(turn)
             request_id = f"{turn.turn_id}@{len(turn.workers)}.{turn.preemptions}"

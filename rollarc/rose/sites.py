@@ -4,7 +4,8 @@ gets a full copy from the origin instead.
 
 Pure accounting, no Ray: :func:`plan_hops` lists every hop with its bytes, so the cross-site and in-site
 traffic of one policy version can be reported (and compared with sending a full copy to every remote
-worker) before anything is sent. ``rollarc.sync.relay.WeightRelay`` executes the same routes over Ray.
+worker) before anything is sent: a model. Training's borrowed site relays shards instead
+(``rollarc.runtime.site_relay``), and ``rollarc bench weightsync`` measures that.
 """
 
 from __future__ import annotations

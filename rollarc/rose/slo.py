@@ -54,25 +54,48 @@ def percentile(values: Sequence[float], q: float) -> float:
     return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
 
 
+# One request's (TTFT ms, TPOT ms); TPOT None for a one-token output. What a recorded calibration keeps per request.
+Latency = tuple[float, float | None]
+
+
+def latencies(timings: Sequence[RequestTiming]) -> list[Latency]:
+    return [(t.ttft_ms, t.tpot_ms) for t in timings]
+
+
+def attains_latency(latency: Latency, slo: SLOConfig) -> bool:
+    ttft, tpot = latency
+    return ttft <= slo.ttft_p99_ms and (tpot is None or tpot <= slo.tpot_p99_ms)
+
+
 def attains(timing: RequestTiming, slo: SLOConfig) -> bool:
-    tpot = timing.tpot_ms
-    return timing.ttft_ms <= slo.ttft_p99_ms and (tpot is None or tpot <= slo.tpot_p99_ms)
+    return attains_latency((timing.ttft_ms, timing.tpot_ms), slo)
 
 
-def summarize(timings: Sequence[RequestTiming], slo: SLOConfig) -> dict[str, float]:
+def p99s(requests: Sequence[Latency]) -> tuple[float, float]:
+    """The p99 TTFT and TPOT (ms) of ``requests``: TTFT nan with none, TPOT 0 when none has two tokens."""
+    tpot = [v for _, v in requests if v is not None]
+    return percentile([ttft for ttft, _ in requests], 99), percentile(tpot, 99) if tpot else 0.0
+
+
+def summarize_latencies(requests: Sequence[Latency], slo: SLOConfig) -> dict[str, float]:
     """p50/p99 TTFT and TPOT (ms), attainment, and whether both p99 targets hold."""
-    ttft = [t.ttft_ms for t in timings]
-    tpot = [v for t in timings if (v := t.tpot_ms) is not None]
-    ttft99, tpot99 = percentile(ttft, 99), percentile(tpot, 99) if tpot else 0.0
+    ttft = [t for t, _ in requests]
+    tpot = [v for _, v in requests if v is not None]
+    ttft99, tpot99 = p99s(requests)
     return {
-        "requests": float(len(timings)),
+        "requests": float(len(requests)),
         "ttft_p50_ms": percentile(ttft, 50),
         "ttft_p99_ms": ttft99,
         "tpot_p50_ms": percentile(tpot, 50) if tpot else 0.0,
         "tpot_p99_ms": tpot99,
-        "slo_attainment": sum(attains(t, slo) for t in timings) / len(timings) if timings else math.nan,
+        "slo_attainment": sum(attains_latency(r, slo) for r in requests) / len(requests) if requests else math.nan,
         "slo_met": float(ttft99 <= slo.ttft_p99_ms and tpot99 <= slo.tpot_p99_ms),
     }
+
+
+def summarize(timings: Sequence[RequestTiming], slo: SLOConfig) -> dict[str, float]:
+    """:func:`summarize_latencies` of the requests' timings."""
+    return summarize_latencies(latencies(timings), slo)
 
 
 def overlap_s(spans: Sequence[tuple[float, float]], start: float, end: float) -> float:

@@ -146,7 +146,7 @@ class Controller:
         self.failures = FailureWindow(self.B * (self.G + cfg.async_.redundancy), cfg.async_.max_failed_fraction)
         self.resumed_rl_start_s: float | None = None  # set by restore(): the RL window's start on the run clock
         self.harvest = (
-            HarvestPool(cfg, workers.router, workers.trainer, workers.policy_dir, start_version)
+            HarvestPool(cfg, workers.router, workers.trainer, workers.policy_dir, start_version, run_dir=run_dir)
             if cfg.harvest is not None
             else None
         )
@@ -1005,7 +1005,7 @@ class Controller:
             "dropped_groups_by_task": dict(self.dropped_by_task),
             "cancelled_groups_by_task": dict(self.cancelled_by_task),
             "elastic": self.elastic_events,
-            **({"harvest": self.harvest.summary()} if self.harvest is not None else {}),
+            **(self.harvest.summary() if self.harvest is not None else {}),  # harvest, harvest_slo, ...
             **self.counters.as_dict(),
             **self.recovery_stats(),
         }

@@ -9,6 +9,11 @@ To the router it looks like a rollout replica (``generate``, ``generate_batch``,
 (drain, then abort; the agent loops resume the aborted turns elsewhere from their partial output) when serving
 load rises. Every token keeps the policy version that produced it.
 
+The SLO: the run's, pushed by the driver (``set_slo``) before the replica may be lent; until then it reports no
+headroom and takes no turn. With ``harvest.slo_source: calibrate`` the requests of its first ``calibration_s`` of
+serving, with nothing lent, are the serving-alone sample the SLO is derived from (``serve_alone``); they are kept
+apart from the requests scored against that SLO (``stats``, ``served_timings``).
+
 Weights: it is another site, whose members hold the weights in shards (``rollarc.sync.site``). ``relay``
 receives one shard's update, forwards it to its children in that shard's fan-out route, applies it, and reports
 each hop's bytes; once every shard is at the new version, the whole weights go into the rollout engine. A shard
@@ -41,13 +46,14 @@ from rollarc.policy.dispatcher import BORROWED_POOL
 from rollarc.rose.coserve import CoServingExecutor, ServingRequest
 from rollarc.rose.pinning import pin
 from rollarc.rose.serving_model import engine_of
-from rollarc.rose.slo import RequestTiming, summarize
+from rollarc.rose.slo import RequestTiming, SLOConfig, latencies, summarize
 from rollarc.rose.trace import TraceRequest
 from rollarc.rose.trace_loop import TraceLoop, harvest_trace
 from rollarc.rose.turns import Turn
 from rollarc.runtime.gc_pauses import GCPauses
 from rollarc.runtime.generate_span import generate_span
 from rollarc.runtime.router import TurnArgs
+from rollarc.runtime.site_relay import apply_shard, relay_shard
 from rollarc.runtime.turn_chunks import TurnChunk, chunks_as_completed
 from rollarc.runtime.weight_sync import ShardPayload, engine_state, receive
 from rollarc.sync.config import SyncConfig
@@ -125,7 +131,12 @@ class CoServingReplica:
             else TraceLoop(trace, harvest.replay.duration_s, laps=1)
         )
         self.rng = random.Random(seed)
-        self.timings: deque[RequestTiming] = deque(maxlen=100_000)
+        self.timings: deque[RequestTiming] = deque(maxlen=100_000)  # served, after the calibration's sample if any
+        self._calibration_s: float | None = None  # start()'s
+        self._calibration_end: float | None = None  # requests arriving before this are the serving-alone sample
+        self._calibration_due = 0  # of those, handed to the executor so far
+        self._handed_until = 0.0  # every request arriving before this time has been handed to the executor
+        self.calibration_timings: list[RequestTiming] = []  # ... and finished
         self.waiting: dict[str, tuple[asyncio.Future[Turn], float]] = {}  # turn id -> (its future, arrival)
         self.gate = asyncio.Event()
         self.gate.set()
@@ -141,9 +152,11 @@ class CoServingReplica:
         self.gc_pauses = GCPauses()  # serving steps stall for them too (bench rose reports them)
 
     # ---- the loop ------------------------------------------------------------------------------------
-    async def start(self) -> str:
-        """Start replaying the trace and serving (idempotent)."""
+    async def start(self, calibration_s: float | None = None) -> str:
+        """Start replaying the trace and serving (idempotent). ``calibration_s``: the requests arriving in the first
+        ``calibration_s`` of the replay are the serving-alone sample (``serve_alone``)."""
         if self._task is None:
+            self._calibration_s = calibration_s
             self._task = asyncio.get_running_loop().create_task(self._loop())
         return self.name
 
@@ -157,21 +170,55 @@ class CoServingReplica:
 
     async def _serve(self) -> None:
         t0 = time.perf_counter()
+        if self._calibration_s is not None:
+            self._calibration_end = t0 + self._calibration_s
         vocab = self.harvest.serving.vocab_size
         while True:
             now = time.perf_counter()
+            self._handed_until = now + LOOKAHEAD_S  # every request arriving before this is handed to the executor
             for r in self.trace.until(now - t0 + LOOKAHEAD_S):
                 prompt = [self.rng.randrange(1, vocab) for _ in range(r.prompt_tokens)]
                 self.executor.submit_serving(
                     ServingRequest(f"s{self._requests}", t0 + r.arrival_s, prompt, r.output_tokens)
                 )
                 self._requests += 1
+                self._calibration_due += self._in_calibration(t0 + r.arrival_s)
             result = self.executor.poll()
-            self.timings.extend(result.served)
+            for timing in result.served:
+                (self.calibration_timings if self._in_calibration(timing.arrival_s) else self.timings).append(timing)
             self.served += len(result.served)
             for turn in result.turns:
                 self._resolve(turn)
             await asyncio.sleep(0 if result.worked else IDLE_SLEEP_S)
+
+    def _in_calibration(self, arrival: float) -> bool:
+        return self._calibration_end is not None and arrival < self._calibration_end
+
+    # ---- the SLO ------------------------------------------------------------------------------------
+    async def serve_alone(self) -> list[tuple[float, float | None]]:
+        """The serving-alone calibration: the requests arriving in the first ``calibration_s`` (``start``'s) of the
+        trace replay, each (TTFT ms, TPOT ms), once every one of them has finished. Called before the replica is ever
+        lent, so no rollout turn runs beside them; the caller bounds the wait (``HarvestPool``)."""
+        if self._calibration_s is None:
+            raise RuntimeError(f"co-serving replica {self.name}: serve_alone, but start() was given no calibration_s")
+        while self._calibration_end is None:  # the loop sets it when it first runs
+            self._check_loop()
+            await asyncio.sleep(IDLE_SLEEP_S)
+        if self.executor.rollout_turns:
+            raise RuntimeError(f"co-serving replica {self.name}: serve_alone with rollout turns here")
+        while (
+            time.perf_counter() < self._calibration_end
+            or self._handed_until < self._calibration_end  # some of the sample not handed over yet
+            or len(self.calibration_timings) < self._calibration_due
+        ):
+            self._check_loop()
+            await asyncio.sleep(0.01)
+        return latencies(self.calibration_timings)
+
+    def set_slo(self, ttft_p99_ms: float, tpot_p99_ms: float) -> dict[str, float]:
+        """The SLO the guard keeps from now on (the run's derived or fixed one); returns what the guard holds."""
+        self.executor.slo = SLOConfig(ttft_p99_ms=ttft_p99_ms, tpot_p99_ms=tpot_p99_ms)
+        return self.executor.slo.model_dump()
 
     def _check_loop(self) -> None:
         if self._task is not None and self._task.done() and self._task.exception() is not None:
@@ -300,10 +347,13 @@ class CoServingReplica:
 
     def stats(self) -> dict[str, Any]:
         """Serving SLO over every request served so far, and the co-serving counters."""
+        slo = self.executor.slo
         return {
             "name": self.name,
             "device": str(self.device),
-            "serving": summarize(list(self.timings), self.harvest.slo),
+            "slo": slo.model_dump() if slo is not None else None,  # what the guard holds
+            "calibration_requests": len(self.calibration_timings),  # its serving-alone sample (0: none measured here)
+            "serving": summarize(list(self.timings), slo) if slo is not None else None,
             **self.headroom(),
         }
 
@@ -343,39 +393,31 @@ class CoServingReplica:
         the trainer) and ``cross_site``. A child that died is left out; the driver catches its subtree up.
         """
         (updates,) = await asyncio.gather(*payload.refs)
-        pending = []
-        for child in route.children:
-            forward = ShardPayload(payload.version, payload.layout, [ray.put(updates)], payload.nbytes)
-            pending.append(handles[child.member].relay.remote(forward, child, handles, self.name, False))
-        hop = await self._apply(payload.version, payload.layout, updates)
-        hops = [{"source": source, "target": self.name, "cross_site": cross_site, "shard": payload.layout, **hop}]
-        for result in await asyncio.gather(*pending, return_exceptions=True):
-            if isinstance(result, RayActorError):
-                continue
-            if isinstance(result, BaseException):
-                raise result
-            hops += result
-        return hops
+
+        def forward(child: Route) -> Any:  # a new object per hop; the call starts now (an awaitable ref)
+            hop = ShardPayload(payload.version, payload.layout, [ray.put(updates)], payload.nbytes)
+            return handles[child.member].relay.remote(hop, child, handles, self.name, False)
+
+        return await relay_shard(
+            self.name,
+            payload.layout,
+            route,
+            source,
+            cross_site,
+            forward,
+            lambda: self._apply(payload.version, payload.layout, updates),
+            lost=(RayActorError,),
+        )
 
     async def _apply(self, version: int, layout: ShardSpec, updates: tuple[VersionedUpdate, ...]) -> dict[str, Any]:
-        pushed = updates_nbytes(updates)
-        receiver = self.site.receivers[layout]
-        if version <= (receiver.version if receiver.version is not None else -1):
-            return {"bytes": pushed, "catch_up_bytes": 0, "full_copy": False}
-        fetched: list[tuple[VersionedUpdate, ...]] = []
-
         async def fetch(have: int | None) -> tuple[VersionedUpdate, ...]:
             got: tuple[VersionedUpdate, ...] = await self.trainer.fetch_weights.remote(have, layout)
-            fetched.append(got)
             return got
 
-        await receive(receiver, updates, fetch)
-        await self._swap_when_whole()
-        return {
-            "bytes": pushed,
-            "catch_up_bytes": sum(updates_nbytes(u) for u in fetched),
-            "full_copy": any(u.full for got in fetched for u in got),
-        }
+        hop, moved = await apply_shard(self.site.receivers[layout], version, updates, fetch)
+        if moved:
+            await self._swap_when_whole()
+        return hop
 
     async def _swap_when_whole(self) -> None:
         """Once every shard is at one new version, put the whole weights into the rollout engine (once)."""

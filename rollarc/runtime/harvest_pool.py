@@ -1,6 +1,8 @@
 """HarvestPool: the driver's side of borrowed serving capacity (``harvest:``, docs/rose.md).
 
-It starts the co-serving replicas (the borrowed site), asks each for its headroom every ``harvest.poll_s``,
+It starts the co-serving replicas (the borrowed site) and, before any is lent, settles the SLO their guards keep
+(``harvest.slo_source``: measured by a serving-alone calibration, read from a recorded one, or fixed;
+``rollarc.rose.calibration``). Then it asks each for its headroom every ``harvest.poll_s``,
 and applies :class:`~rollarc.policy.lending.LendingPolicy`'s decisions with the router's protocol: ``add_replica``
 into the ``borrowed`` pool to lend, ``remove_replica`` (drain for ``drain_timeout_s``, then abort; the agent
 loops resume the aborted turns from their partial output on the dedicated replicas) to withdraw. While a replica
@@ -18,20 +20,37 @@ of every shard. Plumbing only: the decisions are the pure policy's.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import json
 import time
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import ray
 from ray.exceptions import GetTimeoutError, RayActorError
 
 from rollarc.config import Config
-from rollarc.harvest_config import HarvestConfig
+from rollarc.configio import ConfigError
+from rollarc.harvest_config import HarvestConfig, SLOConfig
 from rollarc.policy.dispatcher import BORROWED_POOL
 from rollarc.policy.lending import LendingPolicy
 from rollarc.ray_deadline import ActorHung, Deadlines
+from rollarc.report.durable import write_text_durably
+from rollarc.rose.calibration import (
+    CALIBRATION_FILE,
+    Calibration,
+    calibration_key,
+    read_calibration,
+    serving_record,
+    slo_record,
+    too_few,
+)
+from rollarc.rose.guard_actions import guard_actions
+from rollarc.rose.slo import RequestTiming, latencies
 from rollarc.runtime.coserving_replica import CoServingReplica
 from rollarc.runtime.ray_cluster import uses_gpus
+from rollarc.runtime.site_relay import site_bytes
 from rollarc.runtime.weight_sync import SyncPayload
 from rollarc.sync.shard import ShardSpec
 from rollarc.sync.site import shard_routes
@@ -42,7 +61,14 @@ from rollarc.sync.versions import WHOLE
 COUNTED = (
     "preemptions",
     "preempted_for_slo",
+    "preempted_for_memory",
     "pauses",
+    "paused_for_slo",
+    "paused_for_memory",
+    "paused_for_slots",
+    "refused_tpot",
+    "refused_ttft_waiting",
+    "refused_ttft_arrival",
     "withdrawn",
     "turns_done",
     "rollout_overruns",
@@ -57,6 +83,12 @@ COUNTED = (
     "serving_after_rollout_us",
     "serving_after_rollout_predicted_us",
 )
+
+
+def counted(report: dict[str, Any]) -> Counter[str]:
+    """The ``COUNTED`` counters of one replica's headroom report (0 for any it lacks)."""
+    counters = report.get("counters", {})
+    return Counter({key: int(counters.get(key, 0)) for key in COUNTED})
 
 
 def serving_unfinished(counters: Counter[str]) -> int:
@@ -89,10 +121,13 @@ class HarvestPool:
         policy_dir: str,
         version: int,
         replica_options: dict[str, Any] | None = None,
+        run_dir: Path | None = None,
     ) -> None:
         """``replica_options``: extra keyword arguments of every ``CoServingReplica`` (``rollarc bench rose`` passes
-        the trace window it replays once and the cores it is pinned to)."""
+        the trace window it replays once and the cores it is pinned to). ``run_dir``: where the SLO's calibration is
+        recorded, and found again on resume (``harvest.slo_source: calibrate``)."""
         assert cfg.harvest is not None
+        self.run_dir = run_dir
         self.replica_options = dict(replica_options or {})
         self.cfg = cfg
         self.deadlines = Deadlines.of(cfg.cluster)
@@ -127,8 +162,72 @@ class HarvestPool:
         self._syncs: dict[Any, str] = {}
         self._last_poll = 0.0
         self._joining: dict[Any, tuple[str, Any]] = {}  # catch-up ref -> (name, handle) of a starting replacement
+        self.slo: SLOConfig | None = None  # the SLO every replica's guard keeps, once settled
+        self.slo_record: dict[str, Any] = {}  # summary.json's harvest_slo
+        key = self._recorded_slo()
         for _ in range(self.harvest.replicas):
-            self._start(version)
+            self._start(version, calibration_s=self.harvest.calibration_s if key is not None else None)
+        if key is not None:
+            self._calibrate(key)
+
+    # ---- the SLO ----------------------------------------------------------------------------------------
+    def _recorded_slo(self) -> dict[str, Any] | None:
+        """Settle the SLO without measuring where one is given or recorded; else the key to calibrate it under.
+
+        ``fixed``: ``harvest.slo``. ``file``: ``harvest.slo_file``. ``calibrate``: the run directory's own recording
+        when there is one (a resumed run: the same numbers, not a second calibration), else a calibration."""
+        harvest = self.harvest
+        if harvest.slo_source == "fixed":
+            assert harvest.slo is not None  # the config requires it
+            self._settle(harvest.slo, "fixed", None)
+            return None
+        key = calibration_key(harvest, "cuda" if self._gpus() else "cpu")
+        if harvest.slo_source == "file":
+            assert harvest.slo_file is not None  # the config requires it
+            path = Path(harvest.slo_file)
+            recorded = read_calibration(path)
+            recorded.check(key, f"harvest.slo_file {path}")
+            self._settle(recorded.slo(harvest.slo_alone_factor), "file", recorded, file=str(path), reused=True)
+            return None
+        path_in_run = self.run_dir / CALIBRATION_FILE if self.run_dir is not None else None
+        if path_in_run is None or not path_in_run.is_file():
+            return key
+        recorded = read_calibration(path_in_run)
+        recorded.check(key, f"the run's recorded calibration {path_in_run}")
+        self._settle(recorded.slo(harvest.slo_alone_factor), "calibrate", recorded, file=str(path_in_run), reused=True)
+        return None
+
+    def _calibrate(self, key: dict[str, Any]) -> None:
+        """Every replica serves its trace window alone (nothing is lent yet) for ``calibration_s``; the SLO is
+        ``slo_alone_factor`` x the p99s of their requests pooled, recorded in the run directory and pushed to all."""
+        harvest = self.harvest
+        refs = {name: handle.serve_alone.remote() for name, handle in self.replicas.items()}
+        # the sample's requests arrive within calibration_s; the last ones then finish within a control call's deadline
+        wait = dataclasses.replace(self.deadlines, call_s=self.deadlines.call_s + harvest.calibration_s)
+        samples = wait.get_each("call", refs, "serve_alone (the SLO's calibration)")
+        requests = tuple((float(ttft), tpot) for sample in samples for ttft, tpot in sample)
+        problem = too_few(len(requests), harvest.calibration_min_requests, harvest.calibration_s, len(refs))
+        if problem is not None:
+            raise ConfigError(problem)
+        calibration = Calibration(key, requests, harvest.calibration_s, tuple(refs))
+        where: dict[str, Any] = {"reused": False}
+        if self.run_dir is not None:
+            path = self.run_dir / CALIBRATION_FILE
+            write_text_durably(path, json.dumps(calibration.to_json(), indent=1))
+            where["file"] = str(path)
+        self._settle(calibration.slo(harvest.slo_alone_factor), "calibrate", calibration, **where)
+
+    def _settle(self, slo: SLOConfig, source: str, calibration: Calibration | None, **where: Any) -> None:
+        """The run's SLO from now on: pushed to every replica (replacements get it when they join)."""
+        factor = None if source == "fixed" else self.harvest.slo_alone_factor
+        self.slo, self.slo_record = slo, slo_record(slo, source, factor, calibration, **where)
+        for name, handle in self.replicas.items():
+            self._push_slo(name, handle)
+
+    def _push_slo(self, name: str, handle: Any) -> None:
+        """Set the run's SLO in a replica's guard and wait until it holds it (its ``stats`` report it)."""
+        assert self.slo is not None
+        self.deadlines.get("call", handle.set_slo.remote(self.slo.ttft_p99_ms, self.slo.tpot_p99_ms), name, "set_slo")
 
     def _register(self) -> None:
         """Have the trainer encode every update in ``harvest.replicas`` shards, from its next version on.
@@ -143,10 +242,15 @@ class HarvestPool:
         self.layouts, self.full_copy_bytes = tuple(site["layouts"]), int(site["full_copy_bytes"])
 
     # ---- membership -------------------------------------------------------------------------------------
-    def _start(self, version: int | None) -> str:
+    def _gpus(self) -> int:
+        """1 when the replicas run on an accelerator: S and the policy share one device."""
+        return 1 if uses_gpus(self.cfg.cluster, self.cfg.model.device) else 0
+
+    def _start(self, version: int | None, calibration_s: float | None = None) -> str:
+        """``calibration_s``: the replica's first requests are the SLO's serving-alone sample (``_calibrate``)."""
         name = f"borrowed-{self._serial}"
         self._serial += 1
-        gpus = 1 if uses_gpus(self.cfg.cluster, self.cfg.model.device) else 0  # S and the policy share one device
+        gpus = self._gpus()
         handle = CoServingReplica.options(  # type: ignore[attr-defined]  # @ray.remote class
             name=name, num_cpus=0, num_gpus=gpus, max_concurrency=10_000
         ).remote(
@@ -167,7 +271,9 @@ class HarvestPool:
         if version is None:  # a replacement: its checkpoint is older than the trainer's weights; joins when caught up
             self._joining[handle.catch_up.remote()] = (name, handle)
             return name
-        self.deadlines.get("start", handle.start.remote(), name, "start")
+        self.deadlines.get("start", handle.start.remote(calibration_s), name, "start")
+        if self.slo is not None:  # settled (a restart from a checkpoint, or a given SLO): held before it may be lent
+            self._push_slo(name, handle)
         self._join(name, handle)
         return name
 
@@ -187,6 +293,8 @@ class HarvestPool:
             try:
                 caught = self.deadlines.get("call", ref, name, "catch_up")  # ready
                 self.deadlines.get("start", handle.start.remote(), name, "start")
+                if self.slo is not None:  # the run's SLO, before it may be lent
+                    self._push_slo(name, handle)
             except RayActorError:
                 self.counters["deaths"] += 1
                 if self.harvest.replace_dead:
@@ -220,7 +328,7 @@ class HarvestPool:
     def _retire(self, name: str) -> None:
         """Keep a replica's counters as last reported, and count the serving requests it leaves unfinished: the
         trace it replayed lives in it, so they go with it (at most one poll's arrivals more, unseen)."""
-        last = self._counted(self.reports.pop(name, {}))
+        last = counted(self.reports.pop(name, {}))
         self.retired.update(last)
         self.counters["serving_lost"] += serving_unfinished(last)
 
@@ -380,14 +488,10 @@ class HarvestPool:
                 continue  # a replica that died takes its unsent spans with it; tick() counts its death
         return spans
 
-    def _counted(self, report: dict[str, Any]) -> Counter[str]:
-        counters = report.get("counters", {})
-        return Counter({key: int(counters.get(key, 0)) for key in COUNTED})
-
     def totals(self) -> Counter[str]:
         total = Counter(self.retired)
         for report in self.reports.values():
-            total.update(self._counted(report))
+            total.update(counted(report))
         return total
 
     def step_metrics(self) -> dict[str, Any]:
@@ -403,29 +507,42 @@ class HarvestPool:
             per_hop[f"{hop['source']}->{hop['target']}"] += hop["bytes"] + hop["catch_up_bytes"]
         totals = self.totals()
         return {
-            "cross_site_bytes": sum(h["bytes"] for h in hops if h["cross_site"])
-            + sum(h["catch_up_bytes"] for h in hops),
-            "in_site_bytes": sum(h["bytes"] for h in hops if h["source"] != "origin"),
+            **site_bytes(hops),  # cross_site_bytes, in_site_bytes, sync_full_copies: as bench weightsync counts
             "full_copy_bytes": self.full_copy_bytes,
-            "sync_full_copies": sum(bool(h["full_copy"]) for h in hops),
             "sync_hops": dict(per_hop),
             "harvest_lent": len(self.lent()),
             **{f"harvest_{key}": value for key, value in self.counters.items()},
             **{f"harvest_{key}": totals[key] for key in COUNTED},
+            # cumulative, like the counters above: the guard's decisions so far by cause, all replicas summed
+            "harvest_guard_actions": self.guard_actions(totals),
         }
 
+    def guard_actions(self, totals: Counter[str]) -> dict[str, int]:
+        return guard_actions(totals, self.counters["withdrawals"])
+
     def summary(self) -> dict[str, Any]:
-        """The run's harvest counters and each live replica's serving SLO (summary.json)."""
+        """summary.json's harvest keys: ``harvest`` (the run's counters and each live replica's serving SLO),
+        ``harvest_slo`` (the SLO the guards kept, and its calibration), ``harvest_guard_actions`` (by cause) and
+        ``harvest_serving`` (the requests the live replicas served after the calibration, against that SLO)."""
         replicas = []
-        refs = {name: handle.stats.remote() for name, handle in self.replicas.items()}
-        for name, ref in refs.items():
+        served: list[RequestTiming] = []
+        refs = {name: (handle.stats.remote(), handle.served_timings.remote()) for name, handle in self.replicas.items()}
+        for name, (stats, timings) in refs.items():
             with contextlib.suppress(RayActorError, GetTimeoutError):
-                replicas.append(ray.get(ref, timeout=30))
+                stat, timed = ray.get([stats, timings], timeout=30)
+                replicas.append(stat)
+                served += [RequestTiming(*t) for t in timed["timings"]]
                 continue
             replicas.append({"name": name, "lost": True})
+        totals = self.totals()
         return {
-            **dict(self.counters),
-            **{key: self.totals()[key] for key in COUNTED},
-            "lent_at_end": self.lent(),
-            "replicas": replicas,
+            "harvest": {
+                **dict(self.counters),
+                **{key: totals[key] for key in COUNTED},
+                "lent_at_end": self.lent(),
+                "replicas": replicas,
+            },
+            "harvest_slo": self.slo_record,
+            "harvest_guard_actions": self.guard_actions(totals),
+            "harvest_serving": serving_record(latencies(served), self.slo) if self.slo is not None else None,
         }

@@ -59,13 +59,17 @@ POLL_S = 0.05  # how often the driver asks the co-serving replica how much of th
 
 @dataclass(frozen=True)
 class PolicySpec:
-    """The rollout policy R (one checkpoint, loaded by every replica) and its engine."""
+    """The rollout policy R (one checkpoint, loaded by every replica) and its engine.
+
+    ``prefix_cache_tokens`` is 0 as in ``configs/harvest.yaml``'s ``engine:``, which training with ``harvest:``
+    runs: a preempted or migrated turn prefills its prompt and partial output again, on either replica.
+    """
 
     preset: str = "tiny"
     seed: int = 0
     max_model_len: int = 512
     max_num_seqs: int = 16
-    prefix_cache_tokens: int = 8192
+    prefix_cache_tokens: int = 0
 
 
 @dataclass(frozen=True)
@@ -111,10 +115,12 @@ class SetupResult:
 
 
 def harvest_config(rose: RoseConfig) -> HarvestConfig:
-    """The ``harvest:`` section of ``rose``'s settings: one co-serving replica, threads = its cores."""
+    """The ``harvest:`` section of ``rose``'s settings: one co-serving replica, threads = its cores, and the SLO
+    as given (the benchmark derives it itself, from its own serving-alone set-up, before it runs the others)."""
     return HarvestConfig(
         replicas=1,
         serving=rose.serving,
+        slo_source="fixed",
         slo=rose.slo,
         margin=rose.margin,
         memory_tokens=rose.memory_tokens,
@@ -163,6 +169,18 @@ def training_config(rose: RoseConfig, policy: PolicySpec, shape: RolloutShape) -
         },
         source="rollarc bench rose",
     )
+
+
+def defaults_record(rose: RoseConfig, policy: PolicySpec) -> dict[str, Any]:
+    """The settings the benchmark shares with training's ``configs/harvest.yaml``, as the JSON records them: a
+    figure measured with others (``rose.json`` before 2026-12-05: dedicated first, an 8192-token prefix cache)
+    says so by them."""
+    harvest = harvest_config(rose)
+    return {
+        "dedicated_first": harvest.dedicated_first,
+        "prefix_cache_tokens": policy.prefix_cache_tokens,
+        "drain_timeout_s": harvest.drain_timeout_s,  # migration: drained this long, then resumed elsewhere
+    }
 
 
 def write_policy(policy: PolicySpec, directory: Path) -> tuple[str, int]:

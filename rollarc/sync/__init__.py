@@ -10,6 +10,6 @@ config (``rollarc.sync.config``) does not pay for torch:
 - ``shard``     ``ShardSpec``: the tensor-parallel slices a receiver holds, and their extraction.
 - ``versions``  ``WeightPublisher`` / ``WeightReceiver``: version tracking, delta chains or a full copy.
 - ``topology``  pure fan-out routes inside a site (tree or ring).
-- ``relay``     Ray actors: one copy crosses to each site, then fans out inside it; bytes are counted.
-- ``site``      a site that takes one copy in shards, one per member, then fans each out (``harvest:``).
+- ``site``      a site that takes one copy in shards, one per member, then fans each out (``harvest:``); the
+                relay that runs it is ``rollarc.runtime.site_relay`` (training and ``bench weightsync``).
 """

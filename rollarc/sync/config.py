@@ -10,7 +10,7 @@ from rollarc.configio import FrozenModel
 
 
 class SyncConfig(FrozenModel):
-    """Weight-sync settings; the runtime's WeightSync reads them, the codec and relay take them as arguments."""
+    """Weight-sync settings; the runtime's WeightSync reads them, the codec and publisher take them as arguments."""
 
     method: Literal["full", "delta"] = Field(
         "full",
@@ -46,17 +46,3 @@ class SyncConfig(FrozenModel):
     @property
     def bucket_bytes(self) -> int:
         return max(1, int(self.bucket_mb * (1 << 20)))
-
-
-class RelayConfig(SyncConfig):
-    """The cross-site relay's settings (``rollarc.sync.relay``): the sync settings plus the fan-out inside a site.
-
-    Not part of the training config: ``rollarc train`` syncs through the Ray object store (one put, fetched
-    by reference on every node), so a fan-out shape would have no effect there. The relay library and
-    ``rollarc bench weightsync`` take this.
-    """
-
-    topology: Literal["direct", "tree", "ring"] = Field(
-        "tree", description="how a site fans a copy out to its receivers (`direct`: each is sent its own)"
-    )
-    fanout: int = Field(2, ge=1, le=64, description="children per receiver in a `tree` fan-out")

@@ -41,6 +41,7 @@ pytestmark = pytest.mark.slow
 # overflows next to running borrowed turns, so arrivals preempt.
 HARVEST: dict[str, Any] = {
     "serving": {"preset": "nano", "seed": 99, "max_model_len": 256, "max_num_seqs": 32},
+    "slo_source": "fixed",
     "slo": {"ttft_p99_ms": 2000.0, "tpot_p99_ms": 0.5},
     "memory_tokens": 200,
     "synthetic": {"rate_per_s": 2.0, "burst_every_s": 2.5, "burst_len_s": 1.0, "burst_factor": 10.0},

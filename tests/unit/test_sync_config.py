@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from rollarc.configio import ConfigError, load_config
-from rollarc.sync.config import RelayConfig, SyncConfig
+from rollarc.sync.config import SyncConfig
 
 
 def test_defaults_and_bucket_bytes():
@@ -22,18 +22,9 @@ def test_defaults_and_bucket_bytes():
         ("dense_threshold=1.5", "dense_threshold"),
         ("history=-1", "history"),
         ("dtype=int8", "dtype"),
-        ("topology=tree", "topology"),  # a relay key, not a training one (training never uses the relay)
+        ("topology=tree", "topology"),  # the fan-out is harvest.fanout, not a sync key
     ],
 )
 def test_bad_values_are_named(override, key):
     with pytest.raises(ConfigError, match=key):
         load_config(SyncConfig, None, [override])
-
-
-@pytest.mark.parametrize(
-    "override, key", [("topology=star", "topology"), ("fanuot=2", "fanuot"), ("fanout=0", "fanout")]
-)
-def test_relay_config_names_bad_values(override, key):
-    assert load_config(RelayConfig, None, ["topology=ring", "fanout=3"]).fanout == 3
-    with pytest.raises(ConfigError, match=key):
-        load_config(RelayConfig, None, [override])
