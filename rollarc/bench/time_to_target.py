@@ -7,7 +7,8 @@ waits for. Pure functions over a run's own records (``summary.json`` and ``metri
   evaluated step, and after the last step. ``t`` is the RL wall time at the end of that step (the step's
   ``wall_s`` minus the RL start) less the seconds spent in the held-out evaluations before it: the controller
   pauses for an evaluation in every mode alike, so evaluations are not counted as training time.
-- The **target** is set by synchronous mode: ``s0 + fraction * (p - s0)``, where ``s0`` is the held-out
+- The **target** is fixed before the runs (``rollarc bench async --target``). Only as a labelled fallback
+  (``select_target``) is it set after them by synchronous mode: ``s0 + fraction * (p - s0)``, where ``s0`` is the held-out
   success before RL (the shared SFT start) and ``p`` the lowest, over the synchronous seeds, of a run's best
   success. So every synchronous seed reaches it within its budget; with ``fraction < 1`` it sits below the
   noisy peaks. When synchronous training never rose above ``s0`` there is no target (``None``).
@@ -16,13 +17,23 @@ waits for. Pure functions over a run's own records (``summary.json`` and ``metri
   in most seeds has an infinite median and its speed-up is ``None``, never a made-up number.
 - The target's **noise**: two standard errors of the starting estimate (``estimate_noise``). A target no
   further than that from ``s0`` says little about quality, and the benchmark says so.
+
+Between two evaluations the curve is unknown, so a first crossing read off the evaluation grid is late by up
+to one evaluation interval, and a ratio of two such times can move by far more than its mode's effect
+(``rollarc bench async``, 2026-12-03: 1.74x to 2.35x at one evaluation every 10 steps). ``crossing`` therefore
+interpolates: the crossing time is the linear interpolation of RL wall time between the last evaluation below
+the target and the first at or above it, and it carries those two evaluations' times as its **bounds** (the
+crossing lies between them). ``ratio_with_bounds`` carries the bounds into a ratio of medians (the median is
+monotone in every seed's time, so the extreme ratios are the medians of the bounds), and ``grid_error`` is the
+largest relative width of the reported ratios' intervals: how much the grid alone could still move a figure.
 """
 
 from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 Curve = list[tuple[float, float]]  # (seconds of RL wall time, held-out success), in time order
@@ -30,9 +41,18 @@ Curve = list[tuple[float, float]]  # (seconds of RL wall time, held-out success)
 
 def success_curve(summary: dict[str, Any], rows: Sequence[dict[str, Any]]) -> Curve:
     """The run's held-out success against its RL wall time (evaluation time excluded)."""
+    return [(t, success) for t, success, _ in _evaluations(summary, rows)]
+
+
+def eval_steps(summary: dict[str, Any], rows: Sequence[dict[str, Any]]) -> list[int]:
+    """The training step of each point of ``success_curve`` (0 before RL)."""
+    return [step for _, _, step in _evaluations(summary, rows)]
+
+
+def _evaluations(summary: dict[str, Any], rows: Sequence[dict[str, Any]]) -> list[tuple[float, float, int]]:
     rl_start = float(summary["rl_window"][0])
     end_of_step = {int(r["step"]): float(r["wall_s"]) - rl_start for r in rows}
-    curve: Curve = []
+    curve: list[tuple[float, float, int]] = []
     eval_s = 0.0
     for evaluation in sorted(summary["evals"], key=lambda e: (int(e["version"]), e["label"] == "after_rl")):
         version = int(evaluation["version"])
@@ -41,7 +61,7 @@ def success_curve(summary: dict[str, Any], rows: Sequence[dict[str, Any]]) -> Cu
         t = 0.0 if version == 0 else end_of_step.get(version)
         if t is None:
             continue  # an evaluation of a step the metrics do not hold (e.g. before a resume)
-        curve.append((max(0.0, t - eval_s), float(evaluation["success"])))
+        curve.append((max(0.0, t - eval_s), float(evaluation["success"]), version))
         if version > 0 and evaluation["label"] != "after_rl":
             eval_s += float(evaluation.get("seconds", 0.0))
     return curve
@@ -95,3 +115,103 @@ def spread(times: Sequence[float | None]) -> list[float | None]:
     if not reached:
         return [None, None]
     return [min(reached), max(reached) if len(reached) == len(times) else None]
+
+
+@dataclass(frozen=True)
+class Crossing:
+    """Where a run's held-out success first reached the target: ``t`` interpolated, within ``[lo, hi]``.
+
+    ``lo`` is the time of the last evaluation below the target and ``hi`` that of the first at or above it
+    (``lo == hi == t`` when the first evaluation already reached it); ``index`` is that evaluation's place
+    in the curve (its step, for a caller that keeps the steps)."""
+
+    t: float
+    lo: float
+    hi: float
+    index: int
+
+
+def crossing(curve: Curve, target: float) -> Crossing | None:
+    """The interpolated first crossing of ``target`` with its bounds; ``None`` if the curve never reaches it."""
+    previous: tuple[float, float] | None = None
+    for index, (t, success) in enumerate(curve):
+        if success >= target:
+            if previous is None:
+                return Crossing(t, t, t, index)
+            t0, s0 = previous  # s0 < target <= success, so the slope is positive
+            return Crossing(t0 + (target - s0) / (success - s0) * (t - t0), t0, t, index)
+        previous = (t, success)
+    return None
+
+
+def _median_of(crossings: Sequence[Crossing | None], field: str) -> float:
+    return median_time([None if c is None else float(getattr(c, field)) for c in crossings])
+
+
+@dataclass(frozen=True)
+class Ratio:
+    """A ratio of median times to target, ``base / other``, and the interval the evaluation grid leaves it in
+    (``hi`` is ``None`` when unbounded: the other mode may have crossed at any time after its start)."""
+
+    value: float
+    lo: float
+    hi: float | None
+
+    @property
+    def relative_width(self) -> float | None:
+        """``(hi - lo) / value``; ``None`` when the interval is unbounded."""
+        return None if self.hi is None else (self.hi - self.lo) / self.value
+
+
+def ratio_with_bounds(base: Sequence[Crossing | None], other: Sequence[Crossing | None]) -> Ratio | None:
+    """Median time to target of ``base`` over that of ``other``, with its grid bounds; ``None`` when either
+    median is infinite (its median seed never reached the target) or ``other``'s is 0."""
+    base_t, other_t = _median_of(base, "t"), _median_of(other, "t")
+    if math.isinf(base_t) or math.isinf(other_t) or other_t <= 0.0:
+        return None
+    other_lo = _median_of(other, "lo")
+    lo = _median_of(base, "lo") / _median_of(other, "hi")
+    hi = None if other_lo <= 0.0 else _median_of(base, "hi") / other_lo
+    return Ratio(base_t / other_t, lo, hi)
+
+
+def grid_error(ratios: Sequence[Ratio]) -> float | None:
+    """The largest relative width over ``ratios``; ``None`` when one is unbounded or there are none."""
+    widths = [r.relative_width for r in ratios]
+    if not widths or any(w is None for w in widths):
+        return None
+    return max(w for w in widths if w is not None)
+
+
+def strongest(crossings: Mapping[str, Sequence[Crossing | None]]) -> str | None:
+    """The mode with the least median time to target (the first listed on a tie); ``None`` when no mode's
+    median seed reached it."""
+    medians = {label: _median_of(runs, "t") for label, runs in crossings.items()}
+    finite = [label for label, m in medians.items() if not math.isinf(m)]
+    return min(finite, key=lambda label: medians[label]) if finite else None
+
+
+def eval_pause_gain(summary: dict[str, Any], rows: Sequence[dict[str, Any]]) -> float | None:
+    """Seconds a step right after a held-out evaluation was shorter (its evaluation's seconds taken out) than
+    the run's other steps, medians; ``None`` without both kinds of step.
+
+    An evaluation pauses the controller, and its seconds are left out of RL wall time; but an asynchronous
+    run's groups already in flight keep running through it, so the step after it may be shorter: work
+    done in time that is not counted. A gain near 0 says the exclusion is fair; a positive gain times the
+    evaluations before a crossing bounds the credit a mode got from evaluating often."""
+    paused = {
+        int(e["version"]): float(e.get("seconds", 0.0)) for e in summary["evals"] if str(e["label"]).startswith("step_")
+    }
+    ends = {int(r["step"]): float(r["wall_s"]) for r in rows}
+    after, other = [], []
+    for step in sorted(ends):
+        if step - 1 not in ends:
+            continue
+        took = ends[step] - ends[step - 1]
+        if step - 1 in paused:
+            after.append(took - paused[step - 1])
+        else:
+            other.append(took)
+    if not after or not other:
+        return None
+    return float(statistics.median(other) - statistics.median(after))

@@ -30,6 +30,7 @@ _REGISTRY: dict[str, str] = {
     "sokoban": "rollarc.envs.sokoban:SokobanEnv",
     "frozen_lake": "rollarc.envs.frozen_lake:FrozenLakeEnv",
     "countdown": "rollarc.envs.countdown:CountdownEnv",
+    "long_reply": "rollarc.envs.long_reply:LongReplyEnv",
 }
 
 
@@ -40,7 +41,9 @@ class EnvLoadError(ValueError):
 class EnvSpec(FrozenModel):
     """Which env to build: a registered ``id`` or an ``entry_point`` ("module:Attr"), plus kwargs."""
 
-    id: str | None = Field(None, description="a registered env id (built in: countdown, frozen_lake, sokoban)")
+    id: str | None = Field(
+        None, description="a registered env id (built in: countdown, frozen_lake, long_reply, sokoban)"
+    )
     entry_point: str | None = Field(
         None, description="any gymnasium Text env by import path, 'package.module:Attr' (a class or a factory)"
     )

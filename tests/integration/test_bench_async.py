@@ -28,25 +28,56 @@ def test_quick_bench_reports_every_mode(tmp_path, capsys):
         == 0
     )
     result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    modes = {"sync", "sync_full", "async_k1", "async_k2", "monolithic"}
     assert set(result["async_s"]) == {"1", "2"}
     for key in ("sync_s", "monolithic_s", "speedup_k1", "speedup_k2"):
         assert math.isfinite(result[key]) and result[key] > 0, key
-    assert set(result["success"]) == {"sync", "async_k1", "async_k2", "monolithic"}
+    assert set(result["success"]) == modes and set(result["rl_wall_s"]) == modes
     assert all(0.0 <= v <= 1.0 for v in result["success"].values())
+    # what each mode was given: the synchronous baseline gets every core of the compute pool and no correction
+    setup = result["mode_setup"]
+    assert setup["sync_full"]["threads"] == {"train": 2, "rollout": [2]} and setup["sync_full"]["correction"] == "none"
+    assert setup["sync"]["threads"] == {"train": 1, "rollout": [1]} and setup["sync"]["correction"] == "tis"
+    assert setup["monolithic"]["correction"] == "tis" and setup["async_k2"]["max_staleness"] == 2
+    workload = result["workload"]
+    assert workload["config"] == "configs/longtail.yaml" and workload["latency_off"] is False
+    assert workload["env_latency"] is True
+    assert isinstance(workload["tail"], str) and "env latency lognormal" in workload["tail"]
     # time to target: one seed in quick mode; a value is a time or null (never reached), never made up
-    assert result["seeds"] == 1
-    assert set(result["time_to_target_s"]) == {"sync", "async_k1", "async_k2"}
-    for times in result["time_to_target_s"].values():
-        assert len(times) == 1 and (times[0] is None or times[0] > 0)
-    if result["target_success"] is None:
+    assert result["seeds"] == 1 and result["eval_every"] == 1
+    assert result["sync_modes"] == ["sync", "sync_full", "monolithic"]
+    assert set(result["time_to_target_s"]) == {"sync", "sync_full", "monolithic", "async_k1", "async_k2"}
+    assert result["target_source"].startswith("fallback")  # quick fixes no target
+    for label, times in result["time_to_target_s"].items():
+        bounds, steps = result["time_to_target_bounds_s"][label], result["steps_to_target"][label]
+        assert len(times) == len(bounds) == len(steps) == 1
+        if times[0] is None:
+            assert bounds[0] is None and steps[0] is None
+        else:
+            lo, hi = bounds[0]
+            assert 0.0 <= lo <= times[0] <= hi and isinstance(steps[0], int) and 0 <= steps[0] <= 2
+    if result["target"] is None:
         assert all(t == [None] for t in result["time_to_target_s"].values())
+        assert result["baseline_mode"] is None
     else:
-        assert result["time_to_target_s"]["sync"][0] is not None  # sync reaches the target it sets
+        assert isinstance(result["target"], float)
+        assert result["baseline_mode"] is None or result["baseline_mode"] in result["sync_modes"]
+    assert set(result["baseline_speedups"]) == set(result["sync_modes"])
+    for against, row in result["baseline_speedups"].items():
+        assert against not in row and set(row) == set(result["time_to_target_s"]) - {against}
+        assert all(v is None or (math.isfinite(v) and v > 0) for v in row.values())
     for k in (1, 2):
-        value = result[f"speedup_to_target_k{k}"]
+        value, bounds = result[f"speedup_to_target_k{k}"], result[f"speedup_to_target_k{k}_bounds"]
         assert value is None or (math.isfinite(value) and value > 0)
+        assert (value is None) == (bounds is None)
+        if bounds is not None:
+            assert bounds[0] <= value and (bounds[1] is None or value <= bounds[1])
+    assert result["grid_error"] is None or result["grid_error"] >= 0.0
+    assert isinstance(result["grid_error_over_limit"], bool) and result["grid_error_limit"] == 0.1
+    assert set(result["eval_pause_gain_s"]) == set(result["time_to_target_s"])
+    assert all(g is None or math.isfinite(g) for g in result["eval_pause_gain_s"].values())
     # what each mode trained: a map from mode to its median over seeds, from the runs' own metrics.jsonl
     for key in ("trained_success_mean", "trained_vs_admitted_length_ratio"):
-        assert set(result[key]) == {"sync", "async_k1", "async_k2"}, key
+        assert set(result[key]) == {"sync", "sync_full", "monolithic", "async_k1", "async_k2"}, key
     assert all(0.0 <= v <= 1.0 for v in result["trained_success_mean"].values())
     assert all(v is not None and v > 0 for v in result["trained_vs_admitted_length_ratio"].values())
