@@ -21,6 +21,12 @@ training (greedy episodes on seeds disjoint from training, the same for every mo
 ``--seeds N`` (default 3) repeats everything at seeds 0..N-1, each with its own SFT warm start; the
 top-level figures are medians over seeds, ``*_seeds`` keys carry the per-seed values and their range,
 and ``per_seed`` every seed's modes.
+
+``phase_split`` explains ``ratio_sync_vs_inprocess`` by phase (:mod:`rollarc.bench.step_split`): for the in-process
+loop and for synchronous rollarc, mean seconds per steady step of the same seven phases (start, generate, score,
+to_train, train, publish, sync; rollarc's from the chain of links in its ``timeline.jsonl``,
+:mod:`rollarc.bench.step_timeline`), averaged over seeds, with ``sync_minus_inprocess`` per phase (the differences
+add up to the step's difference) and ``ratio_from_steps``, the ratio those mean steps give.
 """
 
 from __future__ import annotations
@@ -30,13 +36,15 @@ import itertools
 import json
 import tempfile
 from pathlib import Path
-from statistics import median
+from statistics import fmean, median
 from typing import Any
 
 from rollarc.agent.local_eval import evaluate_local
 from rollarc.bench.async_ import run_mode
 from rollarc.bench.report_file import add_docs_flag, emit_json, markdown_table, publish
 from rollarc.bench.seed_stats import seed_stats
+from rollarc.bench.step_split import inprocess_split, phase_split, sync_split
+from rollarc.bench.step_timeline import read_spans, step_links
 from rollarc.config import Config, load_train_config
 from rollarc.engine.config import EngineConfig
 from rollarc.models.checkpoint import load_tokenizer
@@ -106,6 +114,7 @@ def run_inprocess(cfg: Config, policy: str, threads: int) -> dict[str, Any]:
         "completions_per_s": steady_rate(ends, cfg.train.groups_per_step * cfg.train.group_size),
         "success": heldout["success"],
         "phase_s": {"step_s": median(s["step_time_s"] for s in result.steps), **result.phase_s},
+        "phase_split": inprocess_split(result.steps),
     }
 
 
@@ -136,6 +145,7 @@ def run_seed(args: argparse.Namespace, wanted: list[str], seed: int) -> tuple[di
                 "wall_s": r["wall_s"],
                 "success": r["success"],
                 "phase_s": r["phase_s"],
+                "phase_split": r["phase_split"],
             }
         else:
             r = run_mode(args.config, [*overrides, *MODES[label]], f"{label}-seed{seed}", runs)
@@ -146,6 +156,8 @@ def run_seed(args: argparse.Namespace, wanted: list[str], seed: int) -> tuple[di
                 "success": r["success"],
                 "phase_s": rollarc_phases(steps),
             }
+            if label == "sync":  # the chain of links from one swap to the next (step_timeline), on the same split
+                results[label]["phase_split"] = sync_split(step_links(read_spans(Path(r["run_dir"]))))
         r = results[label]
         print(f"   {r['completions_per_s']:.1f} completions/s, success {r['success']:.3f}, {r['phase_s']}", flush=True)
     return results, base
@@ -175,6 +187,22 @@ def aggregate(per_seed: list[dict[str, Any]]) -> dict[str, Any]:
     out["phase_s"] = {
         m: {k: median(s["modes"][m]["phase_s"][k] for s in per_seed) for k in modes[m]["phase_s"]} for m in modes
     }
+    out["phase_split"] = seeds_split(per_seed)
+    return out
+
+
+def seeds_split(per_seed: list[dict[str, Any]]) -> dict[str, Any]:
+    """The phase split (step_split.py) averaged over seeds, so each mode's phases still add up to its step, and
+    ``ratio_from_steps``: the in-process mean step over the synchronous one, the ratio the split accounts for."""
+    splits = {
+        mode: [s["modes"][mode]["phase_split"] for s in per_seed if s["modes"].get(mode, {}).get("phase_split")]
+        for mode in ("inprocess", "sync")
+    }
+    if not all(splits.values()) or any(len(v) != len(per_seed) for v in splits.values()):
+        return {}
+    mean = {mode: {k: fmean(run[k] for run in runs) for k in runs[0]} for mode, runs in splits.items()}
+    out: dict[str, Any] = phase_split(mean["inprocess"], mean["sync"])
+    out["ratio_from_steps"] = mean["inprocess"]["step_s"] / mean["sync"]["step_s"]
     return out
 
 
@@ -254,4 +282,10 @@ def render(result: dict[str, Any]) -> str:
         )
         + "."
     )
+    split = result.get("phase_split", {}).get("sync_minus_inprocess")
+    if split:
+        body += (
+            " Where sync differs from in-process (mean s per step, sync − in-process; the differences add up to the "
+            "step's): " + ", ".join(f"{k} {v:+.4f}" for k, v in split.items()) + "."
+        )
     return body

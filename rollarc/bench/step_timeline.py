@@ -79,6 +79,14 @@ def critical_path(spans: list[dict[str, Any]]) -> dict[str, float]:
     return {link: median(s[link] for s in steps) for link in LINKS} if steps else {}
 
 
+def read_spans(run_dir: Path) -> list[dict[str, Any]]:
+    """Every span of a run directory's ``timeline.jsonl`` (empty when the run wrote none)."""
+    path = run_dir / "timeline.jsonl"
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m rollarc.bench.step_timeline", description=__doc__.split("\n")[0])
     parser.add_argument("run_dir", help="a run directory (it holds timeline.jsonl)")
@@ -86,8 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     path = Path(args.run_dir) / "timeline.jsonl"
     if not path.is_file():
         parser.error(f"{path} does not exist; pass a run directory of `rollarc train` (run.dir/NAME-DATE)")
-    spans = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    print(json.dumps({link: round(value, 4) for link, value in critical_path(spans).items()}))
+    print(json.dumps({link: round(value, 4) for link, value in critical_path(read_spans(Path(args.run_dir))).items()}))
     return 0
 
 

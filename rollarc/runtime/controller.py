@@ -77,6 +77,7 @@ from rollarc.runtime.failure_window import FailureWindow
 from rollarc.runtime.harvest_pool import HarvestPool
 from rollarc.runtime.run_counters import Counters
 from rollarc.runtime.scheduling import RuntimeScheduling
+from rollarc.runtime.span_cadence import Collect, SpanCadence
 from rollarc.runtime.task_profile import TaskProfiler
 from rollarc.runtime.trajectory_accounting import TrajectoryAccount
 from rollarc.runtime.weight_sync import SyncPayload
@@ -208,7 +209,7 @@ class Controller:
         self.rl_start = self.rl_end = time.time()
         if self.resumed_rl_start_s is not None:
             self.rl_start = self.run_start + self.resumed_rl_start_s
-        last_spans = time.time()
+        spans = SpanCadence(synchronous=self.cfg.async_.mode == "sync", last_s=time.time())
         with RunProgress(self.cfg.train.steps, enabled=self.cfg.run.progress) as progress:
             self.progress = progress
             progress.update(self.version, success=self.evals[-1]["success"])
@@ -228,9 +229,7 @@ class Controller:
                     break
                 if not self.plan.moving_weights:
                     self._heal()  # a replacement catches up to the published version (none is being published)
-                if time.time() - last_spans > 5:
-                    self.collect_spans()
-                    last_spans = time.time()
+                self._collect_spans_when_due(spans)
         self.collect_spans()
         return self.summary(self.version)
 
@@ -939,9 +938,17 @@ class Controller:
         self.last_checkpoint_version = version
         prune_checkpoints(path.parent, self.cfg.train.keep_last_checkpoints, path)
 
-    def collect_spans(self) -> None:
-        borrowed = self.harvest.drain_spans() if self.harvest is not None else []
-        self.timeline.write(self.workers.drain_spans() + borrowed)
+    def _collect_spans_when_due(self, cadence: SpanCadence) -> None:
+        """Collect spans where the collection delays no step (span_cadence.py)."""
+        rollout_only = bool(self.pending) and self._train_ref is None and self._publish_ref is None
+        due = cadence.due(time.time(), self.version, self._train_ref is not None, rollout_only and not self._sync_refs)
+        if due is not Collect.NOTHING:
+            self.collect_spans(trainer=due is not Collect.WORKERS, workers=due is not Collect.TRAINER)
+
+    def collect_spans(self, trainer: bool = True, workers: bool = True) -> None:
+        """Write the spans of the trainer and/or every other worker (rollout, env, borrowed sites) to the timeline."""
+        borrowed = self.harvest.drain_spans() if self.harvest is not None and workers else []
+        self.timeline.write(self.workers.drain_spans(trainer=trainer, others=workers) + borrowed)
 
     def _cancel_pending(self) -> None:
         for ref, (spec, worker) in list(self.pending.items()):

@@ -351,13 +351,14 @@ class Workers:
         return f"{name.split('.')[0]}.{self._rollout_serial}"
 
     # ---- gathering -------------------------------------------------------------------------------
-    def drain_spans(self) -> list[dict[str, Any]]:
+    def drain_spans(self, trainer: bool = True, others: bool = True) -> list[dict[str, Any]]:
+        """The spans of the trainer and/or of every other worker (a busy trainer answers only after its step)."""
+        live_rollout = {n: h for n, h in list(self.rollout.items()) if n not in self.dead_rollouts}
         handles = {
-            **self.env,
-            **{n: h for n, h in list(self.rollout.items()) if n not in self.dead_rollouts},
-            "the trainer": self.trainer,
+            **({**self.env, **live_rollout} if others else {}),
+            **({"the trainer": self.trainer} if trainer else {}),
         }
-        spans, self._left_spans = self._left_spans, []
+        spans, self._left_spans = (self._left_spans, []) if others else ([], self._left_spans)
         for name, ref in [(n, h.drain_spans.remote()) for n, h in handles.items()]:
             try:
                 spans.extend(self.deadlines.get("call", ref, name, "drain_spans"))

@@ -38,3 +38,17 @@ def test_quick_step_bench_reports_every_mode(tmp_path, capsys):
     assert seed["seed"] == 0 and result["seeds"] == 1
     assert result["ratio_sync_vs_inprocess_seeds"]["per_seed"] == [seed["ratio_sync_vs_inprocess"]]
     assert cps == {m: r["completions_per_s"] for m, r in seed["modes"].items()}
+    # the phase split explains the sync ratio: each mode's phases add up to its mean step, so do the differences
+    split = result["phase_split"]
+    phases = ["start_s", "generate_s", "score_s", "to_train_s", "train_s", "publish_s", "sync_s", "other_s"]
+    for mode in ("inprocess", "sync"):
+        assert sum(split[mode][p] for p in phases) == pytest.approx(split[mode]["step_s"])
+        assert split[mode]["generate_s"] > 0 and split[mode]["train_s"] > 0
+    assert split["inprocess"]["publish_s"] == split["inprocess"]["sync_s"] == 0.0  # its sampler is the trained model
+    assert split["sync"]["sync_s"] > 0
+    diff = split["sync_minus_inprocess"]
+    assert diff["step_s"] == pytest.approx(split["sync"]["step_s"] - split["inprocess"]["step_s"])
+    assert result["phase_split"]["ratio_from_steps"] == pytest.approx(
+        split["inprocess"]["step_s"] / split["sync"]["step_s"]
+    )
+    assert "phase_split" not in seed["modes"]["async_k1"]  # the chain of links is the synchronous step's
