@@ -60,13 +60,17 @@ def rollarc(*args: str) -> subprocess.Popen[str]:
 
 
 def wait_for_checkpoint(runs: Path, proc: subprocess.Popen[str], timeout_s: float = 300.0) -> Path:
-    """The run directory once its first step is logged and checkpointed (polling the files, not a fixed sleep)."""
+    """The run directory once a step is logged and checkpointed (polling the files, not a fixed sleep).
+
+    Any step's checkpoint counts, not only step 1's: with a checkpoint every step, retention
+    (``train.keep_last_checkpoints``) deletes step 1's within a few steps, faster than a poll may see it
+    (a fresh-clone run missed it and trained all 1,000 steps)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             pytest.fail(f"rollarc train ended early ({proc.returncode}): {proc.stderr.read() if proc.stderr else ''}")
         for run in runs.glob("stop-*"):
-            if (run / "metrics.jsonl").is_file() and (run / "checkpoints" / "step_000001" / "state.json").is_file():
+            if (run / "metrics.jsonl").is_file() and list((run / "checkpoints").glob("step_*/state.json")):
                 return run
         time.sleep(0.2)
     proc.kill()
