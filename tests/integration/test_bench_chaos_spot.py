@@ -7,6 +7,7 @@ a killed queue (no restarts) and a killed trainer each stopped the run."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -27,7 +28,8 @@ def test_quick_spot_chaos_run_finishes_with_no_job_lost_or_duplicated(tmp_path, 
     assert [k["role"] for k in kills] == list(chaos_spot.ROLES)
     assert not [k for k in kills if k["actor"].startswith("not killed")], kills
     actors = {k["role"]: k["actor"] for k in kills}
-    assert actors["spot"].startswith("spot0-g") and actors["queue"].startswith("spot-queue@")
+    # whichever spot worker was alive (the trace may have preempted spot0 at that moment)
+    assert re.match(r"spot\d+-g\d+@", actors["spot"]) and actors["queue"].startswith("spot-queue@")
     assert actors["trainer"].startswith("t2i-trainer-")
     # the crashed worker was replaced, the queue restarted and refilled, the trainer replaced
     assert result["restarts"] == {"spot": 1, "queue": 1, "trainer": 1}
