@@ -90,6 +90,8 @@ def report(run: dict[str, Any], kills: list[dict[str, Any]]) -> dict[str, Any]:
         "preemptions": spot.get("preemptions"),
         "requeued_on_expiry": spot.get("requeued_on_expiry"),
         "committed_on_notice": spot.get("committed_on_notice"),
+        "notice_source": spot.get("notice_source"),
+        "drain_notices": spot.get("drain_notices"),
         "rl_wall_s": s.get("rl_wall_s"),
     }
 

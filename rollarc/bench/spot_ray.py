@@ -114,6 +114,7 @@ def _run(mode: str, cfg: T2IConfig, policy_dir: Path, cache: Path, jobs: list[Jo
             cfg.train.noise_level,
             pull=False,
             heartbeat_every=sc.heartbeat_every,
+            drain_poll_s=sc.drain_poll_s,
         )
         with fleet.lock:
             workers = [n.worker for n in fleet.nodes.values()]
@@ -132,6 +133,8 @@ def _run(mode: str, cfg: T2IConfig, policy_dir: Path, cache: Path, jobs: list[Jo
                 "duplicate_jobs": stats["duplicate_jobs"],
                 "redone_jobs": stats["requeued_on_expiry"],
                 "committed_on_notice": stats["committed_on_notice"],
+                "notice_source": stats["notice_source"],
+                "drain_notices": stats["drain_notices"],
                 "lost_steps": stats["lost_steps"],
             }
         else:

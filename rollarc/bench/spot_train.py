@@ -29,6 +29,8 @@ def recovery_in_run(summary: dict[str, Any]) -> dict[str, Any]:
         "preemptions": spot.get("preemptions", 0),
         "lost_jobs": spot.get("lost_jobs"),
         "duplicate_jobs": spot.get("duplicate_jobs"),
+        "notice_source": spot.get("notice_source"),
+        "drain_notices": spot.get("drain_notices", 0),
     }
 
 

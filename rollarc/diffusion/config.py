@@ -162,6 +162,21 @@ class SpotConfig(FrozenModel):
     busy_wait_s: float = Field(
         30.0, ge=0, description="with target busy: how long a preemption waits for a worker to be mid-job"
     )
+    drain_poll_s: float = Field(
+        0.1,
+        gt=0,
+        description="seconds between polls of Ray's draining nodes (a drain of a spot worker's node, reason "
+        "preemption, is its notice); keep it well inside notice_s, the drain's deadline",
+    )
+
+    @model_validator(mode="after")
+    def _notice_polled_in_time(self) -> SpotConfig:
+        if 0 < self.notice_s <= self.drain_poll_s:
+            raise ValueError(
+                f"spot.drain_poll_s {self.drain_poll_s:g} is not below spot.notice_s {self.notice_s:g}: a notice comes "
+                "from polling Ray's drains and would reach the worker after its node is gone; lower drain_poll_s"
+            )
+        return self
 
 
 class T2IRolesConfig(FrozenModel):

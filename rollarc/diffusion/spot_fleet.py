@@ -5,6 +5,11 @@ unit of the spot pool's resource plus a name unique to the node), so removing th
 the worker on it, as a cloud reclaiming a VM would. On a real cluster the same workers run on the spot
 pool's real nodes and the cloud's notice takes the injector's place.
 
+Notices come from Ray's node draining (:mod:`rollarc.diffusion.drain_watcher`): the fleet's watcher polls the
+GCS's draining nodes, and a drain of a spot worker's node (``ray drain-node --reason
+DRAIN_NODE_REASON_PREEMPTION``, the autoscaler's, KubeRay's, or the injector's) is Spotlight's notice to every
+worker on it. The injector notices by draining the node through the same API, then removes it at the deadline.
+
 - :class:`SpotQueue` (on the head node, which is never preempted) wraps the pure
   :class:`~rollarc.spotlight.job_queue.JobQueue` with a monotonic clock, and keeps, for the last two
   weight versions, the object-store references of the trainer's ``rollarc.sync`` update (the delta from
@@ -16,7 +21,7 @@ pool's real nodes and the cloud's notice takes the injector's place.
   time, heartbeats every ``heartbeat_every`` steps, commits its in-flight latent on a NOTICE, and hands in the rewards
   and takes its next lease in one round trip (``complete_and_pull``).
 - :class:`SpotFleet` (driver side) starts one worker per spot slot, runs the injector's schedule in a
-  thread (notice → node removal ``notice_s`` later → replacement at least ``replacement_s`` after that,
+  thread (drain with reason preemption → node removal ``notice_s`` later → replacement at least ``replacement_s`` after that,
   started on the driver's main thread), and counts node-seconds per worker for the cost.
 
 With ``cluster.sp_degree > 1`` each explorer runs its DiT forwards through an elastic SP group of that many
@@ -47,6 +52,7 @@ from rollarc.cluster.catalogue import load_catalogue
 from rollarc.cluster_config import CallDeadlines
 from rollarc.configio import ConfigError, read_yaml
 from rollarc.diffusion.config import T2IConfig
+from rollarc.diffusion.drain_watcher import DrainWatcher, drain
 from rollarc.diffusion.queue_ledger import QueueLedger
 from rollarc.diffusion.resumable import InFlight, advance, prepare, start
 from rollarc.diffusion.sampling import to_images
@@ -393,6 +399,7 @@ class _Node:
     worker: Any
     serving: Any
     up_at: float
+    node_id: str  # the Ray node's id (hex): a drain of it is this worker's notice
     members: int = 1  # SP members its worker has (what the fleet ordered so far)
     down_at: float | None = None
 
@@ -425,6 +432,7 @@ class SpotFleet:
         pull: bool = True,
         heartbeat_every: int = 1,
         deadlines: Deadlines | None = None,
+        drain_poll_s: float = 0.1,
     ):
         self.deadlines = deadlines or Deadlines.of(CallDeadlines())  # `rollarc train` passes cluster:'s
         self.cluster, self.spot_resource, self.slots = cluster, spot_resource, slots
@@ -455,10 +463,15 @@ class SpotFleet:
         self.stop = threading.Event()
         self.next_job = 0
         self.due: list[tuple[float, int, str | None]] = []  # (when, slot, worker whose SP member rejoins or None)
+        self.drained: list[tuple[float, str]] = []  # (deadline, worker) of drains not the injector's: pump removes
+        self.injected: set[str] = set()  # workers whose node the injector drained (it removes those itself)
+        self.drain_notices = 0
         self.t0 = time.monotonic()
         for slot in range(slots):
             self._add(slot)
         self.injector = threading.Thread(target=self._inject, name="spot-injector", daemon=True)
+        self.watcher = DrainWatcher(self._worker_nodes, self._on_drain, drain_poll_s, self.stop)
+        self.watcher.start()
 
     def start_pulling(self) -> None:
         """Workers built with ``pull=False`` (so a benchmark could wait for them to load) start pulling."""
@@ -506,8 +519,25 @@ class SpotFleet:
             else None
         )
         with self.lock:
-            self.nodes[slot] = _Node(slot, name, node, worker, serving, time.monotonic(), self.sp_degree)
+            self.nodes[slot] = _Node(slot, name, node, worker, serving, time.monotonic(), node.node_id, self.sp_degree)
         self._event("join", name)
+
+    def _worker_nodes(self) -> dict[str, str]:
+        """Each worker in the fleet -> its Ray node's id (what the drain watcher matches drains against)."""
+        with self.lock:
+            return {n.name: n.node_id for n in self.nodes.values()}
+
+    def _on_drain(self, worker: str, seconds_left: float | None) -> None:
+        """The drain watcher's callback: ``worker``'s node drains, so Spotlight's notice (commit in-flight work,
+        pull nothing more). A drain the injector did not make (an operator's ``ray drain-node``, the autoscaler's)
+        also takes the node out at its deadline (at once without one), at the next ``pump``."""
+        self.deadlines.get("call", self.queue.notice.remote(worker), "the spot queue", "notice")
+        left = "no deadline" if seconds_left is None else f"{seconds_left:.3g} s left"
+        with self.lock:
+            self.drain_notices += 1
+            if worker not in self.injected:
+                self.drained.append((time.monotonic() + (seconds_left or 0.0), worker))
+        self._event(f"notice from Ray drain ({left})", worker)
 
     def _inject(self) -> None:
         """The injector thread: notices and node removals on schedule; replacements are left to ``pump``.
@@ -556,7 +586,9 @@ class SpotFleet:
                 self.due.append((time.monotonic() + self.replacement_s, slot, worker))
 
     def pump(self) -> None:
-        """Start the replacements that are due (on the calling thread, which must be the main one)."""
+        """Take down nodes whose drain deadline passed, and start the replacements that are due (on the calling
+        thread, which must be the main one)."""
+        self._take_down_drained()
         now = time.monotonic()
         with self.lock:
             ready = [(slot, worker) for at, slot, worker in self.due if at <= now]
@@ -590,13 +622,22 @@ class SpotFleet:
             self.deadlines.get("call", self.queue.order_sp.remote(target.name, "shrink"), "the spot queue", "order_sp")
             self._event(f"notice ({notice_s:g} s) to an SP member", target.name)
             return "member"
-        if notice_s > 0:
-            self.deadlines.get("call", self.queue.notice.remote(target.name), "the spot queue", "notice")
-            self._event(f"notice ({notice_s:g} s)", target.name)
+        if notice_s > 0:  # through Ray's drain API: the drain watcher delivers the notice, as on a real cluster
+            with self.lock:
+                self.injected.add(target.name)
+            drain(target.node_id, notice_s, f"rollarc spot injector: {target.name}")
+            self._event(f"drain ({notice_s:g} s)", target.name)
             self.stop.wait(notice_s)
+        return "node" if self._take_down(slot, target, "preempted" if notice_s > 0 else "lost without notice") else None
+
+    def _take_down(self, slot: int, target: _Node, what: str) -> bool:
+        """Remove ``target``'s node, as the cloud does at a preemption's deadline (``what``: the event); False if
+        it left the fleet meanwhile (crashed, or taken down by the other thread)."""
         # out of the fleet first: the push driver would otherwise keep handing the dying worker jobs that fail at
         # once, each counted as a job redone (71 of them in one run under 4 preemptions)
         with self.lock:
+            if self.nodes.get(slot) is not target:
+                return False
             del self.nodes[slot]
         # a spot VM takes its processes with it: fence the worker and kill it now, or it may outlive its removed
         # node for a moment and hand in the job it holds (a pull lease would never expire; a push job never be
@@ -606,8 +647,21 @@ class SpotFleet:
         self.cluster.remove_node(target.node, allow_graceful=False)
         target.down_at = time.monotonic()
         self.log.node_seconds[target.name] = target.down_at - target.up_at
-        self._event("preempted" if notice_s > 0 else "lost without notice", target.name)
-        return "node"
+        self._event(what, target.name)
+        return True
+
+    def _take_down_drained(self) -> None:
+        """Nodes drained by someone other than the injector whose deadline has passed: removed, as the cloud
+        would, and a replacement due ``replacement_s`` later (on the calling thread, the main one)."""
+        now = time.monotonic()
+        with self.lock:
+            ready = [w for at, w in self.drained if at <= now]
+            self.drained = [d for d in self.drained if d[0] > now]
+            named = {n.name: (slot, n) for slot, n in self.nodes.items()}
+        for worker in ready:
+            if worker in named and self._take_down(*named[worker], "preempted"):
+                with self.lock:
+                    self.due.append((time.monotonic() + self.replacement_s, named[worker][0], None))
 
     def replace(self, slot: int) -> None:
         """A replacement node in ``slot``: a new worker that pulls like any other."""
@@ -722,7 +776,12 @@ class SpotFleet:
             "sync_full_copies",
             "queue_restarts",
         )
-        return {**{k: int(stats[k]) for k in keys}, "preemptions": self._preemptions(), "crashes": self._crashes()}
+        return {
+            **{k: int(stats[k]) for k in keys},
+            "preemptions": self._preemptions(),
+            "crashes": self._crashes(),
+            "drain_notices": self.drain_notices,
+        }
 
     def _crashes(self) -> int:
         """Workers that died without a preemption (``_crashed``)."""
@@ -742,6 +801,8 @@ class SpotFleet:
                 seconds[n.name] = now - n.up_at
         out.update(
             spot_node_seconds=seconds,
+            notice_source="ray_drain",  # every node notice comes from Ray's draining nodes (drain_watcher)
+            drain_notices=self.drain_notices,
             preemptions=self._preemptions(),
             crashes=self._crashes(),
             events=self.log.events,
@@ -755,6 +816,7 @@ class SpotFleet:
         self.stop.set()
         if self.injector.ident is not None:
             self.injector.join(timeout=30)
+        self.watcher.join(timeout_s=30)
         self.deadlines.get("call", self.queue.close.remote(), "the spot queue", "close")
 
 

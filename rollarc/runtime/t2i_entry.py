@@ -132,6 +132,7 @@ def run_t2i(cfg: T2IConfig) -> int:
                 sp_degree=cfg.cluster.sp_degree,
                 heartbeat_every=cfg.spot.heartbeat_every,
                 deadlines=Deadlines.of(cfg.cluster),
+                drain_poll_s=cfg.spot.drain_poll_s,
             )
         elif cfg.explore.enabled:
             explorer = T2ISampler.options(**role_options(cfg.cluster, "explorer")).remote(  # type: ignore[attr-defined]  # @ray.remote class

@@ -22,6 +22,8 @@ def test_recovery_in_run_reads_the_runs_summary() -> None:
             "preemptions": 4,
             "lost_jobs": 0,
             "duplicate_jobs": 0,
+            "notice_source": "ray_drain",
+            "drain_notices": 3,
         }
     }
     got = recovery_in_run(summary)
@@ -32,5 +34,7 @@ def test_recovery_in_run_reads_the_runs_summary() -> None:
         "preemptions": 4,
         "lost_jobs": 0,
         "duplicate_jobs": 0,
+        "notice_source": "ray_drain",
+        "drain_notices": 3,
     }
     assert recovery_in_run({})["recovery_speedup"] is None  # a run without spot: no figure made up

@@ -47,3 +47,9 @@ def test_the_sp_degree_must_divide_the_heads_and_the_tokens():
         T2IConfig(kind="t2i", cluster={"sp_degree": 3})
     with pytest.raises(ValueError, match=r"cluster\.sp_degree 8 must divide model\.heads 4"):
         T2IConfig(kind="t2i", cluster={"sp_degree": 8})
+
+
+def test_the_drain_poll_must_fall_inside_the_notice():
+    with pytest.raises(ValueError, match=r"spot\.drain_poll_s 2 is not below spot\.notice_s 1"):
+        T2IConfig(kind="t2i", spot={"notice_s": 1.0, "drain_poll_s": 2.0})
+    assert T2IConfig(kind="t2i", spot={"notice_s": 0.0, "drain_poll_s": 2.0}).spot.drain_poll_s == 2.0  # no notice
