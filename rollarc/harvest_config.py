@@ -74,10 +74,11 @@ class HarvestConfig(FrozenModel):
     )
     slo_source: Literal["calibrate", "file", "fixed"] = Field(
         "calibrate",
-        description="where the SLO the guard keeps comes from: calibrate (at start-up, before any lending, every "
-        "co-serving replica serves its trace window alone for calibration_s; the SLO is slo_alone_factor x the "
-        "pooled p99 TTFT and TPOT, recorded in the run directory as harvest_calibration.json and reused on resume), "
-        "file (such a recorded calibration, slo_file) or fixed (slo as given)",
+        description="where the SLO the guard keeps comes from: calibrate (for the first calibration_s of the run, "
+        "while training and the dedicated rollouts run and nothing is lent, every co-serving replica serves its trace "
+        "window; the SLO is slo_alone_factor x the pooled p99 TTFT and TPOT, recorded in the run directory as "
+        "harvest_calibration.json and reused on resume), file (such a recorded calibration, slo_file) or fixed "
+        "(slo as given)",
     )
     slo_alone_factor: float = Field(
         1.5,
@@ -89,7 +90,8 @@ class HarvestConfig(FrozenModel):
         30.0,
         gt=0,
         description="calibrate: the serving requests arriving in this many seconds of the replayed window (looped if "
-        "longer) are the serving-alone sample; the run starts lending once every one of them has finished",
+        "longer) are the serving-alone sample, served under the run's own training load with nothing lent; the run "
+        "trains meanwhile and starts lending once every one of them has finished",
     )
     calibration_min_requests: int = Field(
         100,
@@ -155,6 +157,11 @@ class HarvestConfig(FrozenModel):
     replay: ReplayConfig = Field(
         default_factory=lambda: ReplayConfig(duration_s=60.0),
         description="time/token scaling and the window of the trace; the window is replayed in a loop",
+    )
+    lend: bool = Field(
+        True,
+        description="false: the co-serving replicas serve their trace (and calibrate the SLO) but are never lent and "
+        "get no weights: the same serving load with nothing borrowed, the baseline of `rollarc bench rose --train`",
     )
     lend_after_s: float = Field(
         0.5, ge=0, description="lend a replica once the guard has reported headroom for this long"

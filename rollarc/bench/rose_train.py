@@ -4,9 +4,11 @@ For each seed, the harvest config (``configs/harvest.yaml`` by default) trains t
 start, on the same cluster roles and threads:
 
 - **harvest**: as configured, so the co-serving replicas serve the trace window and are lent to the router
-  under the SLO the run derives at start-up from its serving-alone calibration (``summary.json``:
-  ``harvest_slo``);
-- **alone**: ``harvest=null``, the same dedicated capacity and nothing borrowed.
+  under the SLO the run derives from its calibration: its first ``calibration_s`` of serving, under the run's own
+  training load with nothing lent (``summary.json``: ``harvest_slo``);
+- **alone**: ``harvest.lend=false``, the same dedicated capacity and the same co-serving replicas serving the same
+  trace (they share this machine's cores, as they would not share a real cluster's), never lent and sent no weights:
+  only the borrowing differs. Its serving after its own calibration is the attainment "alone".
 
 The serving trace is ``--trace`` or, when it exists, ``../shared/traces/azure_llm_2023_conv.csv`` beside the
 repository (else the config's own, synthetic unless ``harvest.trace_path`` names one). Held-out evaluations
@@ -14,7 +16,8 @@ every ``--eval-every`` steps give each run's success curve on its RL wall time (
 target is fixed before the runs (``--target``, or ``--target-gain`` above the warm start's held-out success).
 Figures (``rollarc.bench.rose_train_figures``): the time-to-target speed-up per seed and its median with the
 bounds the evaluation grid leaves on it, trained trajectories per second with over without, serving attainment
-during training against the calibration alone (pooled over seeds), the guard's actions by cause, and the bytes
+with borrowing against without (each against its own run's derived SLO, pooled over seeds), the guard's actions by
+cause, and the bytes
 that crossed into the borrowed site per step (``metrics.jsonl``'s ``cross_site_bytes``). Read from each run's own
 records; a figure a run did not record is ``null``.
 """
@@ -60,7 +63,7 @@ QUICK = [
     "model.preset=nano",
     "sft.steps=5",
     "sft.episodes=50",
-    "train.steps=2",
+    "train.steps=8",  # the calibration runs during the first steps; borrowing follows it
     "train.warmup_steps=0",
     "train.groups_per_step=4",
     "train.group_size=8",
@@ -69,16 +72,17 @@ QUICK = [
     "tasks.0.env.kwargs.size=4",
     "tasks.0.agent.max_turns=8",
     "harvest.replicas=1",
-    "harvest.calibration_s=10",  # the serving-alone calibration: a short sample, enough for a smoke run
-    "harvest.calibration_min_requests=10",
-    "harvest.lend_after_s=0",  # two short steps: lend at the first report of headroom
-    "harvest.slo_alone_factor=20",  # 13 requests' p99 of a few ms: 1.5x that admits no rollout step of a smoke run
+    "harvest.replay.time_scale=4",  # the trace 4x faster: a short calibration still holds a few requests
+    "harvest.calibration_s=1.5",  # the calibration: a short sample (5 requests of the Azure trace), for a smoke run
+    "harvest.calibration_min_requests=3",
+    "harvest.lend_after_s=0",  # short steps: lend at the first report of headroom
+    "harvest.slo_alone_factor=20",  # a few requests' p99 of a few ms: 1.5x that admits no rollout step of a smoke run
 ]
 
 
 def setup_overrides(setup: str, seed: int) -> list[str]:
-    """What one run adds to the shared overrides: ``harvest=null`` for the run alone, and its seed."""
-    return [*(["harvest=null"] if setup == "alone" else []), f"seed={seed}"]
+    """What one run adds to the shared overrides: ``harvest.lend=false`` for the run alone, and its seed."""
+    return [*(["harvest.lend=false"] if setup == "alone" else []), f"seed={seed}"]
 
 
 def default_trace(flag: str | None, workspace: Path = TRACE) -> str | None:
@@ -143,7 +147,9 @@ def seed_row(seed: int, runs: dict[str, dict[str, Any]], target: float) -> dict[
         "trained_traj_s_ratio": runs["harvest"]["trajectories_per_s"] / alone_rate if alone_rate > 0 else None,
         "slo": h["slo"],
         "serving": h["serving"],
-        "slo_attainment_alone": (_attainment_pair((h["slo"] or {}).get("alone")) or (None, None))[1],
+        "slo_alone": runs["alone"]["records"]["slo"],
+        "serving_alone": runs["alone"]["records"]["serving"],
+        "slo_attainment_alone": (_attainment_pair(runs["alone"]["records"]["serving"]) or (None, None))[1],
         "slo_attainment_training": (_attainment_pair(h["serving"]) or (None, None))[1],
         "guard_actions": h["guard_actions"],
         "cross_site_bytes_per_step": None if h["bytes"] is None else h["bytes"]["cross_site_bytes_per_step"],
@@ -172,7 +178,7 @@ def combine(rows: list[dict[str, Any]]) -> dict[str, Any]:
     per_seed_actions = [r["guard_actions"] for r in rows]
     summed = summed_actions(per_seed_actions)
     slos = [r["slo"] for r in rows]
-    alone = pooled_attainment([_attainment_pair((r["slo"] or {}).get("alone")) for r in rows])
+    alone = pooled_attainment([_attainment_pair(r["serving_alone"]) for r in rows])
     training = pooled_attainment([_attainment_pair(r["serving"]) for r in rows])
     caused = slo_actions(summed)
     stats = seed_stats([r["speedup_to_target"] for r in rows])
@@ -267,7 +273,7 @@ def main(argv: list[str]) -> int:
         help="target = the warm start's held-out success + this (default %(default)s; ignored with --target)",
     )
     parser.add_argument("--trace", default=None, help=f"serving trace CSV (default: {TRACE.name} beside the repo)")
-    parser.add_argument("--quick", action="store_true", help="nano model, 2 steps, one seed: a smoke run")
+    parser.add_argument("--quick", action="store_true", help="nano model, 8 steps, one seed: a smoke run")
     parser.add_argument("--json", action="store_true", help="(the JSON line is always printed last)")
     parser.add_argument("--publish-as", default="rose_train", help="name of the published block and JSON")
     parser.add_argument("--runs", default=None, help="where the runs go; finished runs there are reused")

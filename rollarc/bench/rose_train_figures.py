@@ -1,14 +1,15 @@
 """The figures of ``rollarc bench rose --train`` from its runs' records: pure functions, no I/O.
 
-Each seed trains the harvest config twice from one warm start, with ``harvest:`` and with ``harvest=null``. What
+Each seed trains the harvest config twice from one warm start, as configured and with ``harvest.lend=false`` (the
+same serving, nothing borrowed). What
 the two runs are compared on:
 
 - **time to target**: each run's first crossing of the target, interpolated between the evaluation before it
   and the first at or above it, which bound it (``rollarc.bench.time_to_target.crossing``); the speed-up is the
   median time alone over the median time with harvest, with the interval the evaluation grid leaves it in
   (``ratio_with_bounds``), per seed and over the seeds (``speedup``).
-- **serving attainment**, pooled over seeds by request count (``pooled_attainment``): the start-up serving-alone
-  calibration against the requests served during training.
+- **serving attainment**, pooled over seeds by request count (``pooled_attainment``): the requests served after the
+  calibration in the run that borrows against those in the run that does not, each against its run's derived SLO.
 - **guard actions by cause**, summed over seeds (``summed_actions``); the SLO-caused ones are ``SLO_CAUSES``.
 
 A figure a run did not record stays ``None``; nothing here fills one in.

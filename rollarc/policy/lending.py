@@ -4,7 +4,8 @@ The driver asks each co-serving replica for its headroom (``CoServingExecutor.ca
 SLO guard admits now, bounded by memory) every ``poll_s``. A replica is **lent** once its headroom has stayed
 at or above ``min_capacity`` for ``lend_after_s``, and **withdrawn** once a lent replica has reported no
 headroom for ``withdraw_after_s``. The hysteresis keeps a replica from flapping in and out of the router
-on every serving request. Pure: the caller passes the clock.
+on every serving request. A policy with ``lends`` false never lends (``harvest.lend: false``: a replica that
+only serves, the baseline with the same serving load and nothing borrowed). Pure: the caller passes the clock.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ class LendingPolicy:
     lend_after_s: float
     withdraw_after_s: float
     min_capacity: int = 1
+    lends: bool = True
     lent: bool = False
     _ok_since: float | None = None  # headroom >= min_capacity without a break since then
     _dry_since: float | None = None  # no headroom at all without a break since then
@@ -34,7 +36,7 @@ class LendingPolicy:
             self._dry_since = now if self._dry_since is None else self._dry_since
         else:
             self._dry_since = None
-        if not self.lent and self._ok_since is not None and now - self._ok_since >= self.lend_after_s:
+        if self.lends and not self.lent and self._ok_since is not None and now - self._ok_since >= self.lend_after_s:
             self.lent = True
             return "lend"
         if self.lent and self._dry_since is not None and now - self._dry_since >= self.withdraw_after_s:

@@ -1,7 +1,10 @@
 """The SLO a guard keeps, measured: serving alone, its p99 times a factor (docs/rose.md#the-slo-in-training).
 
 ``rollarc bench rose`` and ``rollarc train`` with ``harvest.slo_source: calibrate`` derive it the same way,
-:func:`derive_slo`: ``factor`` x the p99 TTFT and TPOT of the serving-alone requests, pooled. A training run records
+:func:`derive_slo`: ``factor`` x the p99 TTFT and TPOT of the serving-alone requests, pooled. "Alone" means with
+nothing lent: in training, the requests of the run's first ``calibration_s``, served while the trainer and the
+dedicated rollouts share the machine (on a machine whose cores serving shares, the SLO an idle trainer would give
+is one training itself breaks). A training run records
 its calibration as JSON (``harvest_calibration.json`` in the run directory) under the key it was measured with
 (trace, window, serving model, device, threads), so a recorded one is reused only where it holds: on resume, or
 through ``harvest.slo_file``. Pure: no Ray.

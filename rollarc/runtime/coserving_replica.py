@@ -11,7 +11,7 @@ load rises. Every token keeps the policy version that produced it.
 
 The SLO: the run's, pushed by the driver (``set_slo``) before the replica may be lent; until then it reports no
 headroom and takes no turn. With ``harvest.slo_source: calibrate`` the requests of its first ``calibration_s`` of
-serving, with nothing lent, are the serving-alone sample the SLO is derived from (``serve_alone``); they are kept
+serving, with nothing lent (the run trains meanwhile), are the sample the SLO is derived from (``serve_alone``); they are kept
 apart from the requests scored against that SLO (``stats``, ``served_timings``).
 
 Weights: it is another site, whose members hold the weights in shards (``rollarc.sync.site``). ``relay``

@@ -1,8 +1,10 @@
 """HarvestPool: the driver's side of borrowed serving capacity (``harvest:``, docs/rose.md).
 
 It starts the co-serving replicas (the borrowed site) and, before any is lent, settles the SLO their guards keep
-(``harvest.slo_source``: measured by a serving-alone calibration, read from a recorded one, or fixed;
-``rollarc.rose.calibration``). Then it asks each for its headroom every ``harvest.poll_s``,
+(``harvest.slo_source``: measured by a calibration, read from a recorded one, or fixed; ``rollarc.rose.calibration``).
+The calibration runs during the run's first ``calibration_s``, under the run's own load (the trainer and the
+dedicated rollouts at work) with nothing lent: serving as it is without borrowing, the SLO lending must then keep.
+A replica reports no headroom until it holds the SLO. Then it asks each for its headroom every ``harvest.poll_s``,
 and applies :class:`~rollarc.policy.lending.LendingPolicy`'s decisions with the router's protocol: ``add_replica``
 into the ``borrowed`` pool to lend, ``remove_replica`` (drain for ``drain_timeout_s``, then abort; the agent
 loops resume the aborted turns from their partial output on the dedicated replicas) to withdraw. While a replica
@@ -20,7 +22,6 @@ of every shard. Plumbing only: the decisions are the pure policy's.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import time
 from collections import Counter
@@ -35,7 +36,7 @@ from rollarc.configio import ConfigError
 from rollarc.harvest_config import HarvestConfig, SLOConfig
 from rollarc.policy.dispatcher import BORROWED_POOL
 from rollarc.policy.lending import LendingPolicy
-from rollarc.ray_deadline import ActorHung, Deadlines
+from rollarc.ray_deadline import ActorHung, Deadlines, hung
 from rollarc.report.durable import write_text_durably
 from rollarc.rose.calibration import (
     CALIBRATION_FILE,
@@ -164,11 +165,11 @@ class HarvestPool:
         self._joining: dict[Any, tuple[str, Any]] = {}  # catch-up ref -> (name, handle) of a starting replacement
         self.slo: SLOConfig | None = None  # the SLO every replica's guard keeps, once settled
         self.slo_record: dict[str, Any] = {}  # summary.json's harvest_slo
-        key = self._recorded_slo()
-        for _ in range(self.harvest.replicas):
-            self._start(version, calibration_s=self.harvest.calibration_s if key is not None else None)
-        if key is not None:
-            self._calibrate(key)
+        self._calibration_key = self._recorded_slo()  # None: settled without measuring
+        self._calibrating: dict[str, Any] = {}  # replica name -> its serve_alone ref, while the calibration runs
+        self._calibration_due = 0.0  # monotonic time by which every sample must be in
+        self._started = time.monotonic()
+        self._start_all(version)
 
     # ---- the SLO ----------------------------------------------------------------------------------------
     def _recorded_slo(self) -> dict[str, Any] | None:
@@ -197,20 +198,60 @@ class HarvestPool:
         self._settle(recorded.slo(harvest.slo_alone_factor), "calibrate", recorded, file=str(path_in_run), reused=True)
         return None
 
-    def _calibrate(self, key: dict[str, Any]) -> None:
-        """Every replica serves its trace window alone (nothing is lent yet) for ``calibration_s``; the SLO is
-        ``slo_alone_factor`` x the p99s of their requests pooled, recorded in the run directory and pushed to all."""
-        harvest = self.harvest
-        refs = {name: handle.serve_alone.remote() for name, handle in self.replicas.items()}
-        # the sample's requests arrive within calibration_s; the last ones then finish within a control call's deadline
-        wait = dataclasses.replace(self.deadlines, call_s=self.deadlines.call_s + harvest.calibration_s)
-        samples = wait.get_each("call", refs, "serve_alone (the SLO's calibration)")
+    def _start_all(self, version: int) -> None:
+        """The site's replicas; while the SLO is unsettled, their first ``calibration_s`` is its sample."""
+        calibrate = self._calibration_key is not None and self.slo is None
+        for _ in range(self.harvest.replicas):
+            self._start(version, calibration_s=self.harvest.calibration_s if calibrate else None)
+        if calibrate:
+            self._calibrating = {name: handle.serve_alone.remote() for name, handle in self.replicas.items()}
+            # the sample's requests arrive within calibration_s; the last ones finish within a control call's deadline
+            self._calibration_due = time.monotonic() + self.harvest.calibration_s + self.deadlines.call_s
+
+    def _calibration_tick(self) -> None:
+        """Settle the SLO once every replica's sample is in (the run trains meanwhile; nothing is lent before)."""
+        if not self._calibrating:
+            return
+        refs = list(self._calibrating.values())
+        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
+        if len(ready) == len(refs):
+            self._calibrate()
+        elif time.monotonic() > self._calibration_due:
+            late = ", ".join(name for name, ref in self._calibrating.items() if ref not in ready)
+            budget = self.harvest.calibration_s + self.deadlines.call_s
+            raise hung(late, "serve_alone (the SLO's calibration)", budget, self.deadlines.key("call"))
+
+    def _finish_calibration(self) -> None:
+        """At the run's end (a run shorter than the calibration): wait for the samples until they are due, so that
+        the summary states the SLO serving was scored against; a sample still missing leaves it unsettled."""
+        if not self._calibrating:
+            return
+        refs = list(self._calibrating.values())
+        left = max(0.0, self._calibration_due - time.monotonic())
+        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=left)
+        if len(ready) == len(refs):
+            self._calibrate()
+
+    def _calibrate(self) -> None:
+        """The SLO is ``slo_alone_factor`` x the p99s of the samples' requests pooled (every one is in), recorded in
+        the run directory and pushed to all. A replica that died meanwhile is replaced; the survivors' samples
+        count (too few requests then stop the run in one line)."""
+        harvest, key = self.harvest, self._calibration_key
+        assert key is not None
+        refs, self._calibrating = self._calibrating, {}
+        samples = []
+        for name, ref in refs.items():
+            try:
+                samples.append(self.deadlines.get("call", ref, name, "serve_alone (the SLO's calibration)"))  # ready
+            except RayActorError:
+                self._on_death(name)
         requests = tuple((float(ttft), tpot) for sample in samples for ttft, tpot in sample)
         problem = too_few(len(requests), harvest.calibration_min_requests, harvest.calibration_s, len(refs))
         if problem is not None:
             raise ConfigError(problem)
         calibration = Calibration(key, requests, harvest.calibration_s, tuple(refs))
-        where: dict[str, Any] = {"reused": False}
+        # seconds from the site's start to the SLO: the run trained meanwhile and lent nothing
+        where: dict[str, Any] = {"reused": False, "settled_after_s": round(time.monotonic() - self._started, 3)}
         if self.run_dir is not None:
             path = self.run_dir / CALIBRATION_FILE
             write_text_durably(path, json.dumps(calibration.to_json(), indent=1))
@@ -232,8 +273,9 @@ class HarvestPool:
     def _register(self) -> None:
         """Have the trainer encode every update in ``harvest.replicas`` shards, from its next version on.
 
-        Without a trainer (``rollarc bench rose``: no weight updates) the replicas hold the whole weights."""
-        if self.trainer is None:
+        Without a trainer (``rollarc bench rose``: no weight updates), or with ``harvest.lend: false`` (never lent:
+        the site gets no updates), the replicas hold the whole weights they started with."""
+        if self.trainer is None or not self.harvest.lend:
             self.layouts, self.full_copy_bytes = (WHOLE,), 0
             return
         site = self.deadlines.get(
@@ -280,7 +322,7 @@ class HarvestPool:
     def _join(self, name: str, handle: Any) -> None:
         self.replicas[name] = handle
         self.lending[name] = LendingPolicy(
-            self.harvest.lend_after_s, self.harvest.withdraw_after_s, self.harvest.min_capacity
+            self.harvest.lend_after_s, self.harvest.withdraw_after_s, self.harvest.min_capacity, self.harvest.lend
         )
 
     def _joined(self) -> None:
@@ -359,13 +401,14 @@ class HarvestPool:
         self.hops.clear()
         self.trainer, self.policy_dir = trainer, policy_dir
         self._register()  # the new trainer encodes the site's shards too
-        for _ in range(self.harvest.replicas):
-            self._start(version)
+        self._calibrating = {}  # a calibration under way starts over with the new replicas
+        self._start_all(version)
         self.counters["restarts"] += 1
 
     # ---- lending ----------------------------------------------------------------------------------------
     def tick(self) -> None:
         """Collect the headroom reports that arrived, act on the lending decisions, and ask again every poll_s."""
+        self._calibration_tick()
         self._joined()
         if self._headroom:
             ready, _ = ray.wait(list(self._headroom), num_returns=len(self._headroom), timeout=0)
@@ -412,7 +455,7 @@ class HarvestPool:
         """One copy of the update into the borrowed site, a shard to each owner, each fanned out inside the site;
         returns the refs to wait for (one per shard, or none without members)."""
         names = list(self.replicas)
-        if not names:
+        if not names or not self.harvest.lend:  # a site that is never lent needs no weights
             return []
         handles = dict(self.replicas)
         refs = []
@@ -524,6 +567,7 @@ class HarvestPool:
         """summary.json's harvest keys: ``harvest`` (the run's counters and each live replica's serving SLO),
         ``harvest_slo`` (the SLO the guards kept, and its calibration), ``harvest_guard_actions`` (by cause) and
         ``harvest_serving`` (the requests the live replicas served after the calibration, against that SLO)."""
+        self._finish_calibration()
         replicas = []
         served: list[RequestTiming] = []
         refs = {name: (handle.stats.remote(), handle.served_timings.remote()) for name, handle in self.replicas.items()}

@@ -1,6 +1,7 @@
 """`rollarc train` with `harvest:` measures its SLO before lending, every guard holds it, and a resume reuses it.
 
-The co-serving replica serves the first ``calibration_s`` of its trace window alone at start-up; the SLO is
+The co-serving replica serves the first ``calibration_s`` of its trace window with nothing lent, while the run trains
+(under its own load); the SLO is
 ``slo_alone_factor`` x those requests' p99s (docs/rose.md#the-slo-in-training). The run's summary says where it came
 from, what the replica's guard held, the guard's decisions by cause, and serving during training against it.
 """
@@ -19,14 +20,15 @@ from tests.integration.test_runtime import config, metrics, only_run
 
 pytestmark = pytest.mark.slow
 
-# Light serving load (4 requests/s, no bursts) on a nano serving model: idle gaps in which the guard lends.
+# Light serving load (16 requests/s, no bursts) on a nano serving model: idle gaps in which the guard lends.
 HARVEST: dict[str, Any] = {
     "serving": {"preset": "nano", "seed": 99, "max_model_len": 256, "max_num_seqs": 32},
     "slo_source": "calibrate",
-    "calibration_s": 5.0,
-    "calibration_min_requests": 10,
+    # the run trains meanwhile: its 30 steps (after a start-up evaluation) outlast it, and serving after it is scored
+    "calibration_s": 1.0,
+    "calibration_min_requests": 5,
     "memory_tokens": 400,
-    "synthetic": {"rate_per_s": 4.0, "burst_every_s": 0.0},
+    "synthetic": {"rate_per_s": 16.0, "burst_every_s": 0.0},
     "replay": {"token_scale": 0.25, "duration_s": 10.0, "max_prompt_tokens": 64, "max_output_tokens": 16},
     "lend_after_s": 0.0,
     "withdraw_after_s": 0.2,
@@ -34,14 +36,14 @@ HARVEST: dict[str, Any] = {
 }
 SECTIONS: dict[str, Any] = {
     "harvest": HARVEST,
-    "train": {"groups_per_step": 2, "group_size": 2, "checkpoint_every": 1},
+    "train": {"groups_per_step": 2, "group_size": 2, "checkpoint_every": 10},
     "env_kwargs": {"turns": 2},
 }
 
 
 def test_the_slo_is_calibrated_held_by_the_guard_counted_by_cause_and_reused_on_resume(nano_policy_dir, tmp_path):
     assert (
-        run_training(config(nano_policy_dir, tmp_path, **{**SECTIONS, "train": {**SECTIONS["train"], "steps": 2}})) == 0
+        run_training(config(nano_policy_dir, tmp_path, **{**SECTIONS, "train": {**SECTIONS["train"], "steps": 30}})) == 0
     )
     run = only_run(tmp_path)
     summary = json.loads((run / "summary.json").read_text())
@@ -49,7 +51,8 @@ def test_the_slo_is_calibrated_held_by_the_guard_counted_by_cause_and_reused_on_
     print("harvest_slo:", json.dumps(slo), "guard actions:", summary["harvest_guard_actions"])
     assert slo["source"] == "calibrate" and slo["factor"] == 1.5 and slo["reused"] is False
     alone = slo["alone"]
-    assert alone["requests"] >= 10 and alone["calibration_s"] == 5.0
+    assert alone["requests"] >= 5 and alone["calibration_s"] == 1.0
+    assert slo["settled_after_s"] >= 1.0  # the sample's window passed before the SLO (and any lending)
     assert all(math.isfinite(v) and v > 0 for v in (slo["ttft_p99_ms"], slo["tpot_p99_ms"], alone["ttft_p99_ms"]))
     assert slo["ttft_p99_ms"] == pytest.approx(1.5 * alone["ttft_p99_ms"])
     assert slo["tpot_p99_ms"] == pytest.approx(1.5 * max(alone["tpot_p99_ms"], 1e-3))
@@ -74,10 +77,10 @@ def test_the_slo_is_calibrated_held_by_the_guard_counted_by_cause_and_reused_on_
     assert serving["requests"] > 0 and 0.0 <= serving["attainment"] <= 1.0
 
     # a resume reuses the run's recorded calibration: the same numbers, and no replica served a sample again
-    sections = {**SECTIONS, "train": {**SECTIONS["train"], "steps": 3}}
+    sections = {**SECTIONS, "train": {**SECTIONS["train"], "steps": 31}}
     assert run_training(config(nano_policy_dir, tmp_path, resume=str(run), **sections)) == 0
     resumed = json.loads((run / "summary.json").read_text())
-    assert resumed["steps"] == 3 and resumed["resumes"] == 1
+    assert resumed["steps"] == 31 and resumed["resumes"] == 1
     again = resumed["harvest_slo"]
     assert again["reused"] is True and again["file"] == str(run / "harvest_calibration.json")
     assert {k: again[k] for k in ("ttft_p99_ms", "tpot_p99_ms", "source", "factor", "alone")} == {
@@ -87,8 +90,9 @@ def test_the_slo_is_calibrated_held_by_the_guard_counted_by_cause_and_reused_on_
     assert replica["calibration_requests"] == 0
     assert replica["slo"] == {"ttft_p99_ms": slo["ttft_p99_ms"], "tpot_p99_ms": slo["tpot_p99_ms"]}
 
-    # another run reads that recorded calibration (slo_source: file): the same SLO, measured by none of its replicas
-    harvest = {**HARVEST, "slo_source": "file", "slo_file": str(run / "harvest_calibration.json")}
+    # another run reads that recorded calibration (slo_source: file): the same SLO, measured by none of its replicas;
+    # with lend: false (bench rose --train's baseline) its replica serves and is scored but never lent, gets no weights
+    harvest = {**HARVEST, "slo_source": "file", "slo_file": str(run / "harvest_calibration.json"), "lend": False}
     other = {**SECTIONS, "harvest": harvest, "train": {**SECTIONS["train"], "steps": 1, "checkpoint_every": 0}}
     assert run_training(config(nano_policy_dir, tmp_path / "from_file", **other)) == 0
     from_file = json.loads((only_run(tmp_path / "from_file") / "summary.json").read_text())
@@ -96,3 +100,6 @@ def test_the_slo_is_calibrated_held_by_the_guard_counted_by_cause_and_reused_on_
     assert read["source"] == "file" and read["reused"] is True and read["alone"] == slo["alone"]
     assert (read["ttft_p99_ms"], read["tpot_p99_ms"]) == (slo["ttft_p99_ms"], slo["tpot_p99_ms"])
     assert from_file["harvest"]["replicas"][0]["calibration_requests"] == 0
+    assert from_file["harvest"]["lends"] == 0 and from_file["harvest_serving"] is not None
+    (row,) = metrics(only_run(tmp_path / "from_file"))
+    assert (row["harvest_turns_done"], row["cross_site_bytes"], row["harvest_lent"]) == (0, 0, 0)

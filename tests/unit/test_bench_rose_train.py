@@ -110,7 +110,10 @@ def test_a_seed_row_and_the_headline_from_two_runs_per_seed():
             [(0.0, 0.4), (10.0, 0.45), (20.0, 0.52)], 30.0, 3.0, _records(slo, serving, actions, 50, 200.0)
         ),
         "alone": _run(
-            [(0.0, 0.4), (20.0, 0.45), (30.0, 0.48), (40.0, 0.55)], 50.0, 2.0, _records(None, None, None, 0, None)
+            [(0.0, 0.4), (20.0, 0.45), (30.0, 0.48), (40.0, 0.55)],
+            50.0,
+            2.0,
+            _records(slo, {"requests": 200, "slo_met": 200, "attainment": 1.0}, actions, 0, 0.0),
         ),
     }
     row = seed_row(0, runs, 0.5)
@@ -126,8 +129,12 @@ def test_a_seed_row_and_the_headline_from_two_runs_per_seed():
     assert out["guard_actions"]["slo_caused"] == 3
     assert out["slo"]["ttft_p99_ms"] == 80.0
     assert out["goal_met"] is False  # 0.99 is a point below serving alone
-    # a run made before the SLO and the guard's causes were recorded: null, never a made-up value
+    # the attainment "alone" is the run that does not borrow, after its own calibration: not the calibration sample
+    runs["alone"]["records"]["serving"] = {"requests": 200, "slo_met": 190, "attainment": 0.95}
+    assert combine([seed_row(0, runs, 0.5)])["slo_attainment_alone"] == 0.95
+    # runs made before the SLO and the guard's causes were recorded: null, never a made-up value
     runs["harvest"]["records"] = _records(None, None, None, 50, 200.0)
+    runs["alone"]["records"] = _records(None, None, None, 0, None)
     old = combine([seed_row(0, runs, 0.5)])
     assert old["slo_attainment_alone"] is None and old["guard_actions"]["summed"] is None
     assert old["slo"]["ttft_p99_ms"] is None and old["goal_met"] is False
@@ -148,10 +155,12 @@ def test_records_are_read_from_the_run_and_absent_ones_are_none(tmp_path):
     assert alone["borrowed_turns"] == 0 and alone["bytes"] is None
 
 
-def test_both_setups_train_the_harvest_config_on_the_same_roles_with_and_without_harvest(tmp_path):
+def test_both_setups_train_the_harvest_config_on_the_same_roles_and_serving_and_only_one_lends(tmp_path):
     harvest = load_train_config("configs/harvest.yaml", [*QUICK, *setup_overrides("harvest", 3)])
     alone = load_train_config("configs/harvest.yaml", [*QUICK, *setup_overrides("alone", 3)])
-    assert harvest.harvest is not None and alone.harvest is None
+    assert harvest.harvest is not None and alone.harvest is not None
+    assert harvest.harvest.lend is True and alone.harvest.lend is False
+    assert harvest.harvest.model_copy(update={"lend": False}) == alone.harvest  # the same serving, trace and SLO rule
     assert harvest.seed == alone.seed == 3
     assert harvest.cluster == alone.cluster and harvest.train == alone.train and harvest.model == alone.model
 
@@ -202,7 +211,7 @@ def test_the_training_path_figure_becomes_the_rose_row_and_the_synthetic_one_sta
     runs = {
         "harvest": _run([(0.0, 0.4), (10.0, 0.45), (20.0, 0.52)], 30.0, 3.0, _records(slo, serving, actions, 50, 2e6)),
         "alone": _run(
-            [(0.0, 0.4), (20.0, 0.45), (30.0, 0.48), (40.0, 0.55)], 50.0, 2.0, _records(None, None, None, 0, None)
+            [(0.0, 0.4), (20.0, 0.45), (30.0, 0.48), (40.0, 0.55)], 50.0, 2.0, _records(slo, serving, actions, 0, 0.0)
         ),
     }
     result = {

@@ -29,6 +29,12 @@ def test_lends_after_steady_headroom_and_withdraws_after_steady_drought() -> Non
     assert policy.observe(2.2, 5) == "lend"
 
 
+def test_a_policy_that_does_not_lend_never_lends_however_long_the_headroom() -> None:
+    policy = LendingPolicy(lend_after_s=0.0, withdraw_after_s=0.0, lends=False)
+    assert [policy.observe(t, 8) for t in (0.0, 1.0, 100.0)] == [None, None, None] and not policy.lent
+    assert policy.observe(101.0, 0) is None  # and never withdraws what it never lent
+
+
 def test_forget_starts_over_unlent() -> None:
     policy = LendingPolicy(lend_after_s=0.0, withdraw_after_s=0.0)
     assert policy.observe(0.0, 1) == "lend"
