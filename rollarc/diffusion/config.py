@@ -227,6 +227,12 @@ class RunT2IConfig(FrozenModel):
     dir: str = Field("runs", description="parent directory of run directories")
     tensorboard: bool = Field(True, description="also write TensorBoard events")
     checkpoint_every: int = Field(10, ge=1, description="checkpoint every N steps (and at the end)")
+    keep_last_checkpoints: int = Field(
+        2,
+        ge=0,
+        description="keep only the last N complete checkpoints, deleting older ones once a new one is written (at "
+        "least 2 by default: a damaged latest one still has a previous one to resume from; 0: keep every checkpoint)",
+    )
     progress: bool = Field(True, description="print one line per step")
 
 

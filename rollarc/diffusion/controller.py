@@ -44,6 +44,7 @@ from rollarc.diffusion.config import T2IConfig
 from rollarc.diffusion.grids import save_grid
 from rollarc.diffusion.tasks.registry import template_of
 from rollarc.diffusion.trainer_loss import restart_point
+from rollarc.models.checkpoint_retention import prune_checkpoints
 from rollarc.models.checkpoint_write import checkpoint_directory
 from rollarc.ray_deadline import Deadlines
 from rollarc.report.metrics import MetricsWriter
@@ -327,6 +328,8 @@ class T2IController:
         with checkpoint_directory(out) as tmp:  # with its manifest; a full disk is DiskFull, one line
             self.deadlines.get("train", self.workers.trainer.save.remote(str(tmp)), "the trainer", "save")
             (tmp / "state.json").write_text(json.dumps(self.state(), indent=1))
+        # older ones beyond the last keep_last_checkpoints go, never this one (a trainer restart needs only it)
+        prune_checkpoints(out.parent, self.cfg.run.keep_last_checkpoints, out)
         return out
 
     def state(self) -> dict[str, Any]:

@@ -72,5 +72,7 @@ def test_t2i_train_explores_trains_reports_and_resumes(tmp_path):
     summary = json.loads((run_dir / "summary.json").read_text())
     assert (summary["steps"], summary["resumes"], summary["status"]) == (3, 1, "completed")
     assert (run_dir / "config.resume-1.yaml").is_file() and layout_problems(run_dir) == []
+    # run.keep_last_checkpoints (2): step 3's checkpoint retired step 1's (regression: t2i kept every checkpoint)
+    assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == ["step_000002", "step_000003"]
     (history,) = [json.loads(line) for line in (run_dir / "config_history.jsonl").read_text().splitlines()]
     assert history["changed"] == {"train.steps": {"from": 2, "to": 3}} and history["checkpoint"] == "step_000002"
