@@ -43,7 +43,8 @@ SECTIONS: dict[str, Any] = {
 
 def test_the_slo_is_calibrated_held_by_the_guard_counted_by_cause_and_reused_on_resume(nano_policy_dir, tmp_path):
     assert (
-        run_training(config(nano_policy_dir, tmp_path, **{**SECTIONS, "train": {**SECTIONS["train"], "steps": 30}})) == 0
+        run_training(config(nano_policy_dir, tmp_path, **{**SECTIONS, "train": {**SECTIONS["train"], "steps": 30}}))
+        == 0
     )
     run = only_run(tmp_path)
     summary = json.loads((run / "summary.json").read_text())
