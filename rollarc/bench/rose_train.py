@@ -63,7 +63,7 @@ QUICK = [
     "model.preset=nano",
     "sft.steps=5",
     "sft.episodes=50",
-    "train.steps=8",  # the calibration runs during the first steps; borrowing follows it
+    "train.steps=12",  # the calibration runs during the first steps; borrowing follows it
     "train.warmup_steps=0",
     "train.groups_per_step=4",
     "train.group_size=8",
@@ -273,7 +273,7 @@ def main(argv: list[str]) -> int:
         help="target = the warm start's held-out success + this (default %(default)s; ignored with --target)",
     )
     parser.add_argument("--trace", default=None, help=f"serving trace CSV (default: {TRACE.name} beside the repo)")
-    parser.add_argument("--quick", action="store_true", help="nano model, 8 steps, one seed: a smoke run")
+    parser.add_argument("--quick", action="store_true", help="nano model, 12 steps, one seed: a smoke run")
     parser.add_argument("--json", action="store_true", help="(the JSON line is always printed last)")
     parser.add_argument("--publish-as", default="rose_train", help="name of the published block and JSON")
     parser.add_argument("--runs", default=None, help="where the runs go; finished runs there are reused")

@@ -11,18 +11,18 @@ from rollarc.bench.rose import main
 pytestmark = pytest.mark.slow
 
 
-@pytest.mark.timeout(1200)  # SFT warm start, then two 8-step nano runs (Ray each), one with a co-serving replica
+@pytest.mark.timeout(1200)  # SFT warm start, then two 12-step nano runs (Ray each), one with a co-serving replica
 def test_the_quick_training_path_benchmark_runs_both_setups(tmp_path, capsys):
     assert main(["--train", "--quick", "--json", "--runs", str(tmp_path)]) == 0
     result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     (row,) = result["per_seed"]
-    # both set-ups trained their 8 steps; only the one that lends ran turns on the borrowed pool
-    assert result["steps"] == 8 and result["seeds"] == 1
+    # both set-ups trained their 12 steps; only the one that lends ran turns on the borrowed pool
+    assert result["steps"] == 12 and result["seeds"] == 1
     assert row["harvest"]["borrowed_turns"] > 0 and row["alone"]["borrowed_turns"] == 0
     assert result["borrowed_turns"] == {"harvest": [row["harvest"]["borrowed_turns"]], "alone": [0]}
     for setup in ("harvest", "alone"):
         assert row[setup]["rl_wall_s"] > 0 and row[setup]["trajectories_per_s"] > 0
-        assert len(row[setup]["curve"]) == 9  # before RL and after each of the 8 steps (--eval-every 1)
+        assert len(row[setup]["curve"]) == 13  # before RL and after each of the 12 steps (--eval-every 1)
     assert row["cross_site_bytes_per_step"] > 0 and result["cross_site_bytes_per_step"]["median"] > 0
     assert isinstance(result["trained_traj_s_ratio"]["median"], float)
     for key in ("median", "per_seed", "min", "max", "complete"):

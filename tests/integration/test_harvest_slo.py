@@ -24,7 +24,7 @@ pytestmark = pytest.mark.slow
 HARVEST: dict[str, Any] = {
     "serving": {"preset": "nano", "seed": 99, "max_model_len": 256, "max_num_seqs": 32},
     "slo_source": "calibrate",
-    # the run trains meanwhile: its 30 steps (after a start-up evaluation) outlast it, and serving after it is scored
+    # the run trains meanwhile: its 50 steps (after a start-up evaluation) outlast it, and serving after it is scored
     "calibration_s": 1.0,
     "calibration_min_requests": 5,
     "memory_tokens": 400,
@@ -43,7 +43,7 @@ SECTIONS: dict[str, Any] = {
 
 def test_the_slo_is_calibrated_held_by_the_guard_counted_by_cause_and_reused_on_resume(nano_policy_dir, tmp_path):
     assert (
-        run_training(config(nano_policy_dir, tmp_path, **{**SECTIONS, "train": {**SECTIONS["train"], "steps": 30}}))
+        run_training(config(nano_policy_dir, tmp_path, **{**SECTIONS, "train": {**SECTIONS["train"], "steps": 50}}))
         == 0
     )
     run = only_run(tmp_path)
@@ -78,10 +78,10 @@ def test_the_slo_is_calibrated_held_by_the_guard_counted_by_cause_and_reused_on_
     assert serving["requests"] > 0 and 0.0 <= serving["attainment"] <= 1.0
 
     # a resume reuses the run's recorded calibration: the same numbers, and no replica served a sample again
-    sections = {**SECTIONS, "train": {**SECTIONS["train"], "steps": 31}}
+    sections = {**SECTIONS, "train": {**SECTIONS["train"], "steps": 51}}
     assert run_training(config(nano_policy_dir, tmp_path, resume=str(run), **sections)) == 0
     resumed = json.loads((run / "summary.json").read_text())
-    assert resumed["steps"] == 31 and resumed["resumes"] == 1
+    assert resumed["steps"] == 51 and resumed["resumes"] == 1
     again = resumed["harvest_slo"]
     assert again["reused"] is True and again["file"] == str(run / "harvest_calibration.json")
     assert {k: again[k] for k in ("ttft_p99_ms", "tpot_p99_ms", "source", "factor", "alone")} == {
