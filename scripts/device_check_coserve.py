@@ -23,8 +23,9 @@ import torch
 from rollarc.engine.config import EngineConfig
 from rollarc.engine.engine import LLMEngine
 from rollarc.engine.types import SamplingParams
+from rollarc.rose.calibration import derive_slo
 from rollarc.rose.coserve import CoServingExecutor, ServingRequest
-from rollarc.rose.slo import RequestTiming, SLOConfig, summarize
+from rollarc.rose.slo import RequestTiming, SLOConfig, latencies, summarize
 from rollarc.rose.trace import scale, synthetic_trace
 from rollarc.rose.turns import Turn
 
@@ -132,10 +133,7 @@ def run_coserve_section(
     # warm-up: the first forwards on a device pay for kernel selection and allocation
     _replay(executor(True, True, LOOSE), requests[:4], 0.0, min(turns, 4), turn_prompt, 4, sync)
     alone_timings, _ = _replay(executor(True, False, LOOSE), requests, duration_s, 0, turn_prompt, turn_tokens, sync)
-    alone = summarize(alone_timings, LOOSE)
-    slo = SLOConfig(
-        ttft_p99_ms=SLO_FACTOR * alone["ttft_p99_ms"], tpot_p99_ms=SLO_FACTOR * max(alone["tpot_p99_ms"], 1e-3)
-    )
+    slo = derive_slo(latencies(alone_timings), SLO_FACTOR)  # the one derivation training and bench rose use
     shared = executor(True, True, slo)
     co_timings, co_s = _replay(shared, requests, duration_s, turns, turn_prompt, turn_tokens, sync)
     dedicated = executor(False, True, slo)
