@@ -96,6 +96,13 @@ class ClusterConfig(CallDeadlines):
         "null always starts a new local cluster, even beside one that `ray start` left on this machine",
     )
     num_cpus: int | None = Field(None, ge=1, description="CPUs of the local Ray cluster (null: every core)")
+    cores: list[int] | None = Field(
+        None,
+        min_length=1,
+        description="pin the driver, and so the local Ray cluster it starts (every role's process inherits it), to "
+        "these CPU cores (Linux); with harvest.cores on others, one machine emulates a serving deployment on its own "
+        "hardware (docs/rose.md#pinned-cores); restored when Ray stops; null: every core",
+    )
     include_dashboard: bool = Field(False, description="start the Ray dashboard with the local cluster")
     dashboard_host: str = Field("127.0.0.1", description="interface the local Ray dashboard listens on")
     pools: dict[str, PoolConfig] = Field(
@@ -127,4 +134,6 @@ class ClusterConfig(CallDeadlines):
             raise ValueError("cluster.roles.train.replicas must be at least 1 (each replica is one FSDP rank)")
         if roles.env.replicas < 1:
             raise ValueError("cluster.roles.env.replicas must be at least 1")
+        if self.cores is not None and self.address is not None:
+            raise ValueError("cluster.cores pins the local cluster rollarc starts: drop it to join cluster.address")
         return self

@@ -158,6 +158,12 @@ class HarvestConfig(FrozenModel):
         default_factory=lambda: ReplayConfig(duration_s=60.0),
         description="time/token scaling and the window of the trace; the window is replayed in a loop",
     )
+    cores: list[int] | None = Field(
+        None,
+        min_length=1,
+        description="pin every co-serving replica to these CPU cores (Linux), e.g. the ones cluster.cores leaves "
+        "free: the serving deployment's own hardware on one machine (docs/rose.md#pinned-cores); null: not pinned",
+    )
     lend: bool = Field(
         True,
         description="false: the co-serving replicas serve their trace (and calibrate the SLO) but are never lent and "

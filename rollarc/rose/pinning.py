@@ -47,9 +47,15 @@ def _apply(pid: int | None, cores: list[int]) -> bool:
     return True
 
 
+def machine_cores() -> list[int]:
+    """The cores of this machine, whatever this process is pinned to: a Ray actor inherits the driver's
+    affinity (``cluster.cores``) and may still be pinned elsewhere (``harvest.cores``)."""
+    return list(range(os.cpu_count() or 1))
+
+
 def _set_affinity(pid: int | None, cores: list[int]) -> list[int]:
-    """Pin every thread of ``pid`` to ``cores`` (those this process may use); the cores pinned to, [] if none."""
-    usable = [c for c in cores if c in available_cores()]
+    """Pin every thread of ``pid`` to ``cores`` (those this machine has); the cores pinned to, [] if none."""
+    usable = [c for c in cores if c in machine_cores()]
     if not usable or not hasattr(os, "sched_setaffinity"):
         return []
     return usable if _apply(pid, usable) else []
@@ -57,7 +63,7 @@ def _set_affinity(pid: int | None, cores: list[int]) -> list[int]:
 
 def pin(cores: list[int]) -> list[int]:
     """Pin this process to ``cores`` (those that exist here); returns the cores it is pinned to ([] if not)."""
-    usable = [c for c in cores if c in available_cores()]
+    usable = [c for c in cores if c in machine_cores()]
     torch.set_num_threads(max(1, len(usable) or len(cores)))
     return _set_affinity(None, cores)
 
@@ -65,6 +71,16 @@ def pin(cores: list[int]) -> list[int]:
 def pin_process(pid: int, cores: list[int]) -> list[int]:
     """Pin every thread of another process ``pid`` on this machine to ``cores``; its torch threads are its own."""
     return _set_affinity(pid, cores)
+
+
+def pin_threads_here(cores: list[int]) -> list[int]:
+    """Pin every thread of this process to ``cores`` (no torch change); the processes it starts inherit it."""
+    return _set_affinity(None, cores)
+
+
+def restore_threads_here(cores: list[int]) -> None:
+    """Undo :func:`pin_threads_here`: ``cores`` is what :func:`available_cores` gave before it."""
+    _apply(None, cores)
 
 
 @contextmanager

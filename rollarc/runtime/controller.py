@@ -75,6 +75,7 @@ from rollarc.report.run_dir import (
 from rollarc.runtime.env_worker import GroupResult, GroupSpec
 from rollarc.runtime.failure_window import FailureWindow
 from rollarc.runtime.harvest_pool import HarvestPool
+from rollarc.runtime.ray_cluster import pinned_driver
 from rollarc.runtime.run_counters import Counters
 from rollarc.runtime.scheduling import RuntimeScheduling
 from rollarc.runtime.span_cadence import Collect, SpanCadence
@@ -1012,6 +1013,7 @@ class Controller:
             "dropped_groups_by_task": dict(self.dropped_by_task),
             "cancelled_groups_by_task": dict(self.cancelled_by_task),
             "elastic": self.elastic_events,
+            "driver_cores": pinned_driver(),  # cluster.cores: what the driver and the local cluster were pinned to
             **(self.harvest.summary() if self.harvest is not None else {}),  # harvest, harvest_slo, ...
             **self.counters.as_dict(),
             **self.recovery_stats(),

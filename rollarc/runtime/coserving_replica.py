@@ -353,6 +353,7 @@ class CoServingReplica:
             "device": str(self.device),
             "slo": slo.model_dump() if slo is not None else None,  # what the guard holds
             "calibration_requests": len(self.calibration_timings),  # its serving-alone sample (0: none measured here)
+            "pinned": self.pinned,  # the cores it runs on (harvest.cores), [] if not pinned
             "serving": summarize(list(self.timings), slo) if slo is not None else None,
             **self.headroom(),
         }

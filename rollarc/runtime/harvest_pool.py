@@ -130,6 +130,8 @@ class HarvestPool:
         assert cfg.harvest is not None
         self.run_dir = run_dir
         self.replica_options = dict(replica_options or {})
+        if cfg.harvest is not None and cfg.harvest.cores is not None:  # the serving deployment's own cores
+            self.replica_options.setdefault("cores", list(cfg.harvest.cores))
         self.cfg = cfg
         self.deadlines = Deadlines.of(cfg.cluster)
         self.harvest: HarvestConfig = cfg.harvest

@@ -48,10 +48,12 @@ from rollarc.placement import is_gpu_kind as is_gpu_kind
 from rollarc.plugin_path import plugin_pythonpath as plugin_pythonpath
 from rollarc.ray_local_start import init_local_ray
 from rollarc.ray_reaper import reap, start_watcher, stop_watcher
+from rollarc.rose.pinning import available_cores, machine_cores, pin_threads_here, restore_threads_here
 
 WATCHER_STOP_S = 10.0
 _local_session: tuple[str, subprocess.Popen[bytes]] | None = None  # (session dir, watcher) of our local cluster
 _local_nodes: Cluster | None = None  # our local multi-node cluster (RayStart.joining_pools), when there is one
+_unpinned: list[int] | None = None  # the driver's affinity before cluster.cores pinned it, while pinned
 
 
 class ClusterResourceError(ConfigError):
@@ -101,8 +103,11 @@ def start_ray(
     """Start a local Ray cluster with the pools as logical resources, or join ``address``; return resources.
 
     Raises :class:`ClusterResourceError` (after shutting Ray down) when a pool, or the GPU that
-    ``device='cuda'`` needs, is not in the cluster.
+    ``device='cuda'`` needs, is not in the cluster. ``cluster.cores``: the driver is pinned first, so that the
+    local cluster's processes inherit it; :func:`stop_ray` unpins it.
     """
+    if cluster.cores is not None:
+        _pin_driver(cluster.cores)
     spec = RayStart(
         pools=cluster.pools,
         num_cpus=cluster.num_cpus,
@@ -174,6 +179,27 @@ def start_cluster(spec: RayStart, plugin_paths: list[str] | None = None, device:
     return available
 
 
+def _pin_driver(cores: list[int]) -> None:
+    """Pin this process's threads to ``cores`` (``cluster.cores``), remembering its affinity for :func:`stop_ray`."""
+    global _unpinned
+    missing = sorted(set(cores) - set(machine_cores()))
+    if missing:
+        raise ClusterResourceError(
+            f"cluster.cores {cores}: this machine has no core {missing} (it has {machine_cores()})"
+        )
+    if ray.is_initialized():
+        stop_ray()  # the affinity to restore is the one before any pinning
+    before = available_cores()
+    if not pin_threads_here(cores):
+        raise ClusterResourceError(f"cluster.cores {cores}: this OS or container does not allow pinning; drop it")
+    _unpinned = before
+
+
+def pinned_driver() -> list[int] | None:
+    """The cores the driver was pinned to by ``cluster.cores`` for the Ray cluster running now, or None."""
+    return None if _unpinned is None else available_cores()
+
+
 def local_nodes() -> Cluster:
     """The local multi-node cluster :func:`start_cluster` started for a ``RayStart`` with ``joining_pools``."""
     if _local_nodes is None:
@@ -182,9 +208,13 @@ def local_nodes() -> Cluster:
 
 
 def stop_ray() -> None:
-    """``ray.shutdown``; for a local cluster rollarc started, also wait for (or kill) its processes."""
-    global _local_session, _local_nodes
+    """``ray.shutdown``; for a local cluster rollarc started, also wait for (or kill) its processes, and unpin the
+    driver (``cluster.cores``)."""
+    global _local_session, _local_nodes, _unpinned
     ray.shutdown()
+    if _unpinned is not None:
+        restore_threads_here(_unpinned)
+        _unpinned = None
     if _local_nodes is not None:
         nodes, _local_nodes = _local_nodes, None
         nodes.shutdown()
