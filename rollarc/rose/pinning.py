@@ -53,6 +53,12 @@ def machine_cores() -> list[int]:
     return list(range(os.cpu_count() or 1))
 
 
+def missing_cores(cores: list[int], key: str) -> str | None:
+    """The one line that refuses ``cores`` (config key ``key``) naming cores this machine lacks, or None."""
+    missing = sorted(set(cores) - set(machine_cores()))
+    return f"{key} {cores}: this machine has no core {missing} (it has {machine_cores()})" if missing else None
+
+
 def _set_affinity(pid: int | None, cores: list[int]) -> list[int]:
     """Pin every thread of ``pid`` to ``cores`` (those this machine has); the cores pinned to, [] if none."""
     usable = [c for c in cores if c in machine_cores()]

@@ -48,6 +48,7 @@ from rollarc.rose.calibration import (
     too_few,
 )
 from rollarc.rose.guard_actions import guard_actions
+from rollarc.rose.pinning import missing_cores
 from rollarc.rose.slo import RequestTiming, latencies
 from rollarc.runtime.coserving_replica import CoServingReplica
 from rollarc.runtime.ray_cluster import uses_gpus
@@ -131,6 +132,9 @@ class HarvestPool:
         self.run_dir = run_dir
         self.replica_options = dict(replica_options or {})
         if cfg.harvest is not None and cfg.harvest.cores is not None:  # the serving deployment's own cores
+            problem = missing_cores(cfg.harvest.cores, "harvest.cores")
+            if problem is not None:
+                raise ConfigError(problem)
             self.replica_options.setdefault("cores", list(cfg.harvest.cores))
         self.cfg = cfg
         self.deadlines = Deadlines.of(cfg.cluster)

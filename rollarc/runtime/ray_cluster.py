@@ -48,7 +48,7 @@ from rollarc.placement import is_gpu_kind as is_gpu_kind
 from rollarc.plugin_path import plugin_pythonpath as plugin_pythonpath
 from rollarc.ray_local_start import init_local_ray
 from rollarc.ray_reaper import reap, start_watcher, stop_watcher
-from rollarc.rose.pinning import available_cores, machine_cores, pin_threads_here, restore_threads_here
+from rollarc.rose.pinning import available_cores, missing_cores, pin_threads_here, restore_threads_here
 
 WATCHER_STOP_S = 10.0
 _local_session: tuple[str, subprocess.Popen[bytes]] | None = None  # (session dir, watcher) of our local cluster
@@ -182,11 +182,9 @@ def start_cluster(spec: RayStart, plugin_paths: list[str] | None = None, device:
 def _pin_driver(cores: list[int]) -> None:
     """Pin this process's threads to ``cores`` (``cluster.cores``), remembering its affinity for :func:`stop_ray`."""
     global _unpinned
-    missing = sorted(set(cores) - set(machine_cores()))
-    if missing:
-        raise ClusterResourceError(
-            f"cluster.cores {cores}: this machine has no core {missing} (it has {machine_cores()})"
-        )
+    problem = missing_cores(cores, "cluster.cores")
+    if problem is not None:
+        raise ClusterResourceError(problem)
     if ray.is_initialized():
         stop_ray()  # the affinity to restore is the one before any pinning
     before = available_cores()

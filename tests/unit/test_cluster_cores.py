@@ -7,7 +7,7 @@ import pytest
 from pydantic import ValidationError
 
 from rollarc.cluster_config import ClusterConfig
-from rollarc.rose.pinning import available_cores, machine_cores
+from rollarc.rose.pinning import available_cores, machine_cores, missing_cores
 from rollarc.runtime.ray_cluster import ClusterResourceError, start_ray
 
 
@@ -15,6 +15,14 @@ def test_cores_are_refused_when_joining_a_cluster():
     with pytest.raises(ValidationError, match=r"cluster\.cores pins the local cluster"):
         ClusterConfig(cores=[0], address="127.0.0.1:6379")
     assert ClusterConfig(cores=[0]).cores == [0]
+
+
+def test_missing_cores_names_the_key_and_the_cores_the_machine_lacks():
+    n = len(machine_cores())
+    assert missing_cores([0], "harvest.cores") is None
+    assert missing_cores([0, n, -1], "harvest.cores") == (
+        f"harvest.cores [0, {n}, -1]: this machine has no core [-1, {n}] (it has {machine_cores()})"
+    )
 
 
 def test_a_core_the_machine_lacks_stops_before_ray_starts_and_pins_nothing():
