@@ -16,6 +16,7 @@ from pathlib import Path
 
 from rollarc.config_docs import render, stale_message
 from rollarc.configio import ConfigError, dump_yaml, read_yaml
+from rollarc.disk_full import DiskFull
 from rollarc.ray_loopback import keep_local_ray_on_loopback
 from rollarc.runtime.stop_signals import RunStopped, stop_on_signals
 
@@ -261,6 +262,9 @@ def _guarded(run: Callable[[], int]) -> int:
     except RunStopped as err:
         print(f"rollarc: stopped by {err.name}; nothing was saved (this command saves when it ends)", file=sys.stderr)
         return err.exit_code
+    except DiskFull as err:  # a run's records or checkpoint: what is intact and how to resume
+        print(f"rollarc: {err.message}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

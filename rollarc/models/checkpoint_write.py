@@ -18,22 +18,12 @@ from pathlib import Path
 from ray.exceptions import RayTaskError
 from safetensors import SafetensorError
 
+from rollarc.disk_full import DISK_FULL_ERRNOS, DiskFull
 from rollarc.models.checkpoint import atomic_directory
 from rollarc.models.checkpoint_retention import complete_checkpoints
 
-DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 # safetensors (Rust) reports a failed write as "I/O error: No space left on device (os error 28)"
 _RUST_OS_ERROR = re.compile(r"\(os error (\d+)\)")
-
-
-class DiskFull(RuntimeError):
-    """The disk filled up while a checkpoint was written; ``message`` is one line: what is intact, what to do."""
-
-    message: str
-
-    def __init__(self, message: str):
-        super().__init__(message)
-        self.message = message
 
 
 def full_disk_errno(err: BaseException) -> int | None:

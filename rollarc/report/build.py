@@ -332,14 +332,22 @@ def render_report(
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
-def _signal_sentence(fraction: float | None) -> str:
-    """How much of each batch could teach anything: groups whose rewards were all equal have no gradient."""
+def _signal_sentence(fraction: float | None, summary: dict[str, Any]) -> str:
+    """How much of each batch could teach anything: groups whose rewards were all equal have no gradient;
+    with dynamic sampling, also how many finished groups were dropped for that."""
     if fraction is None:
         return ""
-    return (
+    sentence = (
         f" On average {100.0 * fraction:.0f} % of each step's trained groups had a learning signal (rewards that "
         "differ within the group; the rest had zero advantage)."
     )
+    dropped, share = summary.get("dropped_no_signal_groups") or 0, summary.get("finished_signal_share")
+    if dropped and share is not None:
+        sentence += (
+            f" Dynamic sampling dropped {dropped:,} finished groups whose rewards were all equal: "
+            f"{100.0 * share:.0f} % of the finished groups had a signal."
+        )
+    return sentence
 
 
 def _heldout_section(summary: dict[str, Any], evals: list[dict[str, Any]]) -> list[str]:
@@ -353,7 +361,7 @@ def _heldout_section(summary: dict[str, Any], evals: list[dict[str, Any]]) -> li
                 f"Held-out success **{_num(before)} before RL -> {_num(after)} after RL** "
                 f"({summary.get('heldout_episodes', '?')} greedy episodes on seeds training never sees): "
                 f"RL added **{100.0 * (after - before):+.1f} points** beyond the warm start."
-                + _signal_sentence(summary.get("signal_groups_frac_mean"))
+                + _signal_sentence(summary.get("signal_groups_frac_mean"), summary)
             ),
             "",
         ]

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, TypeVar, cast
 
 from rollarc.configio import ConfigError
+from rollarc.report.disk_full_guard import run_record
 from rollarc.report.durable import write_text_durably
 
 METRICS = "metrics.jsonl"
@@ -200,6 +201,7 @@ class Summary:
     heldout_success_after_rl: float | None = None
     rl_gain_points: float | None = None  # what RL added beyond the warm start: (after - before) x 100
     signal_groups_frac_mean: float | None = None  # mean over the steps of the trained groups' share with signal
+    finished_signal_share: float | None = None  # share of finished groups with signal, dropped ones included
     heldout_episodes: int | None = None
     evals: list[dict[str, Any]] | None = None  # label, version, episodes, success, reward, failed, per_task, ...
     max_buffer_groups: int | None = None
@@ -353,10 +355,12 @@ class JsonlAppender:
         self._file = path.open("a")
 
     def append(self, records: Iterable[Any]) -> None:
-        for record in records:
-            self._file.write(dumps(record) + "\n")
-        self._file.flush()
-        os.fsync(self._file.fileno())
+        """A full disk raises :class:`~rollarc.disk_full.DiskFull`, one line (disk_full_guard.py)."""
+        with run_record(self.path):
+            for record in records:
+                self._file.write(dumps(record) + "\n")
+            self._file.flush()
+            os.fsync(self._file.fileno())
 
     def close(self) -> None:
         self._file.close()
@@ -390,6 +394,22 @@ def signal_fraction(records: list[MetricsRecord]) -> float | None:
     """Mean over the steps of ``signal_groups_frac`` (None: no step recorded it)."""
     values = [r.signal_groups_frac for r in records if r.signal_groups_frac is not None]
     return sum(values) / len(values) if values else None
+
+
+def finished_signal_share(records: list[MetricsRecord]) -> float | None:
+    """Share of the finished groups whose rewards differed, dropped ones included: with dynamic sampling every
+    trained group has signal, so the mean of ``signal_groups_frac`` says nothing about how sparse the task was.
+    Each step's trained groups come from the run's ``groups_trained`` total (None: no step recorded both)."""
+    trained_before, with_signal, judged = 0, 0.0, 0
+    for record in records:
+        if record.groups_trained is None:
+            continue
+        trained, trained_before = record.groups_trained - trained_before, record.groups_trained
+        if record.signal_groups_frac is not None:
+            with_signal += record.signal_groups_frac * trained
+            judged += trained
+    dropped = max((r.dropped_no_signal_groups or 0 for r in records), default=0)
+    return with_signal / (judged + dropped) if judged + dropped else None
 
 
 def rl_gain_points(before: float | None, after: float | None) -> float | None:

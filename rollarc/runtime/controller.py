@@ -64,6 +64,7 @@ from rollarc.report.progress import RunProgress
 from rollarc.report.run_dir import (
     TASK_PROFILES,
     TaskProfiles,
+    finished_signal_share,
     from_dict,
     read_metrics,
     rl_gain_points,
@@ -1000,7 +1001,8 @@ class Controller:
             "heldout_success_before_rl": before["success"] if before else None,
             "heldout_success_after_rl": after["success"],
             "rl_gain_points": rl_gain_points(before["success"] if before else None, after["success"]),
-            "signal_groups_frac_mean": signal_fraction(read_metrics(self.run_dir)),
+            "signal_groups_frac_mean": signal_fraction(records := read_metrics(self.run_dir)),
+            "finished_signal_share": finished_signal_share(records),
             "heldout_episodes": after["episodes"],
             "evals": self.evals,
             "max_buffer_groups": self.plan.buffer_peak,

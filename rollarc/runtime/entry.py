@@ -14,6 +14,7 @@ import torch
 from rollarc.agent.local_eval import evaluate_local
 from rollarc.config import Config, load_train_config
 from rollarc.configio import ConfigError
+from rollarc.disk_full import DiskFull
 from rollarc.models.checkpoint import checkpoint_adapter, load_policy, remove_partial_directories
 from rollarc.models.device import resolve_device, resolve_dtype
 from rollarc.ray_deadline import ActorHung
@@ -100,7 +101,7 @@ def run_training(cfg: Config, address: str | None = None) -> int:
             controller.restore(resume_state)
         try:
             summary = controller.run()
-        except (RunError, ActorHung) as err:
+        except (RunError, ActorHung, DiskFull) as err:  # DiskFull: appending a step's metrics (disk_full_guard.py)
             print(f"rollarc: run stopped: {err}", file=sys.stderr)
             controller.collect_spans()
             write_summary(run_dir, stopped_summary(cfg, controller, str(err), version, sft_meta, start, resumes))

@@ -34,6 +34,7 @@ from rollarc.models.checkpoint import check_state_files, remove_partial_director
 from rollarc.models.checkpoint_digest import MANIFEST, DamagedCheckpoint, verify_manifest
 from rollarc.models.checkpoint_retention import STATE, complete_checkpoints
 from rollarc.report.config_fingerprint import check_resume, fingerprint
+from rollarc.report.disk_full_guard import run_record
 from rollarc.report.durable import append_line_durably, write_text_durably
 from rollarc.report.run_dir import (
     CHECKPOINTS,
@@ -184,8 +185,10 @@ def resume_point(
 
 
 def write_summary(run_dir: Path, summary: dict[str, Any]) -> None:
-    """``summary.json``, through its schema (leniently: a mistyped value is kept, not lost), replaced atomically."""
-    write_json(run_dir / SUMMARY, from_dict(Summary, summary, str(run_dir / SUMMARY), lenient=True))
+    """``summary.json``, through its schema (leniently: a mistyped value is kept, not lost), replaced atomically;
+    a full disk is :class:`~rollarc.disk_full.DiskFull`, one line."""
+    with run_record(run_dir / SUMMARY):
+        write_json(run_dir / SUMMARY, from_dict(Summary, summary, str(run_dir / SUMMARY), lenient=True))
 
 
 def finished(summary: dict[str, Any], start: float, resumes: int) -> dict[str, Any]:

@@ -67,7 +67,7 @@ def test_groups_without_signal_are_dropped_up_to_the_cap_then_trained(nano_polic
     assert summary["groups_started"] == 6 and summary["dropped_no_signal_groups"] == 4
     assert summary["dropped_failed_groups"] == 0
     # every trained group had all-equal rewards: the run says RL had no signal to learn from
-    assert summary["signal_groups_frac_mean"] == 0.0
+    assert summary["signal_groups_frac_mean"] == 0.0 and summary["finished_signal_share"] == 0.0
     before, after = summary["heldout_success_before_rl"], summary["heldout_success_after_rl"]
     assert summary["rl_gain_points"] == round(100.0 * (after - before), 2)
 

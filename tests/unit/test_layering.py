@@ -36,6 +36,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "ray_reaper",
             "ray_local_start",
             "ray_deadline",
+            "disk_full",
         },
     ),
     ("policy", {"policy"}),

@@ -137,6 +137,7 @@ def test_report_md_holds_the_run_in_numbers(tmp_path):
     assert "Held-out success **0.315 before RL -> 0.42 after RL** (200 greedy episodes" in text
     # what RL added beyond the warm start, and how much of each batch could teach anything
     assert "RL added **+10.5 points** beyond the warm start. On average 62 % of each step's trained groups" in text
+    assert "Dynamic sampling dropped" not in text  # the run dropped nothing
     assert (
         "| evaluation | policy version | episodes | success | mean reward | failed | success: box | success: lake |"
         in text
@@ -276,3 +277,37 @@ def test_signal_fraction_and_rl_gain_by_hand():
     assert signal_fraction(records) == 0.5  # the step without the key is left out, not counted as 0
     assert signal_fraction([MetricsRecord(step=1)]) is None
     assert rl_gain_points(0.315, 0.42) == 10.5 and rl_gain_points(None, 0.42) is None
+
+
+def test_report_says_how_many_finished_groups_dynamic_sampling_dropped(tmp_path):
+    run = write_run(tmp_path / "ds-20261205-070000")
+    summary = json.loads((run / "summary.json").read_text())
+    summary.update(signal_groups_frac_mean=1.0, dropped_no_signal_groups=3007, finished_signal_share=0.5536)
+    (run / "summary.json").write_text(json.dumps(summary))
+    build_report(run)
+    text = (run / "report.md").read_text()
+    assert (
+        "On average 100 % of each step's trained groups had a learning signal (rewards that differ within the "
+        "group; the rest had zero advantage). Dynamic sampling dropped 3,007 finished groups whose rewards were "
+        "all equal: 55 % of the finished groups had a signal."
+    ) in text
+
+
+def test_finished_signal_share_counts_the_groups_dynamic_sampling_dropped():
+    from rollarc.report.run_dir import MetricsRecord, finished_signal_share
+
+    # Without dynamic sampling: 16 groups at 0.25 with signal, then 16 at 0.75: (4 + 12) / 32.
+    plain = [
+        MetricsRecord(step=1, groups_trained=16, signal_groups_frac=0.25),
+        MetricsRecord(step=2, groups_trained=32, signal_groups_frac=0.75),
+    ]
+    assert finished_signal_share(plain) == 0.5
+    # With it: 32 trained groups all with signal, 48 dropped by the end: 32 / 80. A step without the
+    # fraction still moves the running total (its 8 groups count neither way).
+    dropped = [
+        MetricsRecord(step=1, groups_trained=16, signal_groups_frac=1.0, dropped_no_signal_groups=20),
+        MetricsRecord(step=2, groups_trained=24, dropped_no_signal_groups=30),
+        MetricsRecord(step=3, groups_trained=40, signal_groups_frac=1.0, dropped_no_signal_groups=48),
+    ]
+    assert finished_signal_share(dropped) == 32 / 80
+    assert finished_signal_share([MetricsRecord(step=1)]) is None
