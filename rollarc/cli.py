@@ -89,10 +89,10 @@ def _cmd_config_docs(args: argparse.Namespace) -> int:
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
-    from rollarc.diffusion.config import is_t2i  # deferred: the t2i config imports torch (its task registry)
+    from rollarc.diffusion.config import is_t2i, load_t2i_config  # deferred: the t2i config imports torch
 
     if is_t2i(args.config):  # `kind: t2i`: text-to-image Flow-GRPO (docs/diffusion.md)
-        if args.address is None:
+        if args.address is None and load_t2i_config(args.config, args.overrides).cluster.address is None:
             keep_local_ray_on_loopback()  # before Ray is imported (rollarc.ray_loopback says why)
         from rollarc.runtime.t2i_entry import train_t2i_main  # deferred: Ray, torch and diffusers are heavy
 

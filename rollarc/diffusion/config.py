@@ -132,7 +132,8 @@ class SpotConfig(FrozenModel):
     enabled: bool = Field(
         False,
         description="run the explorer as one pull worker per unit of its spot pool, each on its own Ray node "
-        "of a local ray.cluster_utils.Cluster, preempted by the injector below",
+        "of a local ray.cluster_utils.Cluster, preempted by the injector below; on a cluster the run joins "
+        "(cluster.address), on the nodes that carry the spot pool's resource, with no injector (docs/spot.md)",
     )
     trace: str | None = Field(
         None,
@@ -169,6 +170,13 @@ class SpotConfig(FrozenModel):
         "preemption, is its notice); keep it well inside notice_s, the drain's deadline",
     )
 
+    node_poll_s: float = Field(
+        2.0,
+        gt=0,
+        description="on a cluster the run joined: seconds between reads of its nodes, placing explorer slots whose "
+        "node went away on spot nodes with a spare unit (one that joined since, or whose worker went)",
+    )
+
     @model_validator(mode="after")
     def _notice_polled_in_time(self) -> SpotConfig:
         if 0 < self.notice_s <= self.drain_poll_s:
@@ -198,8 +206,13 @@ class T2IRolesConfig(FrozenModel):
 
 
 class T2IClusterConfig(CallDeadlines):
-    """The local Ray cluster's pools and where each role runs."""
+    """The Ray cluster (local, or joined at ``address``), its pools and where each role runs."""
 
+    address: str | None = Field(
+        None,
+        description="join this Ray cluster instead of starting a local one (`rollarc train --address` overrides "
+        "it): its nodes must carry the pools' resources; spot nodes are those with the spot pool's (docs/spot.md)",
+    )
     num_cpus: int | None = Field(None, ge=1, description="CPUs of the local Ray cluster (null: every core)")
     sp_degree: int = Field(
         1,

@@ -2,8 +2,9 @@
 
 On a laptop each spot node is a Ray node of ``ray.cluster_utils.Cluster`` with its own resources (one
 unit of the spot pool's resource plus a name unique to the node), so removing the node kills exactly
-the worker on it, as a cloud reclaiming a VM would. On a real cluster the same workers run on the spot
-pool's real nodes and the cloud's notice takes the injector's place.
+the worker on it, as a cloud reclaiming a VM would. On a real cluster the run joins (``cluster.address``) the
+same workers run on the nodes that carry the spot pool's resource (:mod:`rollarc.diffusion.joined_nodes`), which
+the fleet never adds or removes, and the provider's drains take the injector's place.
 
 Notices come from Ray's node draining (:mod:`rollarc.diffusion.drain_watcher`): the fleet's watcher polls the
 GCS's draining nodes, and a drain of a spot worker's node (``ray drain-node --reason
@@ -39,6 +40,7 @@ import statistics
 import threading
 import time
 import uuid
+from collections import Counter
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -47,12 +49,14 @@ from typing import Any
 import ray
 import torch
 from ray.cluster_utils import Cluster
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from rollarc.cluster.catalogue import load_catalogue
 from rollarc.cluster_config import CallDeadlines
 from rollarc.configio import ConfigError, read_yaml
 from rollarc.diffusion.config import T2IConfig
 from rollarc.diffusion.drain_watcher import DrainWatcher, drain
+from rollarc.diffusion.joined_nodes import JoinedNodes
 from rollarc.diffusion.queue_ledger import QueueLedger
 from rollarc.diffusion.resumable import InFlight, advance, prepare, start
 from rollarc.diffusion.sampling import to_images
@@ -65,6 +69,7 @@ from rollarc.ray_deadline import Deadlines
 from rollarc.spotlight.heartbeat import pipelined_beat
 from rollarc.spotlight.job_queue import Beat, JobQueue, JobSpec, Lease
 from rollarc.spotlight.preemption import Hit, Preemption, Target, at_rate, busy_slot, from_trace, what_is_hit
+from rollarc.spotlight.spot_nodes import place
 from rollarc.sync.codec import state_checksums
 
 HEAD_RESOURCE = "spot_head"
@@ -223,6 +228,7 @@ class SpotQueue:
             "sync_bytes": sum(nbytes for _, _, nbytes, _ in self.synced),
             "sync_full_copies": sum(1 for _, _, _, full in self.synced if full),
             "syncs": len(self.synced),
+            "explorer_nodes": sorted({r["node"] for r in self.queue.results.values() if isinstance(r, dict)}),
         }
 
     def close(self) -> None:
@@ -251,6 +257,7 @@ class SpotExplorer:
         self.version = version
         self.receiver = DiTReceiver(self.policy.transformer.state_dict(), version)
         self.deadlines = Deadlines.of(CallDeadlines())  # the fleet passes the run's to serve
+        self.node_id = ray.get_runtime_context().get_node_id()  # in each result: where explorers really ran
 
     def serve(
         self, queue: Any, noise_level: float, heartbeat_every: int = 1, deadlines: Deadlines | None = None
@@ -340,6 +347,7 @@ class SpotExplorer:
             "version": job.version,
             "images": len(rewards),
             "worker": self.name,
+            "node": self.node_id,
             "seconds": time.perf_counter() - began,
             "done_at": time.time(),
         }
@@ -410,14 +418,21 @@ class FleetLog:
 
     events: list[tuple[float, str, str]] = field(default_factory=list)
     node_seconds: dict[str, float] = field(default_factory=dict)
+    worker_nodes: dict[str, str] = field(default_factory=dict)  # every worker -> the Ray node id it was placed on
 
 
 class SpotFleet:
-    """One pull worker per spot slot on its own Ray node, and the injector thread that preempts them."""
+    """One pull worker per spot slot on its own Ray node, and the injector thread that preempts them.
+
+    ``cluster``: the local ``ray.cluster_utils.Cluster`` whose spot nodes the fleet adds and removes, or the
+    :class:`~rollarc.diffusion.joined_nodes.JoinedNodes` of a cluster the run joined, whose spot nodes it only
+    uses: each slot on a spot node with a spare unit of ``spot_resource`` (hard node affinity), placed again at the
+    next poll when its node goes; nothing is added or removed there, and nothing is injected.
+    """
 
     def __init__(
         self,
-        cluster: Cluster,
+        cluster: Cluster | JoinedNodes,
         spot_resource: str,
         slots: int,
         schedule: list[Preemption],
@@ -435,7 +450,14 @@ class SpotFleet:
         drain_poll_s: float = 0.1,
     ):
         self.deadlines = deadlines or Deadlines.of(CallDeadlines())  # `rollarc train` passes cluster:'s
-        self.cluster, self.spot_resource, self.slots = cluster, spot_resource, slots
+        self.spot_resource, self.slots = spot_resource, slots
+        self.cluster = cluster if isinstance(cluster, Cluster) else None  # a local cluster: its nodes are ours
+        self.joined = cluster if isinstance(cluster, JoinedNodes) else None  # a joined one: its nodes are not
+        if self.joined is not None and schedule:
+            raise ConfigError(
+                "spot.trace / spot.rate_per_hour: the preemption injector removes nodes the fleet started, and on a "
+                "cluster the run joined it started none; set spot.trace=null and spot.rate_per_hour=0"
+            )
         self.target, self.busy_wait_s, self.sp_degree, self.pull = target, busy_wait_s, sp_degree, pull
         self.heartbeat_every = heartbeat_every
         self.schedule, self.replacement_s = schedule, replacement_s
@@ -446,13 +468,17 @@ class SpotFleet:
         self.tag = uuid.uuid4().hex[:8]
         # a queue whose process dies comes back empty (every call to it waits for that and is retried), and the
         # fleet refills it from its ledger (rollarc.diffusion.queue_ledger)
-        queue_options = {
+        queue_options: dict[str, Any] = {
             "name": f"{QUEUE_NAME}@{self.tag}",
             "num_cpus": 0,
-            "resources": {HEAD_RESOURCE: 1},
             "max_restarts": -1,
             "max_task_retries": -1,
         }
+        if self.joined is None:
+            queue_options["resources"] = {HEAD_RESOURCE: 1}
+        else:  # on a node that is not spot (the head): the queue must outlive every preemption
+            self.joined.check_some()
+            queue_options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(self.joined.queue_node(), soft=False)
         self.queue = SpotQueue.options(**queue_options).remote(lease_s)  # type: ignore[attr-defined]  # @ray.remote class
         self.ledger = QueueLedger()
         self.incarnation = self.deadlines.get("start", self.queue.incarnation_id.remote(), "the spot queue", "start")
@@ -467,8 +493,12 @@ class SpotFleet:
         self.injected: set[str] = set()  # workers whose node the injector drained (it removes those itself)
         self.drain_notices = 0
         self.t0 = time.monotonic()
-        for slot in range(slots):
-            self._add(slot)
+        self.filled: set[int] = set()  # slots that had a worker (on a joined cluster the next one is a new generation)
+        if self.joined is None:
+            for slot in range(slots):
+                self._add(slot)
+        else:
+            self._place_free_slots()
         self.injector = threading.Thread(target=self._inject, name="spot-injector", daemon=True)
         self.watcher = DrainWatcher(self._worker_nodes, self._on_drain, drain_poll_s, self.stop)
         self.watcher.start()
@@ -503,13 +533,23 @@ class SpotFleet:
     def _event(self, what: str, who: str) -> None:
         self.log.events.append((round(time.monotonic() - self.t0, 3), what, who))
 
-    def _add(self, slot: int) -> None:
+    def _add(self, slot: int, on_node: str | None = None) -> None:
+        """A worker in ``slot``: on a new node of the local cluster, or on the joined cluster's spot node
+        ``on_node`` (one unit of the spot resource, and that node only)."""
         gen = self.generation[slot]
         name = worker_name(slot, gen)
-        node_resource = f"spot_node_{slot}_{gen}"
-        node = self.cluster.add_node(num_cpus=0, resources={self.spot_resource: 1, node_resource: 1})
+        options: dict[str, Any] = {"name": f"{name}@{self.tag}", "num_cpus": 0}
+        node: Any = None
+        if on_node is None:
+            if self.cluster is None:
+                raise RuntimeError(f"spot slot {slot}: a joined cluster's slot needs the node to place it on")
+            node_resource = f"spot_node_{slot}_{gen}"
+            node = self.cluster.add_node(num_cpus=0, resources={self.spot_resource: 1, node_resource: 1})
+            node_id, options["resources"] = str(node.node_id), {node_resource: 1}
+        else:
+            node_id, options["resources"] = on_node, {self.spot_resource: 1}
+            options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node_id, soft=False)
         policy_dir, tasks, cache, threads = self.worker_args
-        options = {"name": f"{name}@{self.tag}", "num_cpus": 0, "resources": {node_resource: 1}}
         worker = SpotExplorer.options(**options).remote(  # type: ignore[attr-defined]  # @ray.remote class
             name, policy_dir, tasks, cache, threads, self.start_version, self.sp_degree
         )
@@ -519,8 +559,25 @@ class SpotFleet:
             else None
         )
         with self.lock:
-            self.nodes[slot] = _Node(slot, name, node, worker, serving, time.monotonic(), node.node_id, self.sp_degree)
+            self.nodes[slot] = _Node(slot, name, node, worker, serving, time.monotonic(), node_id, self.sp_degree)
+            self.filled.add(slot)
+            self.log.worker_nodes[name] = node_id
         self._event("join", name)
+
+    def _place_free_slots(self) -> None:
+        """On a joined cluster (every ``spot.node_poll_s`` at most): each empty slot gets a worker on a spot node
+        with a spare unit, if there is one (a node that joined since, or one whose worker went)."""
+        if self.joined is None or not self.joined.poll_due():
+            return
+        with self.lock:
+            free = [s for s in range(self.slots) if s not in self.nodes]
+            used = Counter(n.node_id for n in self.nodes.values())
+        if not free:
+            return
+        for slot, node_id in place(free, self.joined.capacity(), used).items():
+            if slot in self.filled:
+                self.generation[slot] += 1
+            self._add(slot, node_id)
 
     def _worker_nodes(self) -> dict[str, str]:
         """Each worker in the fleet -> its Ray node's id (what the drain watcher matches drains against)."""
@@ -589,6 +646,7 @@ class SpotFleet:
         """Take down nodes whose drain deadline passed, and start the replacements that are due (on the calling
         thread, which must be the main one)."""
         self._take_down_drained()
+        self._place_free_slots()
         now = time.monotonic()
         with self.lock:
             ready = [(slot, worker) for at, slot, worker in self.due if at <= now]
@@ -644,7 +702,8 @@ class SpotFleet:
         # lost). The kill alone did not do it under load: ray.kill returns before the process is gone (CI once).
         self.deadlines.get("call", self.queue.gone.remote(target.name), "the spot queue", "gone")
         ray.kill(target.worker, no_restart=True)
-        self.cluster.remove_node(target.node, allow_graceful=False)
+        if self.cluster is not None:  # a joined cluster's node is not ours: its provider takes it down
+            self.cluster.remove_node(target.node, allow_graceful=False)
         target.down_at = time.monotonic()
         self.log.node_seconds[target.name] = target.down_at - target.up_at
         self._event(what, target.name)
@@ -659,12 +718,15 @@ class SpotFleet:
             self.drained = [d for d in self.drained if d[0] > now]
             named = {n.name: (slot, n) for slot, n in self.nodes.items()}
         for worker in ready:
-            if worker in named and self._take_down(*named[worker], "preempted"):
+            if worker in named and self._take_down(*named[worker], "preempted") and self.joined is None:
                 with self.lock:
                     self.due.append((time.monotonic() + self.replacement_s, named[worker][0], None))
 
     def replace(self, slot: int) -> None:
-        """A replacement node in ``slot``: a new worker that pulls like any other."""
+        """A replacement node in ``slot``: a new worker that pulls like any other (on a joined cluster the next
+        poll of its nodes places the slot instead)."""
+        if self.joined is not None:
+            return
         self.generation[slot] += 1
         self._add(slot)
 
@@ -754,12 +816,14 @@ class SpotFleet:
         if target is None:  # preempted meanwhile: the injector did all this
             return
         self.deadlines.get("call", self.queue.gone.remote(target.name), "the spot queue", "gone")
-        self.cluster.remove_node(target.node, allow_graceful=False)
+        if self.cluster is not None:
+            self.cluster.remove_node(target.node, allow_graceful=False)
         target.down_at = time.monotonic()
         self.log.node_seconds[target.name] = target.down_at - target.up_at
         self._event("crashed", target.name)
-        with self.lock:
-            self.due.append((target.down_at + self.replacement_s, slot, None))
+        if self.joined is None:  # on a joined cluster the next poll places the slot again
+            with self.lock:
+                self.due.append((target.down_at + self.replacement_s, slot, None))
 
     def counters(self) -> dict[str, int]:
         """What preemption has cost so far, for the step's metrics: the queue's counters and the losses."""
@@ -776,8 +840,11 @@ class SpotFleet:
             "sync_full_copies",
             "queue_restarts",
         )
+        with self.lock:
+            explorers = len(self.nodes)
         return {
             **{k: int(stats[k]) for k in keys},
+            "explorers": explorers,  # workers placed now (on a joined cluster, fewer while spot capacity is short)
             "preemptions": self._preemptions(),
             "crashes": self._crashes(),
             "drain_notices": self.drain_notices,
@@ -799,6 +866,7 @@ class SpotFleet:
         with self.lock:
             for n in self.nodes.values():
                 seconds[n.name] = now - n.up_at
+            placed = len(self.nodes)
         out.update(
             spot_node_seconds=seconds,
             notice_source="ray_drain",  # every node notice comes from Ray's draining nodes (drain_watcher)
@@ -806,6 +874,11 @@ class SpotFleet:
             preemptions=self._preemptions(),
             crashes=self._crashes(),
             events=self.log.events,
+            explorers=placed,  # workers placed now (as counters())
+            joined_cluster=self.joined is not None,
+            # the spot nodes explorers were placed on (a joined cluster's; the local cluster's that the fleet added)
+            spot_nodes=sorted(set(self.log.worker_nodes.values())),
+            worker_nodes=dict(self.log.worker_nodes),
         )
         return out
 

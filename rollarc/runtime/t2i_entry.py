@@ -1,8 +1,9 @@
 """``rollarc train`` for ``kind: t2i`` configs: pretrained base, run directory, Ray roles on pools, report.
 
-It shares the LLM path's run machinery (:mod:`rollarc.runtime.entry`): Ray is started by
-:func:`~rollarc.runtime.ray_cluster.start_cluster` (with ``spot.enabled`` a local multi-node cluster whose
-spot nodes the fleet adds and removes), the run directory is made, recorded, resumed and closed by
+It shares the LLM path's run machinery (:mod:`rollarc.runtime.entry`): Ray is started (or joined, with
+``--address`` or ``cluster.address``) by :func:`~rollarc.runtime.ray_cluster.start_cluster` (with ``spot.enabled``
+locally a multi-node cluster whose spot nodes the fleet adds and removes; on a joined cluster the nodes that carry
+the spot pool's resource, which the fleet only uses), the run directory is made, recorded, resumed and closed by
 :mod:`rollarc.runtime.run_dir`, and a stop signal ends the run with a summary and the resume command. Only
 the step loop is its own (:class:`~rollarc.diffusion.controller.T2IController`; docs/diffusion.md says why).
 """
@@ -16,9 +17,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ray.cluster_utils import Cluster
+
 from rollarc.configio import ConfigError
 from rollarc.diffusion.config import CACHE, T2IClusterConfig, T2IConfig, load_t2i_config
 from rollarc.diffusion.controller import T2IController, T2IWorkers
+from rollarc.diffusion.joined_nodes import JoinedNodes
 from rollarc.diffusion.pretrain import load_or_pretrain
 from rollarc.diffusion.report import build_t2i_report
 from rollarc.diffusion.spot_fleet import HEAD_RESOURCE, SpotFleet, cost_summary, preemption_schedule, spot_slots
@@ -65,28 +69,52 @@ def role_options(cluster: T2IClusterConfig, role: str) -> dict[str, Any]:
 
 def ray_start(cfg: T2IConfig) -> RayStart:
     """How the t2i path starts Ray: its pools as logical resources; with ``spot.enabled`` the spot pool's
-    nodes join during the run (added and removed by the fleet) and the head holds the fleet's queue."""
-    spot = cfg.spot.enabled
+    nodes join during the run (added and removed by the fleet) and the head holds the fleet's queue.
+
+    On a cluster the run joins (``cluster.address``) the pools are that cluster's resources, checked at start-up as
+    on the LLM path, except the spot pool: its nodes come and go, and the fleet checks that some are there."""
+    spot, local = cfg.spot.enabled, cfg.cluster.address is None
     return RayStart(
         pools=cfg.cluster.pools,
         num_cpus=cfg.cluster.num_cpus,
+        address=cfg.cluster.address,
         joining_pools=(cfg.cluster.roles.explorer.pool,) if spot else (),
-        head_resources={HEAD_RESOURCE: 1.0} if spot else {},
+        head_resources={HEAD_RESOURCE: 1.0} if spot and local else {},
     )
 
 
 def train_t2i_main(config_path: str, overrides: list[str], address: str | None = None) -> int:
-    if address is not None:
+    cfg = load_t2i_config(config_path, overrides)
+    if address is not None:  # joining a cluster, as on the LLM path (rollarc.runtime.entry)
+        cfg = cfg.model_copy(update={"cluster": cfg.cluster.model_copy(update={"address": address})})
+    return run_t2i(cfg)
+
+
+def check_joinable(cfg: T2IConfig) -> None:
+    """On a cluster the run joins, the preemption injector has no nodes of its own to preempt: a config that asks
+    for injected preemptions there is refused in one line, before anything starts."""
+    if cfg.cluster.address is None or not cfg.spot.enabled:
+        return
+    if cfg.spot.trace is not None or cfg.spot.rate_per_hour > 0:
         raise ConfigError(
-            "--address: kind t2i runs on a local Ray cluster whose pools are logical resources; drop --address"
+            f"spot.trace / spot.rate_per_hour: the preemption injector removes nodes that rollarc started, and on the "
+            f"cluster at {cfg.cluster.address} it started none (preemptions there are the provider's drains); set "
+            "spot.trace=null and spot.rate_per_hour=0 (configs/t2i_spot_cluster.yaml)"
         )
-    return run_t2i(load_t2i_config(config_path, overrides))
+
+
+def spot_nodes(cfg: T2IConfig) -> Cluster | JoinedNodes:
+    """The fleet's spot nodes: the local cluster's (it adds and removes them) or the joined cluster's (it uses them)."""
+    if cfg.cluster.address is None:
+        return local_nodes()
+    return JoinedNodes(spot_slots(cfg)[0], cfg.spot.node_poll_s)
 
 
 def run_t2i(cfg: T2IConfig) -> int:
     """Pretrain (cached) or load the base, then run Flow-GRPO; returns an exit code (``128 + signal`` when
     stopped by a signal). Writes summary.json."""
     start = time.time()
+    check_joinable(cfg)
     tasks = [make_task(name, CACHE) for name in cfg.tasks]
     base = Path(cfg.model.path) if cfg.model.path else load_or_pretrain(cfg, tasks, _log)
     state: dict[str, Any] | None = None
@@ -118,7 +146,7 @@ def run_t2i(cfg: T2IConfig) -> int:
         explorer = None
         if cfg.spot.enabled:
             fleet = SpotFleet(
-                local_nodes(),
+                spot_nodes(cfg),
                 spot_slots(cfg)[0],
                 spot_slots(cfg)[1],
                 preemption_schedule(cfg),
@@ -180,7 +208,7 @@ def run_t2i(cfg: T2IConfig) -> int:
         stop_ray()
     if stopped is not None:
         return stop_summary(run_dir, stopped, _stopped(cfg, controller, stopped.name, step, start, resumes))
-    summary.update(base=str(base), explore=cfg.explore.model_dump())
+    summary.update(base=str(base), explore=cfg.explore.model_dump(), ray_address=cfg.cluster.address)
     summary = finished(summary, start, resumes)
     write_summary(run_dir, summary)
     build_t2i_report(run_dir)

@@ -106,6 +106,7 @@ def test_spot_fleet_survives_notice_and_no_notice_losses(tmp_path):
     assert stats["preemptions"] == 2 and set(stats["spot_node_seconds"]) == {"spot0-g0", "spot0-g1", "spot0-g2"}
     keys = ("committed_on_notice", "requeued_on_expiry", "lost_steps", "resumed_steps", "duplicate_jobs", "preemptions")
     keys += ("sp_regroups", "sp_joins", "sync_bytes", "sync_full_copies", "crashes", "queue_restarts", "drain_notices")
+    keys += ("explorers",)
     # the injector's notice went through Ray's drain API and came back through the drain watcher
     assert (stats["notice_source"], stats["drain_notices"]) == ("ray_drain", 1)
     assert counters == {k: stats[k] for k in keys}  # the per-step metrics carry the same counts
