@@ -150,6 +150,8 @@ async def run_trajectory(
         traj.turn_rewards.append(float(reward))
         traj.num_turns = turn + 1
         traj.invalid_actions += int(bool(info.get("invalid_action", False)))
+        traj.tool_calls += int(info.get("tool_calls", 0))
+        traj.tool_errors += int(info.get("tool_errors", 0))
         if terminated or truncated:
             traj.finish = "terminated" if terminated else "truncated"
             traj.success = bool(info.get("success", False))

@@ -57,6 +57,8 @@ class Trajectory:
     success: bool = False
     num_turns: int = 0
     invalid_actions: int = 0
+    tool_calls: int = 0  # tool calls the env ran or refused (a dataset task's info['tool_calls'])
+    tool_errors: int = 0  # of which ended in an error message to the model (info['tool_errors'])
     finish: str = ""  # terminated | truncated | max_turns | context_limit
     status: Status = "ok"
     failure_reason: str | None = None  # the whole message, e.g. "env step 2: RuntimeError: boom"

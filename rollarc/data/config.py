@@ -114,8 +114,9 @@ class DatasetConfig(FrozenModel):
     )
     reference_column: str | None = Field(
         None,
-        description="a reference completion per row, the SFT warm start's demonstration (null: no expert, so "
-        "set model.path or sft.steps: 0)",
+        description="a reference completion per row, the SFT warm start's demonstration, or a list of replies, "
+        "one per turn (e.g. a tool call, then the answer after its result); null: no expert, so set model.path "
+        "or sft.steps: 0",
     )
     reward: list[RewardFunctionConfig] = Field(
         ..., min_length=1, description="the reward functions; the first one also decides success"

@@ -13,7 +13,8 @@ with no second code path.
 * ``step(answer)`` scores the answer with every reward function and ends the episode: the reward is
   the weighted sum of the scores, ``success`` is the first function's score reaching
   ``success_threshold``, and ``info["scores"]`` holds each function's score.
-* ``expert_action()`` is the row's reference completion (``reference_column``), the SFT demonstration.
+* ``expert_action()`` is the row's reference completion (``reference_column``), the SFT demonstration; a
+  list there is one reply per turn (e.g. a tool call, then the answer after its result).
 * A row that names a tool (``tool_column``, one of ``tools``) is multi-turn: a reply holding
   ``<tool>ARG</tool>`` calls it and gets ``<result>OUTPUT</result>`` as the next observation, with reward
   0 and ``info["tool_call"]`` set, up to ``max_tool_calls`` calls; the first reply without a call (or the
@@ -193,8 +194,12 @@ class DatasetEnv(gymnasium.Env[str, str]):
         return self.served
 
     def expert_action(self) -> str | None:
-        """The current row's reference completion (None without ``reference_column`` or after the answer)."""
+        """The current row's reference reply for this turn (None without ``reference_column``, after the answer,
+        or past a list's last reply): a text is the one reply; a list holds one reply per turn, so a row can
+        demonstrate a tool call first and the answer after its result."""
         if self._row is None or self.config.reference_column is None:
             return None
         reference = column(self._row, self.config.reference_column)
+        if isinstance(reference, list):
+            reference = reference[self._turn] if self._turn < len(reference) else None
         return None if reference is None else str(reference)

@@ -97,6 +97,8 @@ class MetricsRecord:
     success: float | None = None  # mean over the batch (sampled, not greedy)
     turns: float | None = None
     invalid_actions: float | None = None
+    tool_calls: float | None = None  # tool calls per trajectory (mean over the batch)
+    tool_errors: float | None = None  # of which ended in an error message to the model
     generated_tokens: int | None = None
     prompt_tokens: int | None = None
     cached_tokens: int | None = None
