@@ -19,6 +19,7 @@ scripts.py ``drain_node``) and Ray's own chaos killer (ray/_private/test_utils.p
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -26,6 +27,7 @@ from collections.abc import Callable
 import ray
 from ray._raylet import GcsClient  # type: ignore[attr-defined]  # Cython, no stubs (Ray's CLI uses the same client)
 from ray.core.generated import autoscaler_pb2
+from ray.exceptions import GetTimeoutError, RpcError
 
 from rollarc.spotlight.drain_notice import seconds_left, to_notice
 
@@ -54,7 +56,11 @@ def drain(node_id: str, notice_s: float, message: str) -> None:
 class DrainWatcher:
     """A thread that polls Ray's draining nodes every ``poll_s`` and calls ``notice(worker, seconds_left)`` once for
     every worker that ``workers()`` (worker -> node id hex) places on a draining node (seconds_left: None when
-    the drain has no deadline)."""
+    the drain has no deadline).
+
+    A poll the GCS fails or does not answer (``RpcError``, ``GetTimeoutError``: a GCS restarting, a network blip)
+    is counted in ``poll_errors`` and the thread polls again; it says so in one line when the polls start failing
+    and when they work again. Until then a preemption still ends as a lease expiry, so no job is lost."""
 
     def __init__(
         self,
@@ -65,6 +71,8 @@ class DrainWatcher:
     ):
         self.workers, self.notice, self.poll_s, self.stop = workers, notice, poll_s, stop
         self.noticed: set[str] = set()
+        self.poll_errors = 0
+        self.failing = False
         self.thread = threading.Thread(target=self._run, name="spot-drain-watcher", daemon=True)
 
     def start(self) -> None:
@@ -86,7 +94,31 @@ class DrainWatcher:
     def _run(self) -> None:
         gcs = _gcs()
         while not self.stop.wait(self.poll_s):
+            self.poll_once(gcs)
+
+    def poll_once(self, gcs: GcsClient) -> None:
+        """One poll of the thread: a failed GCS call is counted and said once, never the end of the watcher."""
+        try:
             self.poll(gcs)
+        except (RpcError, GetTimeoutError) as err:
+            self.poll_errors += 1
+            if not self.failing:
+                self.failing = True
+                print(
+                    f"rollarc: spot drain watcher: reading Ray's draining nodes failed ({err}); retrying every "
+                    f"{self.poll_s:g} s (preemptions meanwhile end as lease expiries)",
+                    file=sys.stderr,
+                    flush=True,
+                )
+            return
+        if self.failing:
+            self.failing = False
+            print(
+                f"rollarc: spot drain watcher: reading Ray's draining nodes works again ({self.poll_errors} failed "
+                "polls)",
+                file=sys.stderr,
+                flush=True,
+            )
 
     def join(self, timeout_s: float) -> None:
         if self.thread.ident is not None:

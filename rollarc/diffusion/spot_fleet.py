@@ -848,6 +848,7 @@ class SpotFleet:
             "preemptions": self._preemptions(),
             "crashes": self._crashes(),
             "drain_notices": self.drain_notices,
+            "drain_poll_errors": self.watcher.poll_errors,
         }
 
     def _crashes(self) -> int:
@@ -871,6 +872,7 @@ class SpotFleet:
             spot_node_seconds=seconds,
             notice_source="ray_drain",  # every node notice comes from Ray's draining nodes (drain_watcher)
             drain_notices=self.drain_notices,
+            drain_poll_errors=self.watcher.poll_errors,
             preemptions=self._preemptions(),
             crashes=self._crashes(),
             events=self.log.events,

@@ -106,9 +106,9 @@ def test_spot_fleet_survives_notice_and_no_notice_losses(tmp_path):
     assert stats["preemptions"] == 2 and set(stats["spot_node_seconds"]) == {"spot0-g0", "spot0-g1", "spot0-g2"}
     keys = ("committed_on_notice", "requeued_on_expiry", "lost_steps", "resumed_steps", "duplicate_jobs", "preemptions")
     keys += ("sp_regroups", "sp_joins", "sync_bytes", "sync_full_copies", "crashes", "queue_restarts", "drain_notices")
-    keys += ("explorers",)
+    keys += ("explorers", "drain_poll_errors")
     # the injector's notice went through Ray's drain API and came back through the drain watcher
-    assert (stats["notice_source"], stats["drain_notices"]) == ("ray_drain", 1)
+    assert (stats["notice_source"], stats["drain_notices"], stats["drain_poll_errors"]) == ("ray_drain", 1, 0)
     assert counters == {k: stats[k] for k in keys}  # the per-step metrics carry the same counts
     assert (stats["sp_regroups"], stats["sp_joins"]) == (0, 0)  # no SP group: every preemption took the node
     assert (stats["crashes"], stats["queue_restarts"]) == (0, 0)  # preempted workers are not crashed ones
