@@ -12,15 +12,25 @@ torch.set_num_threads(1)
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
-@pytest.fixture(scope="session")
-def nano_policy_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """An HF-format directory holding a randomly initialised nano policy and rollarc's tokenizer."""
+def new_policy_dir(tmp_path_factory: pytest.TempPathFactory, preset: str, max_position_embeddings: int) -> Path:
+    """An HF-format directory holding a randomly initialised ``preset`` policy and rollarc's tokenizer."""
     from rollarc.models import new_policy, save_policy
 
-    model, tokenizer = new_policy("nano", max_position_embeddings=256, seed=0)
-    path = tmp_path_factory.mktemp("policy") / "nano"
+    model, tokenizer = new_policy(preset, max_position_embeddings=max_position_embeddings, seed=0)
+    path = tmp_path_factory.mktemp("policy") / preset
     save_policy(model, tokenizer, path)
     return path
+
+
+@pytest.fixture(scope="session")
+def nano_policy_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return new_policy_dir(tmp_path_factory, "nano", 256)
+
+
+@pytest.fixture(scope="session")
+def tiny_policy_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny preset (head_dim 32): vLLM's CPU attention needs head_dim 32 or more, and nano has 16."""
+    return new_policy_dir(tmp_path_factory, "tiny", 512)
 
 
 # The runtime tests load scripted envs by entry point ("runtime_plugins:ScriptedEnv"). Putting the folder on

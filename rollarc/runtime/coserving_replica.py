@@ -4,8 +4,7 @@ It hosts the serving engine S (another model than the policy), replaying a servi
 rollout engine R holding the policy, both driven by one :class:`~rollarc.rose.coserve.CoServingExecutor`:
 serving first, a rollout step only when the SLO guard admits it, rollout turns paused or preempted on a burst.
 
-To the router it looks like a rollout replica (``generate``, ``generate_batch``, ``abort_all``,
-``abort_key``): the driver registers it in the ``borrowed`` pool while it reports headroom and removes it
+To the router it is a rollout replica (:class:`~rollarc.runtime.replica_protocol.RolloutReplica`): the driver registers it in the ``borrowed`` pool while it reports headroom and removes it
 (drain, then abort; the agent loops resume the aborted turns elsewhere from their partial output) when serving
 load rises. Every token keeps the policy version that produced it.
 
@@ -43,6 +42,7 @@ from rollarc.harvest_config import HarvestConfig
 from rollarc.models.checkpoint import load_policy
 from rollarc.models.device import resolve_device, resolve_dtype
 from rollarc.policy.dispatcher import BORROWED_POOL
+from rollarc.policy.in_flight import plan_update
 from rollarc.rose.coserve import CoServingExecutor, ServingRequest
 from rollarc.rose.pinning import pin
 from rollarc.rose.serving_model import engine_of
@@ -51,11 +51,14 @@ from rollarc.rose.trace import TraceRequest
 from rollarc.rose.trace_loop import TraceLoop, harvest_trace
 from rollarc.rose.turns import Turn
 from rollarc.runtime.gc_pauses import GCPauses
-from rollarc.runtime.generate_span import generate_span
+from rollarc.runtime.replica_log import ReplicaLog
+from rollarc.runtime.replica_protocol import CatchUp
 from rollarc.runtime.router import TurnArgs
 from rollarc.runtime.site_relay import apply_shard, relay_shard
+from rollarc.runtime.sync_report import sync_timings
 from rollarc.runtime.turn_chunks import TurnChunk, chunks_as_completed
-from rollarc.runtime.weight_sync import ShardPayload, engine_state, receive
+from rollarc.runtime.weight_sync import ShardPayload, SyncPayload, engine_state, receive
+from rollarc.serve.weights import state_digest
 from rollarc.sync.config import SyncConfig
 from rollarc.sync.shard import ShardSpec
 from rollarc.sync.site import SiteReceiver
@@ -98,7 +101,7 @@ class CoServingReplica:
         self.pinned = pin(cores) if cores else []
         self.name = name
         self.harvest = harvest
-        self.in_flight_update = in_flight_update
+        self.update_plan = plan_update(in_flight_update)
         self.trainer = trainer
         model, _ = load_policy(policy_dir)
         start = WeightPublisher(
@@ -147,8 +150,7 @@ class CoServingReplica:
         self._task: asyncio.Task[None] | None = None
         self._requests = 0
         self.turn_tokens = TURN_TOKENS_PRIOR  # KV a rollout turn reserves (prompt + max tokens), a running mean
-        self._spans: list[dict[str, Any]] = []  # generate spans since the driver last drained them (timeline.jsonl)
-        self._wall_offset = time.time() - time.perf_counter()
+        self.log = ReplicaLog(name, BORROWED_POOL, role=BORROWED_POOL)  # spans since the driver last drained them
         self.gc_pauses = GCPauses()  # serving steps stall for them too (bench rose reports them)
 
     # ---- the loop ------------------------------------------------------------------------------------
@@ -256,21 +258,7 @@ class CoServingReplica:
             self.executor.cancel(turn_id)
             raise
         completion = self._completion(turn, t0)
-        self._spans.append(
-            generate_span(
-                worker=self.name,
-                role=BORROWED_POOL,
-                pool=BORROWED_POOL,
-                completion=completion,
-                t0=t0,
-                t1=time.perf_counter(),
-                wall_offset=self._wall_offset,
-                cache_key=cache_key,
-                task=task,
-                step=step,
-                batch=batch,
-            )
-        )
+        self.log.turn(completion, t0, time.perf_counter(), cache_key, task, step, batch)
         return completion
 
     async def generate_batch(self, turns: list[TurnArgs]) -> AsyncIterator[TurnChunk]:
@@ -300,7 +288,7 @@ class CoServingReplica:
             finish_time=time.perf_counter(),
         )
 
-    def abort_all(self) -> int:
+    async def abort_all(self) -> int:
         """Hand every rollout turn back unfinished (withdrawal) with its partial output, log-probs and versions: the
         agent loops resume them on another replica from where they stopped (``rollarc.agent.turn``)."""
         turns = self.executor.withdraw()
@@ -311,7 +299,7 @@ class CoServingReplica:
         self.migrated_kept_tokens += sum(len(turn.output_ids) for turn in turns)
         return len(turns)
 
-    def abort_key(self, cache_key: str) -> int:
+    async def abort_key(self, cache_key: str) -> int:
         """Abort the turns of a cancelled trajectory."""
         cancelled = 0
         for held in [t for t in self.executor.turns() if t.traj_id == cache_key]:
@@ -355,6 +343,9 @@ class CoServingReplica:
             "calibration_requests": len(self.calibration_timings),  # its serving-alone sample (0: none measured here)
             "pinned": self.pinned,  # the cores it runs on (harvest.cores), [] if not pinned
             "serving": summarize(list(self.timings), slo) if slo is not None else None,
+            "running": self.executor.rollout_turns,
+            "generated_tokens": self.log.generated_tokens,
+            "prompt_tokens": self.log.prompt_tokens,
             **self.headroom(),
         }
 
@@ -373,10 +364,9 @@ class CoServingReplica:
 
     def drain_spans(self) -> list[dict[str, Any]]:
         """The generate spans of the turns finished since the last call, as a RolloutWorker's (timeline.jsonl)."""
-        spans, self._spans = self._spans, []
-        return spans
+        return self.log.drain()
 
-    def ping(self) -> str:
+    async def ping(self) -> str:
         """The replica's health: raises :class:`EngineDeadError` once its serving loop (which steps both engines)
         stopped, as a built-in replica's ``ping`` does for its engine loop."""
         if self._task is not None and self._task.done():
@@ -431,19 +421,43 @@ class CoServingReplica:
     async def _swap(self, version: int) -> None:
         """Put the site receiver's weights into the rollout engine, honouring ``async.in_flight_update``."""
         assert self.executor.rollout is not None
-        if self.in_flight_update == "finish":
+        plan = self.update_plan
+        if plan.hold_new:
             self.gate.clear()
-            while self.executor.rollout_turns:
-                await asyncio.sleep(IDLE_SLEEP_S)
-        elif self.in_flight_update == "abort":
+        if plan.abort_running:
             for turn in self.executor.withdraw():
                 self._resolve(turn)
         try:
+            while plan.drain_running and self.executor.rollout_turns:
+                await asyncio.sleep(IDLE_SLEEP_S)
             self.executor.rollout.update_weights(engine_state(self.site.weights(), self._engine_like), version)
         finally:
             self.gate.set()
 
-    async def catch_up(self) -> dict[str, Any]:
+    async def update_weights(self, payload: SyncPayload) -> dict[str, float]:
+        """A dedicated replica's update (the whole published payload, not relayed): each shard this site holds takes
+        its part of ``payload`` (``SyncPayload.of``), then the whole weights go into the rollout engine."""
+        t0 = time.perf_counter()
+        nbytes = 0
+        for layout, receiver in self.site.receivers.items():
+            shard = payload.of(layout)
+            (updates,) = await asyncio.gather(*shard.refs)
+
+            async def fetch(have: int | None, layout: ShardSpec = layout) -> tuple[VersionedUpdate, ...]:
+                got: tuple[VersionedUpdate, ...] = await self.trainer.fetch_weights.remote(have, layout)
+                return got
+
+            hop, _moved = await apply_shard(receiver, payload.version, updates, fetch)
+            nbytes += hop["bytes"] + hop["catch_up_bytes"]
+        fetched = time.perf_counter()
+        await self._swap_when_whole()
+        t1 = time.perf_counter()
+        self.log.sync(t0, t1, payload.version)
+        return sync_timings(
+            fetch_s=fetched - t0, apply_s=t1 - fetched, total_s=t1 - t0, nbytes=nbytes, model_bytes=payload.model_bytes
+        )
+
+    async def catch_up(self) -> CatchUp:
         """Bring every shard up to the trainer's current version (a delta chain or a full copy, whichever is fewer
         bytes; a replacement holds no version, so full copies) and swap the whole weights in."""
         fetched: list[tuple[VersionedUpdate, ...]] = []
@@ -458,11 +472,19 @@ class CoServingReplica:
             if updates:
                 await receive(receiver, updates, fetch)
         await self._swap_when_whole()
-        return {
-            "version": self.site.version,
-            "bytes": sum(updates_nbytes(u) for u in fetched),
-            "full_copy": any(u.full for got in fetched for u in got),
-        }
+        assert self.site.version is not None  # every shard is at the trainer's current version now
+        return CatchUp(
+            version=self.site.version,
+            bytes=sum(updates_nbytes(u) for u in fetched),
+            full_copy=any(u.full for got in fetched for u in got),
+        )
+
+    def weights_sha256(self) -> str | None:
+        assert self.executor.rollout is not None
+        return state_digest(self.executor.rollout.model.state_dict())
+
+    def shutdown(self) -> None:
+        """Nothing outside the actor to stop: both engines run in it."""
 
     def engine_weights(self) -> dict[str, torch.Tensor]:
         """The weights the rollout engine generates with, on the CPU (to check a sync bitwise)."""

@@ -354,8 +354,8 @@ class HarvestPool:
                     "target": name,
                     "cross_site": True,
                     "bytes": 0,
-                    "catch_up_bytes": caught["bytes"],
-                    "full_copy": caught["full_copy"],
+                    "catch_up_bytes": caught.bytes,
+                    "full_copy": caught.full_copy,
                 }
             )
             self._join(name, handle)
@@ -506,8 +506,8 @@ class HarvestPool:
                     "target": name,
                     "cross_site": True,
                     "bytes": 0,
-                    "catch_up_bytes": caught["bytes"],
-                    "full_copy": caught["full_copy"],
+                    "catch_up_bytes": caught.bytes,
+                    "full_copy": caught.full_copy,
                 }
             )
         self._round_members, self._reached = [], {}

@@ -1,13 +1,14 @@
 """The ``openai`` rollout backend: one router replica per OpenAI-compatible completions server.
 
-An :class:`OpenAIReplica` actor has the RolloutWorker's interface (``generate``, ``update_weights``,
-``abort_key``, ``abort_all``, ``stats``, ``drain_spans``, ``ping``), so the router, the agent loop and the
-controller treat it like a built-in engine replica. ``generate`` posts one ``/v1/completions`` request
+An :class:`OpenAIReplica` actor implements :class:`~rollarc.runtime.replica_protocol.RolloutReplica` (its weight
+updates are written checkpoints, not object-store buckets), so the router, the agent loop and the controller
+treat it like a built-in engine replica. ``generate`` posts one ``/v1/completions`` request
 (token ids in; token ids, log-probs and the server's version out, see :mod:`rollarc.serve.protocol`).
 
-Versions stay exact whatever the server: a weight update first holds new turns and either lets running
-turns finish (``async.in_flight_update: finish``) or aborts them (``abort``: the request is cancelled, the
-agent loop retries the turn), then calls the reload endpoint, and only then admits turns again. So every
+Versions stay exact whatever the server: the server reports no per-token versions, so the in-flight plan
+(``rollarc.policy.in_flight``) holds new turns and either lets running turns finish
+(``async.in_flight_update: finish``) or aborts them (``abort``: the request is cancelled, the agent loop retries
+the turn), then calls the reload endpoint, and only then admits turns again. So every
 turn is generated under one version, the one the server reports (``rollarc_version``) or, for a server
 that reports none, the one the adapter last loaded.
 
@@ -32,8 +33,11 @@ from ray.exceptions import RayTaskError
 
 from rollarc.configio import ConfigError
 from rollarc.engine.types import Completion, SamplingParams
+from rollarc.policy.in_flight import plan_update
+from rollarc.runtime.replica_log import ReplicaLog
+from rollarc.runtime.replica_protocol import CatchUp, CheckpointWritten
 from rollarc.runtime.router import TurnArgs
-from rollarc.runtime.sync_report import sync_span, sync_timings
+from rollarc.runtime.sync_report import sync_timings
 from rollarc.runtime.turn_chunks import TurnChunk, chunks_as_completed
 from rollarc.runtime.weight_handoff import CheckpointHandOff
 from rollarc.serve.access import bearer_headers
@@ -54,7 +58,7 @@ class OpenAIReplica:
         self.base_url = base_url
         self.cfg = cfg
         self.pool = pool
-        self.in_flight_update = in_flight_update
+        self.update_plan = plan_update(in_flight_update, per_token_versions=False)
         self.version = version
         self._session: aiohttp.ClientSession | None = None
         self._running: dict[str, tuple[asyncio.Future, str | None]] = {}
@@ -62,10 +66,7 @@ class OpenAIReplica:
         self._gate = asyncio.Event()
         self._gate.set()
         self._slots = asyncio.Semaphore(cfg.max_concurrent_requests)
-        self._spans: list[dict[str, Any]] = []
-        self._wall_offset = time.time() - time.perf_counter()
-        self.generated_tokens = 0
-        self.prompt_tokens = 0
+        self.log = ReplicaLog(name, pool)
         self.errors = 0
         self.reloads: list[dict[str, Any]] = []
 
@@ -125,24 +126,7 @@ class OpenAIReplica:
                 self._running.pop(request_id, None)
                 self._aborted.discard(request_id)
         t1 = time.perf_counter()
-        self.generated_tokens += completion.num_tokens
-        self.prompt_tokens += completion.prompt_len
-        self._spans.append(
-            {
-                "worker": self.name,
-                "role": "rollout",
-                "kind": "generate",
-                "t0": t0 + self._wall_offset,
-                "t1": t1 + self._wall_offset,
-                "traj": cache_key,
-                "task": task,
-                "step": step,
-                "prompt_tokens": completion.prompt_len,
-                "new_tokens": completion.num_tokens,
-                "cached_tokens": 0,
-                "pool": self.pool,
-            }
-        )
+        self.log.turn(completion, t0, t1, cache_key, task, step)
         return completion
 
     def _failed(self, request_id: str, prompt_ids: list[int], reason: str, error: str | None) -> Completion:
@@ -158,17 +142,21 @@ class OpenAIReplica:
             error=error,
         )
 
-    async def update_weights(self, handoff: dict[str, Any]) -> dict[str, float]:
-        """Hold new turns, finish or abort running ones, load the checkpoint ``handoff`` names, then resume."""
+    async def update_weights(self, payload: CheckpointWritten) -> dict[str, float]:
+        """Hold new turns, finish or abort running ones, load the checkpoint ``payload`` names (the hand-off's
+        record of it), then resume."""
+        handoff = payload
         t0 = time.perf_counter()
         version = int(handoff["version"])
         if version <= self.version and self.reloads:
             return sync_timings(fetch_s=0.0, apply_s=0.0, total_s=0.0, nbytes=0, model_bytes=0)
-        self._gate.clear()
+        plan = self.update_plan  # without per-token versions: always hold and drain, so no turn spans the reload
+        if plan.hold_new:
+            self._gate.clear()
         try:
-            if self.in_flight_update == "abort":
-                self.abort_all()
-            while self._running:
+            if plan.abort_running:
+                self._abort(list(self._running))
+            while plan.drain_running and self._running:
                 await asyncio.sleep(0.001)
             body = {"model_path": handoff["path"], "version": version}
             try:
@@ -187,9 +175,7 @@ class OpenAIReplica:
         finally:
             self._gate.set()
         t1 = time.perf_counter()
-        self._spans.append(
-            sync_span(worker=self.name, pool=self.pool, t0=t0, t1=t1, wall_offset=self._wall_offset, version=version)
-        )
+        self.log.sync(t0, t1, version)
         return sync_timings(
             fetch_s=float(handoff.get("write_s", 0.0)),
             apply_s=t1 - t0,
@@ -198,11 +184,21 @@ class OpenAIReplica:
             model_bytes=0.0,
         )
 
-    def abort_key(self, cache_key: str) -> int:
+    async def catch_up(self) -> CatchUp:
+        """The version the server holds. The server cannot fetch from the trainer: the hand-off's reload (at start,
+        ``start_openai_backend``, and at every sync) is what brings it up to date, so there is nothing to fetch."""
+        return CatchUp(version=self.version)
+
+    async def abort_key(self, cache_key: str) -> int:
         return self._abort([rid for rid, (_, key) in self._running.items() if key == cache_key])
 
-    def abort_all(self) -> int:
+    async def abort_all(self) -> int:
         return self._abort(list(self._running))
+
+    def weights_sha256(self) -> str | None:
+        """The digest the server reported for the weights it last loaded (``rollarc serve`` does); None before."""
+        digest = self.reloads[-1].get("rollarc_weights_sha256") if self.reloads else None
+        return None if digest is None else str(digest)
 
     def _abort(self, request_ids: list[str]) -> int:
         """Cancel the HTTP requests (the server aborts them when the connection closes); the turns end "abort"."""
@@ -224,20 +220,22 @@ class OpenAIReplica:
             "base_url": self.base_url,
             "running": len(self._running),
             "version": self.version,
-            "generated_tokens": self.generated_tokens,
-            "prompt_tokens": self.prompt_tokens,
+            "generated_tokens": self.log.generated_tokens,
+            "prompt_tokens": self.log.prompt_tokens,
             "errors": self.errors,
             "reloads": list(self.reloads),
         }
 
     def drain_spans(self) -> list[dict[str, Any]]:
-        spans, self._spans = self._spans, []
-        return spans
+        return self.log.drain()
 
-    def ping(self) -> str:
+    async def ping(self) -> str:
         """The actor's health only: the server is external (rollarc cannot restart it), so a dead server fails its
         turns (``finish_reason="error"``, counted) rather than being replaced (``Workers.heal`` skips this backend)."""
         return self.name
+
+    def shutdown(self) -> None:
+        """Nothing to stop: the server is external."""
 
 
 def start_openai_backend(workers: Any, version: int) -> Any:

@@ -1,14 +1,13 @@
 """VLLMRolloutWorker: one vLLM engine, in process, as a rollout replica (``rollout.backend: vllm``).
 
-It has :class:`~rollarc.runtime.rollout_worker.RolloutWorker`'s interface (``generate``, ``generate_batch``,
-``update_weights``, ``catch_up``, ``abort_key``, ``abort_all``, ``stats``, ``drain_spans``, ``ping``), so the
+It implements :class:`~rollarc.runtime.replica_protocol.RolloutReplica`, as the built-in replica does, so the
 router, the agent loop, the controller and the scheduling core do not know which engine runs a turn.
 
 Weights never touch a disk after start-up. An update arrives as the same object-store references every
 replica gets (a full copy or a sparse delta from ``sync/``); the replica applies it to its float32 copy
 (``WeightReceiver``, exactly as a built-in replica does) and hands the resulting tensors to vLLM's worker
 in place through ``collective_rpc`` (``serve/vllm_weights.py``). How a running turn meets the update follows
-``async.in_flight_update``, with vLLM's pause modes:
+``async.in_flight_update`` (decided in ``rollarc.policy.in_flight``), executed with vLLM's pause modes:
 
 - ``finish``: ``pause_generation(mode="wait")``: running turns finish under the old weights, new ones wait;
 - ``abort``: ``mode="abort"``: running turns end with their partial output (the agent loop resumes them);
@@ -36,18 +35,19 @@ from rollarc.engine.config import EngineConfig
 from rollarc.engine.types import Completion, SamplingParams
 from rollarc.models.checkpoint import load_policy
 from rollarc.models.device import resolve_dtype
-from rollarc.runtime.generate_span import generate_span
+from rollarc.policy.in_flight import plan_update
+from rollarc.runtime.replica_log import ReplicaLog
+from rollarc.runtime.replica_protocol import CatchUp
 from rollarc.runtime.router import TurnArgs
-from rollarc.runtime.sync_report import sync_span, sync_timings
+from rollarc.runtime.sync_report import sync_timings
 from rollarc.runtime.turn_chunks import TurnChunk, chunks_as_completed
 from rollarc.runtime.weight_sync import SyncPayload, engine_weights, receive
 from rollarc.serve.config import VLLMBackendConfig
 from rollarc.serve.vllm_convert import completion_of, sampled_logprobs, sampling_kwargs, token_versions
 from rollarc.serve.vllm_weights import digest, pack, unpack
+from rollarc.serve.weights import state_digest
 from rollarc.sync.config import SyncConfig
-from rollarc.sync.versions import WHOLE, WeightPublisher, WeightReceiver
-
-PAUSE_MODE = {"finish": "wait", "abort": "abort", "continue": "keep"}
+from rollarc.sync.versions import WHOLE, WeightPublisher, WeightReceiver, updates_nbytes
 
 
 @ray.remote
@@ -75,7 +75,7 @@ class VLLMRolloutWorker:
         self.name = name
         self.pool = pool
         self.policy_dir = policy_dir
-        self.in_flight_update = in_flight_update
+        self.update_plan = plan_update(in_flight_update)
         self.engine_cfg = engine_cfg
         self.dtype = dtype
         model, _tokenizer = load_policy(policy_dir)
@@ -98,10 +98,7 @@ class VLLMRolloutWorker:
         self._start_lock = asyncio.Lock()
         self._running: dict[str, str | None] = {}  # request id -> cache key
         self._delivered: dict[str, int] = {}  # request id -> tokens delivered so far (running requests)
-        self._spans: list[dict[str, Any]] = []
-        self._wall_offset = time.time() - time.perf_counter()
-        self.generated_tokens = 0
-        self.prompt_tokens = 0
+        self.log = ReplicaLog(name, pool)
         self.sync_s: list[float] = []
         self.start_s = 0.0
 
@@ -125,8 +122,7 @@ class VLLMRolloutWorker:
                     seed=self.engine_cfg.seed,
                     # KV computed under old weights must not serve a new request; with ``continue`` the running
                     # turns keep theirs on purpose (the cache is not cleared), so prefix caching stays off there.
-                    enable_prefix_caching=self.engine_cfg.prefix_cache_tokens > 0
-                    and self.in_flight_update != "continue",
+                    enable_prefix_caching=self.engine_cfg.prefix_cache_tokens > 0 and not self.update_plan.keep_cache,
                     distributed_executor_backend="uni",
                 )
                 engine = await asyncio.wait_for(
@@ -192,7 +188,7 @@ class VLLMRolloutWorker:
             completion = await self._run(request_id, prompt_ids, params)
         finally:
             self._running.pop(request_id, None)
-        self._record(completion, t0, time.perf_counter(), cache_key, task, step)
+        self.log.turn(completion, t0, time.perf_counter(), cache_key, task, step)
         return completion
 
     async def generate_batch(self, turns: list[TurnArgs]) -> AsyncIterator[TurnChunk]:
@@ -212,7 +208,7 @@ class VLLMRolloutWorker:
                 for i, completion in chunk:
                     self._running.pop(ids[i], None)
                     _prompt, _params, cache_key, task, step = turns[i]
-                    self._record(completion, t0, t1, cache_key, task, step)
+                    self.log.turn(completion, t0, t1, cache_key, task, step)
                 yield chunk
         finally:
             unfinished = [request_id for request_id, t in zip(ids, tasks, strict=True) if not t.done()]
@@ -223,32 +219,12 @@ class VLLMRolloutWorker:
             for request_id in ids:
                 self._running.pop(request_id, None)
 
-    def _record(
-        self, completion: Completion, t0: float, t1: float, cache_key: str | None, task: str | None, step: int | None
-    ) -> None:
-        self.generated_tokens += completion.num_tokens
-        self.prompt_tokens += completion.prompt_len
-        self._spans.append(
-            generate_span(
-                worker=self.name,
-                role="rollout",
-                pool=self.pool,
-                completion=completion,
-                t0=t0,
-                t1=t1,
-                wall_offset=self._wall_offset,
-                cache_key=cache_key,
-                task=task,
-                step=step,
-            )
-        )
-
     async def _swap(self, version: int) -> None:
         """Put the receiver's weights into the running engine under ``version``, per ``in_flight_update``."""
         engine = await self._engine_ready()
         packed = pack(engine_weights(self.receiver, self._engine_like))
-        mode = PAUSE_MODE[self.in_flight_update]
-        await engine.pause_generation(mode=mode, clear_cache=mode != "keep")
+        # vLLM's pause holds new requests whatever the mode; the plan picks what happens to the running ones
+        await engine.pause_generation(mode=self.update_plan.pause_mode, clear_cache=not self.update_plan.keep_cache)
         try:
             (loaded,) = await engine.collective_rpc("rollarc_load", args=(packed,))
             await engine.update_weight_version(str(version))  # labels every token sampled from here on
@@ -273,11 +249,7 @@ class VLLMRolloutWorker:
         await self._swap(report.version)
         t1 = time.perf_counter()
         self.sync_s.append(t1 - t0)
-        self._spans.append(
-            sync_span(
-                worker=self.name, pool=self.pool, t0=t0, t1=t1, wall_offset=self._wall_offset, version=report.version
-            )
-        )
+        self.log.sync(t0, t1, report.version)
         return sync_timings(
             fetch_s=fetched - t0,
             apply_s=t1 - fetched,
@@ -286,18 +258,35 @@ class VLLMRolloutWorker:
             model_bytes=payload.model_bytes,
         )
 
-    async def catch_up(self) -> int:
+    async def catch_up(self) -> CatchUp:
         """Fetch what this replica lacks from the trainer (a full copy when it holds no version) and load it."""
+        fetched: list[Any] = []
 
         async def fetch(have: int | None):
-            return await self.trainer.fetch_weights.remote(have)
+            got = await self.trainer.fetch_weights.remote(have)
+            fetched.append(got)
+            return got
 
         updates = await fetch(self.receiver.version)
         if updates:
             report = await receive(self.receiver, updates, fetch)
             await self._swap(report.version)
         assert self.receiver.version is not None  # a full copy (or the checkpoint's own version) sets it
-        return int(self.receiver.version)
+        return CatchUp(
+            version=int(self.receiver.version),
+            bytes=sum(updates_nbytes(got) for got in fetched),
+            full_copy=any(u.full for got in fetched for u in got),
+        )
+
+    def weights_sha256(self) -> str | None:
+        """The sha256 of this replica's weights once vLLM's worker has hashed what it loaded and found the same
+        bits (``weights_digest``); None before the first load (vLLM read the checkpoint itself)."""
+        expected = engine_weights(self.receiver, self._engine_like)
+        if self.loaded_digest is None:
+            return None
+        if self.loaded_digest != digest(expected.items()):
+            return f"mismatch: vLLM loaded {self.loaded_digest}"
+        return state_digest(expected)
 
     def weights_digest(self) -> dict[str, str | None]:
         """``loaded``: the digest of the tensors vLLM's worker last loaded (hashed there); ``expected``: this
@@ -334,13 +323,12 @@ class VLLMRolloutWorker:
             "running_tokens": sum(self._delivered.values()),
             "version": self.version,
             "engine_start_s": self.start_s,
-            "generated_tokens": self.generated_tokens,
-            "prompt_tokens": self.prompt_tokens,
+            "generated_tokens": self.log.generated_tokens,
+            "prompt_tokens": self.log.prompt_tokens,
         }
 
     def drain_spans(self) -> list[dict[str, Any]]:
-        spans, self._spans = self._spans, []
-        return spans
+        return self.log.drain()
 
     async def ping(self) -> str:
         """The replica's health: raises :class:`EngineDeadError` once vLLM's engine core died (``AsyncLLM.errored``),

@@ -151,7 +151,7 @@ class Workers:
             )
         if catch_up:
             caught_up = self.deadlines.get("start", handle.catch_up.remote(), f"rollout replica {name}", "catch_up")
-            check_caught_up(name, caught_up, version)
+            check_caught_up(name, caught_up.version, version)
         self.rollout[name] = handle
         self.rollout_pool[name] = group.pool
         self.deadlines.get(

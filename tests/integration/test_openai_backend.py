@@ -7,12 +7,14 @@ run in this process and leave the server up for the checks afterwards).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -57,22 +59,32 @@ def server(nano_policy_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> A
         logging_level="warning",
     )
     address = ray.get_runtime_context().gcs_address
-    port = free_port()
     log = tmp_path_factory.mktemp("serve") / "serve.log"
+    try:
+        # every checkpoint the tests reload (hand-offs, the policy, a missing one) lies in pytest's base temp
+        with serving(nano_policy_dir, address, tmp_path_factory.getbasetemp(), log, max_num_seqs=16) as url:
+            yield {"url": url, "address": address}
+    finally:
+        ray.shutdown()
+
+
+@contextlib.contextmanager
+def serving(policy_dir: Path, address: str, reload_dir: Path, log: Path, max_num_seqs: int) -> Iterator[str]:
+    """`rollarc serve` on ``policy_dir``, joined to the cluster at ``address`` as its own driver; yields its URL."""
+    port = free_port()
     with log.open("w") as out:
         proc = subprocess.Popen(
             rollarc(
                 "serve",
-                str(nano_policy_dir),
+                str(policy_dir),
                 "--port",
                 str(port),
                 "--address",
                 address,
                 "--max-num-seqs",
-                "16",
-                # every checkpoint the tests reload (hand-offs, the policy, a missing one) lies in pytest's base temp
+                str(max_num_seqs),
                 "--reload-dir",
-                str(tmp_path_factory.getbasetemp()),
+                str(reload_dir),
             ),
             stdout=out,
             stderr=subprocess.STDOUT,
@@ -80,10 +92,9 @@ def server(nano_policy_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> A
     url = f"http://127.0.0.1:{port}"
     try:
         wait_until_serving(proc, url, log)
-        yield {"url": url, "address": address}
+        yield url
     finally:
         stop_server(proc)
-        ray.shutdown()
 
 
 def wait_until_serving(proc: subprocess.Popen, url: str, log: Path, headers: dict[str, str] | None = None) -> None:

@@ -52,16 +52,6 @@ READABLE = ["model.embed_tokens.weight", "model.norm.weight", "lm_head.weight"] 
 
 
 @pytest.fixture(scope="module")
-def tiny_policy_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from rollarc.models import new_policy, save_policy
-
-    model, tokenizer = new_policy("tiny", max_position_embeddings=512, seed=0)
-    path = tmp_path_factory.mktemp("policy") / "tiny"
-    save_policy(model, tokenizer, path)
-    return path
-
-
-@pytest.fixture(scope="module")
 def cluster() -> Any:
     init_local_ray(
         num_cpus=2, resources={"pool_compute": 2.0, "pool_cpu": 2.0}, include_dashboard=False, logging_level="warning"

@@ -109,11 +109,11 @@ def test_ping_reports_an_engine_whose_loop_died(nano_policy_dir):
         worker = RolloutWorker.__ray_actor_class__(
             "rollout-0", str(nano_policy_dir), EngineConfig(max_num_seqs=2), "finish", 1, "compute", 0, SyncConfig()
         )
-        alive = worker.ping()
+        alive = await worker.ping()
         worker.engine.update_weights_nowait(42, 1)  # type: ignore[arg-type]  # not iterable: the loop dies of it
         worker.engine._thread.join(timeout=30)
         with pytest.raises(EngineDeadError) as dead:
-            worker.ping()
+            await worker.ping()
         return alive, dead.value
 
     alive, dead = asyncio.run(go())
