@@ -120,6 +120,11 @@ def seed_result(seed: int, summary: dict[str, Any], wall_s: float, error: str | 
         "wall_s": wall_s,
         "sft_s": (sft.get("demo_s", 0.0) + sft.get("train_s", 0.0)) if sft else None,
         "rl_wall_s": summary.get("rl_wall_s"),
+        # how sparse the task was, and what dynamic sampling paid for it (summary.json's counters)
+        "groups_started": summary.get("groups_started"),
+        "groups_trained": summary.get("groups_trained"),
+        "dropped_no_signal_groups": summary.get("dropped_no_signal_groups"),
+        "finished_signal_share": summary.get("finished_signal_share"),
     }
 
 

@@ -28,6 +28,8 @@ def test_the_gain_is_the_final_policys_never_the_peak():
     assert s["gain_final"] == pytest.approx(0.22)
     assert [c["step"] for c in s["curve"]] == [0, 20, 40] and s["curve"][1]["success"] == 0.9
     assert (s["sft_s"], s["wall_s"], s["error"]) == (30.0, 500.0, None)
+    counted = seed_result(0, {**summary(0.4, 0.6), "groups_started": 90, "dropped_no_signal_groups": 40}, 1.0, None)
+    assert (counted["groups_started"], counted["dropped_no_signal_groups"], counted["groups_trained"]) == (90, 40, None)
 
 
 def test_min_median_and_goal_over_seeds():
