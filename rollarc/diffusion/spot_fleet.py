@@ -697,6 +697,7 @@ class SpotFleet:
             if self.nodes.get(slot) is not target:
                 return False
             del self.nodes[slot]
+        crashed_before = self._died_on_its_own(target)  # read before the fence's kill below makes it so
         # a spot VM takes its processes with it: fence the worker and kill it now, or it may outlive its removed
         # node for a moment and hand in the job it holds (a pull lease would never expire; a push job never be
         # lost). The kill alone did not do it under load: ray.kill returns before the process is gone (CI once).
@@ -706,8 +707,27 @@ class SpotFleet:
             self.cluster.remove_node(target.node, allow_graceful=False)
         target.down_at = time.monotonic()
         self.log.node_seconds[target.name] = target.down_at - target.up_at
+        if crashed_before:  # both happened: the worker died (seen only now), then its node went
+            self._event("crashed", target.name)
         self._event(what, target.name)
         return True
+
+    def _died_on_its_own(self, target: _Node) -> bool:
+        """Whether ``target``'s worker is already dead (its ``serve`` call failed) before the fleet took its node.
+
+        The main thread notices a crash only while it waits for exploration (``_raise_worker_errors``); a worker
+        that crashed while the trainer ran, on a node being drained, would otherwise count as preempted alone
+        (CI once: the chaos run's killed worker was on a node under notice, and no crash was recorded)."""
+        if target.serving is None:
+            return False
+        done, _ = ray.wait([target.serving], timeout=0)
+        if not done:
+            return False
+        try:
+            self.deadlines.get("call", done[0], f"{target.name}'s serve", "serve")  # ready: only a transfer
+        except ray.exceptions.RayActorError:
+            return True
+        return False
 
     def _take_down_drained(self) -> None:
         """Nodes drained by someone other than the injector whose deadline has passed: removed, as the cloud

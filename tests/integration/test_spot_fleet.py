@@ -139,3 +139,34 @@ def test_a_worker_heartbeats_every_k_steps_and_its_images_do_not_change(tmp_path
     assert explored["rewards"] == expected
     assert (stats["completed"], stats["lost_jobs"], stats["duplicate_jobs"]) == (3, 0, 0)
     assert 3 * 1 <= stats["heartbeats"] <= 3 * 2
+
+
+@pytest.mark.slow
+def test_a_worker_that_crashed_on_a_node_under_notice_counts_as_crashed_and_preempted(tmp_path):
+    """Regression (CI once): the chaos run killed a worker while the trainer ran (no one polling its ``serve``), on a
+    node the trace was draining; the fleet took the node down and counted a preemption only, no crash."""
+    seeds = [[5, 6]]
+    prompts, expected = policy_and_expected(tmp_path, seeds, STEPS)
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "resources": {HEAD_RESOURCE: 1}})
+    ray.init(address=cluster.address)
+    fleet = None
+    try:
+        fleet = one_slot_fleet(cluster, tmp_path, lease_s=2.0)
+        ids = fleet.launch(prompts, seeds, STEPS, version=0)
+        wait_for(fleet, lambda h: any(step >= 1 for _, step in h.values()), "a job 1 step in")
+        serving = fleet.nodes[0].serving
+        ray.kill(fleet.nodes[0].worker, no_restart=False)  # as bench chaos --path spot kills it
+        ray.wait([serving], timeout=60)  # its serve call has failed; the fleet has not looked
+        assert fleet.preempt(0, notice_s=0.5) == "node"
+        fleet.replace(0)
+        explored = fleet.wait(ids)
+        stats = fleet.stats()
+    finally:
+        if fleet is not None:
+            fleet.close()
+        ray.shutdown()
+        cluster.shutdown()
+    assert (stats["crashes"], stats["preemptions"]) == (1, 1)
+    assert [what for _, what, who in stats["events"] if who == "spot0-g0"][-2:] == ["crashed", "preempted"]
+    assert explored["rewards"] == expected  # its job came back on expiry and the replacement did it
+    assert (stats["completed"], stats["lost_jobs"], stats["duplicate_jobs"]) == (1, 0, 0)
