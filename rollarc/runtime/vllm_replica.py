@@ -138,6 +138,7 @@ class VLLMRolloutWorker:
         from vllm import SamplingParams as VLLMSamplingParams  # deferred: vLLM is an optional extra
         from vllm.inputs import TokensPrompt
         from vllm.sampling_params import RequestOutputKind
+        from vllm.v1.engine.exceptions import EngineDeadError as VLLMEngineDeadError
 
         engine = await self._engine_ready()
         vllm_params = VLLMSamplingParams(**sampling_kwargs(params, self.eos_ids), output_kind=RequestOutputKind.DELTA)
@@ -146,8 +147,8 @@ class VLLMRolloutWorker:
         logprobs: list[float] = []
         delivered: list[int] = []
         output = None
-        stream = engine.generate(TokensPrompt(prompt_token_ids=list(prompt_ids)), vllm_params, request_id)
         try:
+            stream = engine.generate(TokensPrompt(prompt_token_ids=list(prompt_ids)), vllm_params, request_id)
             async for out in stream:
                 output = out.outputs[0]
                 new = list(output.token_ids)
@@ -157,6 +158,8 @@ class VLLMRolloutWorker:
                 logprobs += sampled_logprobs(request_id, new, output.logprobs)
                 delivered += [self.version] * len(new)
                 self._delivered[request_id] = len(tokens)
+        except VLLMEngineDeadError as err:  # rollarc's type: the router fails the turn over, heal replaces the replica
+            raise EngineDeadError(f"vLLM replica {self.name}: its engine core died ({err})") from err
         finally:
             self._delivered.pop(request_id, None)
         if output is None:

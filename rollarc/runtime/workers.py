@@ -15,9 +15,9 @@ from typing import Any
 import ray
 from ray.exceptions import RayActorError
 
-from rollarc.cluster_config import RoleConfig
 from rollarc.config import Config, rollout_entry_replicas
-from rollarc.configio import ConfigError
+from rollarc.config.cluster import RoleConfig
+from rollarc.config.io import ConfigError
 from rollarc.ray_deadline import ActorHung, Deadlines
 from rollarc.runtime.env_worker import EnvWorker
 from rollarc.runtime.openai_replica import start_openai_backend, sync_openai
@@ -178,12 +178,15 @@ class Workers:
             self.dead_rollouts.remove(name)
         with contextlib.suppress(RayActorError, ActorHung):  # one that died or hangs takes its spans along
             self._left_spans.extend(self.deadlines.get("call", handle.drain_spans.remote(), name, "drain_spans"))
-            if self.cfg.rollout.backend == "vllm":
-                self.deadlines.get(
-                    "call", handle.shutdown.remote(), name, "shutdown"
-                )  # vLLM's engine core is a child process: stop it, not orphan it
-        ray.kill(handle)
+        self._stop_rollout(name, handle)
         return outcome
+
+    def _stop_rollout(self, name: str, handle: Any) -> None:
+        """A replica stops what would outlive its actor (vLLM's engine core is a child process: stopped, not
+        orphaned), then the actor is killed; a dead or hung one is killed at once (its call fails or times out)."""
+        with contextlib.suppress(RayActorError, ActorHung):
+            self.deadlines.get("call", handle.shutdown.remote(), name, "shutdown")
+        ray.kill(handle)
 
     def rollouts_of_pool(self, pool: str) -> list[str]:
         """The live replicas of ``pool``, oldest first."""
@@ -254,11 +257,10 @@ class Workers:
     def shutdown(self) -> None:
         """Stop services that outlive their callers (the serverless reward apps, vLLM's engine processes);
         actors die with Ray."""
-        if self.cfg.rollout.backend == "vllm":
-            refs = {n: h.shutdown.remote() for n, h in self.rollout.items() if n not in self.dead_rollouts}
-            for name, ref in refs.items():
-                with contextlib.suppress(RayActorError, ActorHung):
-                    self.deadlines.get("call", ref, name, "shutdown")
+        refs = {n: h.shutdown.remote() for n, h in self.rollout.items() if n not in self.dead_rollouts}
+        for name, ref in refs.items():  # every replica has shutdown (RolloutReplica): all asked at once
+            with contextlib.suppress(RayActorError, ActorHung):
+                self.deadlines.get("call", ref, name, "shutdown")
         if self.dataset_rewards is not None:
             self.dataset_rewards.shutdown()
         if self.reward_backend is not None:
@@ -337,7 +339,7 @@ class Workers:
         for name in list(self.dead_rollouts):
             pool = self.rollout_pool[name]
             self.deadlines.get("call", self.router.remove_replica.remote(name, 0.0), "the router", "remove_replica")
-            ray.kill(self.rollout.pop(name))  # one whose engine died lives on (holding its memory) until killed
+            self._stop_rollout(name, self.rollout.pop(name))  # one whose engine died lives on until stopped
             self.rollout_pool.pop(name)
             self.dead_rollouts.remove(name)
             self.add_rollout(self._next_rollout_name(name), groups[pool], version, catch_up=True)

@@ -6,7 +6,8 @@ answer ``ping`` with its name; generate the greedy tokens and log-probs of rolla
 weights; abort one trajectory's turn mid-generation and return it ``finish_reason="abort"`` with its partial
 output (a prefix of the uninterrupted turn); ``catch_up`` to the trainer's version; apply an ``update_weights``
 in place so that the weights it generates with hash bitwise to the trainer's, and generate under the new version;
-count its tokens in ``stats`` and put every turn and the sync on its spans.
+count its tokens in ``stats`` and put every turn and the sync on its spans; once its engine died under the living
+actor (built-in and vLLM), answer a turn and a ping with ``EngineDeadError``.
 
 Implementations: the built-in engine, the co-serving replica (with no serving traffic), vLLM's CPU build (skipped
 when ``vllm`` is not importable: ``make test`` installs it on x86-64) and the OpenAI backend against
@@ -21,15 +22,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 import ray
 import torch
 
-from rollarc.configio import validate
+from rollarc.config.harvest import HarvestConfig
+from rollarc.config.io import validate
+from rollarc.engine.async_engine import EngineDeadError
 from rollarc.engine.config import EngineConfig
 from rollarc.engine.engine import LLMEngine
 from rollarc.engine.types import Completion, SamplingParams
-from rollarc.harvest_config import HarvestConfig
 from rollarc.models.checkpoint import load_policy
 from rollarc.ray_local_start import init_local_ray
 from rollarc.runtime.replica_protocol import STATS_KEYS, CatchUp
@@ -50,6 +53,32 @@ LONG = SamplingParams(temperature=0.0, max_tokens=240, ignore_eos=True)  # withi
 LOGPROB_TOLERANCE = 2e-4  # vLLM's CPU kernels sum in another order (tests/integration/test_vllm_backend.py)
 SHIFT = 0.01  # version v's weights: the start weights + v · SHIFT (floating tensors)
 IMPLEMENTATIONS = ["builtin", "coserving", "vllm", "openai"]
+
+
+def kill_builtin_engine(handle: Any) -> None:
+    """The built-in engine's loop thread dies of a bad update, as of any bug; the actor answers on."""
+
+    def poison(worker: Any) -> None:
+        worker.engine.update_weights_nowait(42, -1)  # not iterable: the loop thread raises TypeError and ends
+        worker.engine._thread.join(timeout=30)
+
+    ray.get(handle.__ray_call__.remote(poison), timeout=WAIT_S)
+
+
+def kill_vllm_engine_core(handle: Any) -> None:
+    """vLLM's engine core (the child process it spawned) is killed, as by the OOM killer; the actor answers on."""
+
+    def kill_children(worker: Any) -> int:
+        children = psutil.Process().children(recursive=True)
+        for child in children:
+            child.kill()
+        psutil.wait_procs(children, timeout=30)
+        return len(children)
+
+    assert ray.get(handle.__ray_call__.remote(kill_children), timeout=WAIT_S) >= 1
+
+
+KILLABLE = {"builtin": kill_builtin_engine, "vllm": kill_vllm_engine_core}
 
 
 def weights_of(start: dict[str, torch.Tensor], version: int) -> dict[str, torch.Tensor]:
@@ -252,6 +281,15 @@ def test_the_replica_contract(
         assert all(s["t1"] >= s["t0"] for s in spans)
         assert [s["version"] for s in spans if s["kind"] == "sync"][-1] == 2
         assert get(replica.drain_spans.remote()) == []
+
+        # an engine that died under a living actor: a turn and a ping raise rollarc's EngineDeadError, the type the
+        # router fails over on and heal replaces on (regression: vLLM's own EngineDeadError was neither)
+        if kind in KILLABLE:
+            KILLABLE[kind](replica)
+            with pytest.raises(EngineDeadError):
+                get(replica.generate.remote(PROMPT, GREEDY, "k-dead", "t", 2))
+            with pytest.raises(EngineDeadError):
+                get(replica.ping.remote())
         get(replica.shutdown.remote())
     finally:
         ray.kill(replica)
