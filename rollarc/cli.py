@@ -14,8 +14,8 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from rollarc.config_docs import render, stale_message
-from rollarc.configio import ConfigError, dump_yaml, read_yaml
+from rollarc.config.docs import render, stale_message
+from rollarc.config.io import ConfigError, dump_yaml, read_yaml
 from rollarc.disk_full import DiskFull
 from rollarc.ray_loopback import keep_local_ray_on_loopback
 from rollarc.runtime.stop_signals import RunStopped, stop_on_signals

@@ -12,8 +12,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from rollarc.cluster_config import ClusterConfig, PoolConfig, RoleConfig
-from rollarc.configio import ConfigError, read_yaml
+from rollarc.config.cluster import ClusterConfig, PoolConfig, RoleConfig
+from rollarc.config.io import ConfigError, read_yaml
 
 CATALOGUE = Path(__file__).resolve().parents[1] / "configs" / "cluster" / "hardware.yaml"
 # Ray's accelerator_type resources are a presence marker; asking a sliver of one restricts placement to such nodes.

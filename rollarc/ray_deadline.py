@@ -16,7 +16,7 @@ from typing import Any, Literal
 import ray
 from ray.exceptions import GetTimeoutError, RayTaskError
 
-from rollarc.cluster_config import CallDeadlines
+from rollarc.config.cluster import CallDeadlines
 
 
 class ActorHung(RuntimeError):

@@ -14,7 +14,7 @@ from pydantic import Field, model_validator
 from rollarc.algo.advantages import AdvantageKind
 from rollarc.algo.masking import Aggregation
 from rollarc.algo.off_policy import Correction
-from rollarc.configio import FrozenModel
+from rollarc.config.io import FrozenModel
 
 FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
 Surrogate = Literal["ppo", "gspo", "cispo"]

@@ -9,7 +9,7 @@ from types import ModuleType
 
 from rollarc.bench import chaos_harvest, chaos_spot
 from rollarc.bench.report_file import emit_json, markdown_table, publish
-from rollarc.configio import ConfigError, read_yaml
+from rollarc.config.io import ConfigError, read_yaml
 
 MODULES: dict[str, ModuleType] = {"harvest": chaos_harvest, "spot": chaos_spot}
 

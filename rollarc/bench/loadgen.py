@@ -14,7 +14,7 @@ import json
 import tempfile
 from pathlib import Path
 
-from rollarc.configio import load_config
+from rollarc.config.io import load_config
 from rollarc.rose.config import RoseConfig
 from rollarc.rose.slo import summarize
 from rollarc.rose.trace import TraceRequest, read_trace, scale

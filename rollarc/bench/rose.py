@@ -42,7 +42,7 @@ from typing import Any
 from rollarc.bench.report_file import add_docs_flag, emit_json, markdown_table, publish
 from rollarc.bench.rose_bytes import measured_cross_site_bytes
 from rollarc.bench.weightsync import real_updates
-from rollarc.configio import load_config
+from rollarc.config.io import load_config
 from rollarc.rose.calibration import derive_slo
 from rollarc.rose.config import RoseConfig
 from rollarc.rose.guard_actions import guard_actions as actions_by_cause

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from pydantic import Field, model_validator
 
-from rollarc.configio import ConfigError, FrozenModel, load_config
+from rollarc.config.io import ConfigError, FrozenModel, load_config
 
 TERA = 1e12
 GIGA = 1e9

@@ -21,7 +21,7 @@ from typing import Annotated, Literal
 import numpy as np
 from pydantic import Field, model_validator
 
-from rollarc.configio import FrozenModel
+from rollarc.config.io import FrozenModel
 
 _STD_NORMAL = NormalDist()
 BLOCK = 4096  # samples drawn per numpy call; the simulator pops them one by one

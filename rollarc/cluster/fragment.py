@@ -13,7 +13,7 @@ from typing import Any
 import yaml
 from pydantic import Field, model_validator
 
-from rollarc.configio import FrozenModel
+from rollarc.config.io import FrozenModel
 
 
 class PoolSpec(FrozenModel):

@@ -11,7 +11,7 @@ from pathlib import Path
 from pydantic import Field
 
 from rollarc.cluster.catalogue import Catalogue, load_catalogue
-from rollarc.configio import ConfigError, FrozenModel, load_config
+from rollarc.config.io import ConfigError, FrozenModel, load_config
 
 
 class ServerlessOffer(FrozenModel):

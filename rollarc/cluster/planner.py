@@ -29,7 +29,7 @@ from rollarc.cluster.fragment import ClusterSpec, PlacementFragment, PoolSpec, R
 from rollarc.cluster.inventory import Inventory
 from rollarc.cluster.step_estimate import Estimate, Placement, estimate
 from rollarc.cluster.workload import Workload
-from rollarc.configio import ConfigError
+from rollarc.config.io import ConfigError
 
 Objective = Literal["time", "cost"]
 MAX_ASSIGNMENTS = 4096

@@ -31,7 +31,7 @@ import numpy as np
 from rollarc.cluster.distributions import Constant, Empirical
 from rollarc.cluster.workload import BatchSpec, Efficiency, ModelSpec, RewardSpec, Workload
 from rollarc.cluster.workload import TaskProfile as PlannedTask
-from rollarc.configio import ConfigError
+from rollarc.config.io import ConfigError
 from rollarc.report.run_dir import QuantileSummary, TaskProfile, TaskProfiles
 
 GRID = 200

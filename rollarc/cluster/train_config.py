@@ -29,8 +29,8 @@ from typing import Any
 import yaml
 
 from rollarc.cluster.fragment import PlacementFragment
-from rollarc.cluster_config import RolesConfig
-from rollarc.configio import ConfigError, read_yaml, validate
+from rollarc.config.cluster import RolesConfig
+from rollarc.config.io import ConfigError, read_yaml, validate
 
 
 def _threads(base_roles: RolesConfig, role: str) -> int:

@@ -13,7 +13,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from rollarc.cluster.distributions import Constant, Distribution
-from rollarc.configio import FrozenModel, load_config
+from rollarc.config.io import FrozenModel, load_config
 
 DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
 

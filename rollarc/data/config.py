@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from rollarc.configio import FrozenModel
+from rollarc.config.io import FrozenModel
 
 RewardStyle = Literal["auto", "trl", "verl"]
 RewardPlacement = Literal["local", "serverless"]

@@ -42,7 +42,7 @@ from typing import Any
 import gymnasium
 from gymnasium.spaces import Text
 
-from rollarc.configio import validate
+from rollarc.config.io import validate
 from rollarc.data.config import HELDOUT_OPTION, PLAIN_PROMPT, DatasetConfig
 from rollarc.data.reward_fn import Answer, check_call, load_reward_function
 from rollarc.data.served_client import ServedRewards

@@ -13,8 +13,8 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from rollarc.cluster_config import CallDeadlines, PoolConfig, RoleConfig
-from rollarc.configio import FrozenModel, load_config, read_yaml
+from rollarc.config.cluster import CallDeadlines, PoolConfig, RoleConfig
+from rollarc.config.io import FrozenModel, load_config, read_yaml
 from rollarc.diffusion.tasks.base import TASK_SIZE
 from rollarc.diffusion.tasks.registry import TASKS
 

@@ -13,7 +13,7 @@ import ray
 from ray._raylet import GcsClient  # type: ignore[attr-defined]  # Cython, no stubs (Ray Serve uses the same client)
 from ray.core.generated import gcs_pb2
 
-from rollarc.configio import ConfigError
+from rollarc.config.io import ConfigError
 from rollarc.diffusion.drain_watcher import GCS_TIMEOUT_S, draining_nodes
 from rollarc.spotlight.spot_nodes import NodeView, queue_node, spot_capacity
 

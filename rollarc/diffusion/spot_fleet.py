@@ -52,8 +52,8 @@ from ray.cluster_utils import Cluster
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from rollarc.cluster.catalogue import load_catalogue
-from rollarc.cluster_config import CallDeadlines
-from rollarc.configio import ConfigError, read_yaml
+from rollarc.config.cluster import CallDeadlines
+from rollarc.config.io import ConfigError, read_yaml
 from rollarc.diffusion.config import T2IConfig
 from rollarc.diffusion.drain_watcher import DrainWatcher, drain
 from rollarc.diffusion.joined_nodes import JoinedNodes

@@ -21,7 +21,7 @@ import numpy as np
 import ray
 import torch
 
-from rollarc.cluster_config import CallDeadlines
+from rollarc.config.cluster import CallDeadlines
 from rollarc.diffusion.config import RLConfig
 from rollarc.diffusion.model import T2IPolicy, load_policy
 from rollarc.diffusion.sampling import Trajectories, sample_ode, sample_sde

@@ -30,7 +30,7 @@ import numpy as np
 from gymnasium.spaces import Text
 from pydantic import Field
 
-from rollarc.configio import FrozenModel, validate
+from rollarc.config.io import FrozenModel, validate
 
 # Same characters as the policy tokenizer (rollarc.models.tokenizer.CHARACTERS); kept here so that
 # env workers do not import transformers. A unit test checks that the two stay equal.

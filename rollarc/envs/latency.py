@@ -30,7 +30,7 @@ from typing import Literal, TypeVar
 import numpy as np
 from pydantic import Field, model_validator
 
-from rollarc.configio import FrozenModel
+from rollarc.config.io import FrozenModel
 
 _T = TypeVar("_T")
 LatencyKind = Literal["none", "fixed", "lognormal", "pareto", "trace"]

@@ -24,7 +24,7 @@ from gymnasium.envs.registration import load_env_creator
 from gymnasium.spaces import Text
 from pydantic import Field, model_validator
 
-from rollarc.configio import FrozenModel, validate
+from rollarc.config.io import FrozenModel, validate
 
 _REGISTRY: dict[str, str] = {
     "sokoban": "rollarc.envs.sokoban:SokobanEnv",

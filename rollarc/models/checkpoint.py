@@ -20,7 +20,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 from transformers.utils import logging as hf_logging
 
-from rollarc.configio import ConfigError
+from rollarc.config.io import ConfigError
 from rollarc.models.checkpoint_digest import DamagedCheckpoint, write_manifest
 from rollarc.models.presets import build_model
 from rollarc.models.tokenizer import build_tokenizer

@@ -12,7 +12,7 @@ import json
 import os
 from pathlib import Path
 
-from rollarc.configio import ConfigError
+from rollarc.config.io import ConfigError
 
 MANIFEST = "manifest.json"
 _CHUNK = 1 << 20

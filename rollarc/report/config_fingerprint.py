@@ -18,7 +18,7 @@ import hashlib
 import json
 from typing import Any
 
-from rollarc.configio import ConfigError
+from rollarc.config.io import ConfigError
 
 # Dotted config keys (``fnmatch`` patterns; list items are numbered: ``cluster.roles.rollout.0.threads``) that a
 # resumed run may change. Each changes neither a training step's maths nor the sequence of groups it trains.

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
-from rollarc.configio import ConfigError
+from rollarc.config.io import ConfigError
 from rollarc.report.disk_full_guard import run_record
 from rollarc.report.durable import write_text_durably
 

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from rollarc.configio import ConfigError
+from rollarc.config.io import ConfigError
 
 TrackerName = Literal["wandb", "mlflow"]
 PACKAGES: dict[str, str] = {"wandb": "wandb", "mlflow": "mlflow"}  # tracker -> module to import (= the extra)

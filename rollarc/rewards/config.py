@@ -20,8 +20,8 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from rollarc.cluster_config import ClusterConfig
-from rollarc.configio import FrozenModel
+from rollarc.config.cluster import ClusterConfig
+from rollarc.config.io import FrozenModel
 
 RewardKind = Literal["rule", "serverless", "dedicated"]
 MODEL_KINDS = ("serverless", "dedicated")

@@ -17,7 +17,7 @@ from ray import serve
 from ray.serve.config import ProxyLocation
 from ray.serve.deployment import Application
 
-from rollarc.configio import ConfigError
+from rollarc.config.io import ConfigError
 from rollarc.data.config import DatasetConfig
 from rollarc.data.reward_deployment import DEPLOYMENT_NAME, DatasetReward, app_name
 from rollarc.data.served_client import ServedSettings

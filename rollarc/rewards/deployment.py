@@ -24,7 +24,7 @@ import torch
 from ray import serve
 from ray.serve.deployment import Application
 
-from rollarc.cluster_config import ClusterConfig
+from rollarc.config.cluster import ClusterConfig
 from rollarc.placement import actor_options
 from rollarc.rewards.config import RewardConfig, ServiceCostConfig
 from rollarc.rewards.judge import load_judge

@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any
 from ray import serve
 from ray.serve.config import ProxyLocation
 
-from rollarc.cluster_config import ClusterConfig
-from rollarc.configio import ConfigError
+from rollarc.config.cluster import ClusterConfig
+from rollarc.config.io import ConfigError
 from rollarc.data.reward_deployment import ERRORS, LOST  # one list of what is retried, for every reward client
 from rollarc.rewards.client import RewardClient
 from rollarc.rewards.config import RewardConfig, placement_problems

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rollarc.configio import ConfigError
-from rollarc.harvest_config import HarvestConfig, SLOConfig
+from rollarc.config.harvest import HarvestConfig, SLOConfig
+from rollarc.config.io import ConfigError
 from rollarc.rose.slo import Latency, p99s, summarize_latencies
 
 FORMAT = "rollarc harvest calibration 1"

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from rollarc.configio import FrozenModel
-from rollarc.harvest_config import ReplayConfig, ServingModelConfig, SLOConfig
+from rollarc.config.harvest import ReplayConfig, ServingModelConfig, SLOConfig
+from rollarc.config.io import FrozenModel
 
 
 class RoseConfig(FrozenModel):

@@ -29,6 +29,11 @@ sequences the guard would let decode now: the headroom the elastic scheduler pro
 
 Memory is a logical token budget: S and R each preallocate their own KV slots; the budget decides how
 many of R's are used. R's prefix cache (``prefix_cache_tokens``) is outside it.
+
+One concept, although just over 500 lines: the poll loop and the state its steps share (serving requests
+admitted, rollout turns queued and running, the recent step spans the guard's predictions are corrected by).
+Timing one engine's step and calibrating its latency model are in :mod:`rollarc.rose.step_timing`, the guard's
+decisions in :mod:`rollarc.rose.guard`.
 """
 
 from __future__ import annotations
@@ -44,11 +49,8 @@ from rollarc.rose.aftermath import AftermathRatio
 from rollarc.rose.guard import ServingState, Verdict, judge
 from rollarc.rose.latency_model import StepLatencyModel, StepShape
 from rollarc.rose.slo import RequestTiming, SLOConfig, overlap_s
+from rollarc.rose.step_timing import calibrate_model, timed_step
 from rollarc.rose.turns import Turn
-
-CALIBRATION_PROMPT = 8  # prompt tokens of each request of a calibration decode batch
-CALIBRATION_TOKENS = 4  # tokens each calibration request generates: one prefill step, then decode steps
-CALIBRATION_REPEATS = 2  # runs of each calibration shape; each step is fed at its fastest
 
 
 @dataclass(frozen=True)
@@ -241,51 +243,13 @@ class CoServingExecutor:
             ("serving", self.serving, self.serving_model),
             ("rollout", self.rollout, self.rollout_model),
         ):
-            steps[role] = 0 if engine is None else self._calibrate(engine, model, prompt_tokens)
+            steps[role] = 0 if engine is None else calibrate_model(engine, model, prompt_tokens, self.clock)
         if self.serving is not None:
             # until serving's own prompts are seen, budget an arrival for the longest prompt it may send: with an
             # empty history the guard budgeted no prefill at all, so the first long prompts met rollout steps
             # sized as if none would come
             self._recent_prompts.append(max(1, min(prompt_tokens, self.serving.max_model_len - 1)))
         return steps
-
-    def _calibrate(self, engine: LLMEngine, model: StepLatencyModel, prompt_tokens: int) -> int:
-        """Each shape runs ``CALIBRATION_REPEATS`` times and each of its steps is fed at its fastest: noise (another
-        process took the core) only adds time, and an over-prediction never corrects itself, since the guard then
-        admits no rollout step to learn from (an under-prediction is corrected by the first steps admitted)."""
-        longest = max(1, min(prompt_tokens, engine.max_model_len - CALIBRATION_TOKENS))
-        shapes = [(1, max(1, longest // 4)), (1, max(1, longest // 2)), (1, longest)]
-        batch = 2
-        while batch <= engine.kv.max_num_seqs:
-            shapes.append((batch, CALIBRATION_PROMPT))
-            batch *= 2
-        params = SamplingParams(temperature=0.0, max_tokens=CALIBRATION_TOKENS, ignore_eos=True)
-        steps = 0
-        for n, (batch, length) in enumerate(shapes):
-            runs = []
-            for repeat in range(CALIBRATION_REPEATS):
-                for i in range(batch):
-                    prompt = [1 + (i + k) % 7 for k in range(length)]
-                    engine.add_request(prompt, params, request_id=f"calibrate{n}.{repeat}.{i}")
-                run = []
-                while engine.has_unfinished():
-                    run.append(self._timed_step(engine)[1:])
-                runs.append(run)
-                steps += len(run)
-            for same in zip(*runs, strict=False):
-                if all(shape == same[0][0] for shape, _ in same):
-                    model.observe(same[0][0], min(elapsed for _, elapsed in same))
-        return steps
-
-    def _timed_step(self, engine: LLMEngine) -> tuple[list[Completion], StepShape, float]:
-        """One engine step: what finished, the step's shape and its measured time (for a latency model)."""
-        scheduler = engine.scheduler
-        decodes, context = len(scheduler.running), sum(r.num_tokens for r in scheduler.running)
-        prefilled = engine.counters["prefill_tokens"]
-        start = self.clock()
-        finished = engine.step()
-        elapsed = self.clock() - start
-        return finished, StepShape(decodes, engine.counters["prefill_tokens"] - prefilled, context), elapsed
 
     # ------------------------------------------------------------------ the loop
     def poll(self) -> PollResult:
@@ -319,7 +283,7 @@ class CoServingExecutor:
 
     def _serving_step(self) -> list[RequestTiming]:
         assert self.serving is not None
-        finished, shape, elapsed = self._timed_step(self.serving)
+        finished, shape, elapsed = timed_step(self.serving, self.clock)
         if self._last_step is not None:
             after = f"serving_after_{self._last_step}"
             predicted = self.serving_model.predict(shape)

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from rollarc.harvest_config import SLOConfig
+from rollarc.config.harvest import SLOConfig
 from rollarc.rose.guard import ServingState, judge
 from rollarc.rose.latency_model import StepLatencyModel, StepShape
 from rollarc.rose.slo import RequestTiming

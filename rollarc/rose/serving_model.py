@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import torch
 
+from rollarc.config.harvest import ServingModelConfig
 from rollarc.engine.config import EngineConfig
 from rollarc.engine.engine import LLMEngine
-from rollarc.harvest_config import ServingModelConfig
 from rollarc.models.checkpoint import load_policy
 from rollarc.models.presets import build_model
 

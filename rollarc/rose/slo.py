@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rollarc.harvest_config import SLOConfig as SLOConfig  # re-exported: defined below rollarc.config
+from rollarc.config.harvest import SLOConfig as SLOConfig  # re-exported: defined below rollarc.config
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from rollarc.configio import ConfigError
+from rollarc.config.io import ConfigError
 
 HEADER = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
 

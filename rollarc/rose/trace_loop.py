@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from rollarc.harvest_config import HarvestConfig
+from rollarc.config.harvest import HarvestConfig
 from rollarc.rose.trace import TraceRequest, read_trace, scale, synthetic_trace
 
 

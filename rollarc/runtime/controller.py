@@ -18,6 +18,13 @@ then are redone and counted as ``steps_lost``). Every started trajectory is
 accounted for (:class:`TrajectoryAccount`). What cannot be survived (a NaN loss or reward, every rollout
 replica dead, every trajectory failing) stops the run with a clear message; the last good checkpoint stays
 on disk.
+
+One concept, although over 500 lines: the executor of the plan's actions over one shared state, the step in
+flight (groups pending on EnvWorkers, the buffer, the admitted specs, the train, publish and sync refs).
+Submitting a group, reading its result, recovering a lost trainer and checkpointing each read and change that
+state together, so they stay in one class. What does not touch it lives beside it: held-out evaluation
+(``heldout_eval.py``), the step's metrics record (``step_report.py``), the caps past which the run stops
+(``run_limits.py``), the errors (``run_errors.py``), the counters, the scheduling adapter and the span cadence.
 """
 
 from __future__ import annotations
@@ -28,21 +35,16 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any, assert_never
 
-import numpy as np
 import ray
 from ray.exceptions import RayActorError, RayTaskError
 
-from rollarc.agent.composition import Group, composition, token_staleness_hist
-from rollarc.agent.local_eval import heldout_specs
-from rollarc.agent.runner import EpisodeSpec
+from rollarc.agent.composition import Group
 from rollarc.agent.seeds import derived_seed
-from rollarc.agent.trajectory import Trajectory, batch_digest
 from rollarc.config import Config, elastic_pool
 from rollarc.engine.async_engine import EngineDeadError
 from rollarc.models.checkpoint import remove_partial_directories
 from rollarc.models.checkpoint_retention import prune_checkpoints
 from rollarc.models.checkpoint_write import DiskFull
-from rollarc.policy.freshness import staleness as trained_staleness
 from rollarc.policy.scheduler import Admission, Batch, NoSignalError, ReadyGroup
 from rollarc.policy.step_plan import (
     Action,
@@ -59,7 +61,7 @@ from rollarc.policy.step_plan import (
     Train,
 )
 from rollarc.ray_deadline import hung
-from rollarc.report.metrics import MetricsWriter, TimelineWriter, process_rss_mb
+from rollarc.report.metrics import MetricsWriter, TimelineWriter
 from rollarc.report.progress import RunProgress
 from rollarc.report.run_dir import (
     TASK_PROFILES,
@@ -73,27 +75,30 @@ from rollarc.report.run_dir import (
     truncate_timeline,
     write_json,
 )
+from rollarc.runtime import heldout_eval
 from rollarc.runtime.env_worker import GroupResult, GroupSpec
 from rollarc.runtime.failure_window import FailureWindow
 from rollarc.runtime.harvest_pool import HarvestPool
 from rollarc.runtime.ray_cluster import pinned_driver
 from rollarc.runtime.run_counters import Counters
+from rollarc.runtime.run_errors import RunError as RunError  # re-exported: entry.py imports it here
+from rollarc.runtime.run_errors import TrainerLost, remote_cause
+from rollarc.runtime.run_limits import (
+    check_failed_fraction,
+    check_group_retries,
+    check_replicas_left,
+    check_stuck_threads,
+    check_trainer_restarts,
+)
 from rollarc.runtime.scheduling import RuntimeScheduling
 from rollarc.runtime.span_cadence import Collect, SpanCadence
+from rollarc.runtime.step_report import batch_info, mean_dicts, since_step_info, step_record
 from rollarc.runtime.task_profile import TaskProfiler
 from rollarc.runtime.trajectory_accounting import TrajectoryAccount
 from rollarc.runtime.weight_sync import SyncPayload
 from rollarc.runtime.workers import Workers
 
 REPLACEMENT_WAIT_S = 60.0  # how long a turn waits for a replacement when the last rollout replica died
-
-
-class RunError(RuntimeError):
-    """The run cannot continue; the message says why and where the last good checkpoint is."""
-
-
-class TrainerLost(RuntimeError):
-    """The TrainWorker died (a lost node, a crash, ``ray.kill``); the controller resumes from the last checkpoint."""
 
 
 class Controller:
@@ -424,13 +429,16 @@ class Controller:
             if worker in self.workers.env:  # several of its groups report its death; replace it once
                 self.workers.replace_env(worker)
                 self.counters.env_worker_restarts += 1
-            self._check_group_retries(spec)
+            self.group_deaths[spec.index] += 1
+            check_group_retries(
+                spec, self.group_deaths[spec.index], self.cfg.async_.max_group_retries, self.last_checkpoint
+            )
             self.counters.retried_groups += 1
             self._submit(spec)
             return
         except RayTaskError as err:  # not a trajectory's failure (those are counted): the EnvWorker itself raised
             raise RunError(
-                f"group {spec.index} of task {spec.task} (seed {spec.seed}) failed in {worker}: {_cause(err)}. "
+                f"group {spec.index} of task {spec.task} (seed {spec.seed}) failed in {worker}: {remote_cause(err)}. "
                 f"The last good checkpoint is {self.last_checkpoint or '(none yet)'}"
             ) from None
         self.trajectories.close(
@@ -442,7 +450,7 @@ class Controller:
         )
         self.env_rss[result.worker] = result.rss_mb
         self.env_router_resends[result.worker] = result.router_resends
-        self._check_stuck_threads(result)
+        check_stuck_threads(result, self.cfg.async_.max_stuck_env_threads, self.last_checkpoint)
         self.finished_since_step.append((spec.task, result.trajectories))
         for traj in [*result.trajectories, *result.failed]:
             self.profiler.add(traj)
@@ -469,22 +477,10 @@ class Controller:
             self.dropped_by_task[spec.task] += 1
             if core.dropped_no_signal == dropped_no_signal:
                 self.counters.dropped_failed += 1
-            self._check_health(result)
+            check_replicas_left(result, self.workers.alive_rollouts)
         else:
             self.finished[spec.index] = result
-        self._check_failed_fraction()
-
-    def _check_group_retries(self, spec: GroupSpec) -> None:
-        """``async.max_group_retries``: a group whose EnvWorker died more often than that crashes it on its seed;
-        running it again would loop forever."""
-        self.group_deaths[spec.index] += 1
-        deaths, cap = self.group_deaths[spec.index], self.cfg.async_.max_group_retries
-        if deaths > cap:
-            raise RunError(
-                f"group {spec.index} of task {spec.task} (seed {spec.seed}) killed its EnvWorker {deaths} times "
-                f"(async.max_group_retries={cap}); the env or a plugin crashes its process on this seed. "
-                f"The last good checkpoint is {self.last_checkpoint or '(none yet)'}"
-            )
+        check_failed_fraction(self.failures, self.counters.failures)
 
     def _drop_stale(self, stale: ReadyGroup, restart: bool) -> None:
         """A finished group with no fresh token leaves the buffer: queued to run again, or dropped."""
@@ -496,16 +492,6 @@ class Controller:
             self.counters.dropped_stale += 1
             self.dropped_by_task[stale.task] += 1
         self.stale_since_step.append(dropped)
-
-    def _check_stuck_threads(self, result: GroupResult) -> None:
-        """Stop once an EnvWorker holds as many stuck env threads as allowed: it starts no env call any more."""
-        cap = self.cfg.async_.max_stuck_env_threads
-        if result.stuck_env_threads >= cap:
-            raise RunError(
-                f"{result.worker} has {result.stuck_env_threads} env threads stuck in env code past "
-                f"step_timeout_s (async.max_stuck_env_threads={cap}): an env ignores its timeout and hangs; fix it "
-                f"or raise the cap. The last good checkpoint is {self.last_checkpoint or '(none yet)'}"
-            )
 
     def _start_step(self, taken: Batch) -> None:
         """Train one step on the plan's batch; its weights are published right behind it on the trainer."""
@@ -521,7 +507,9 @@ class Controller:
         self.trained_groups.update(ids)
         self.counters.groups_trained += len(batch)
         self._step_started = time.time()
-        self._batch_stats = self._batch_info(batch, taken.train_version)
+        since = since_step_info(self.stale_since_step, self.finished_since_step, self.cancelled_since_step)
+        self.stale_since_step, self.finished_since_step, self.cancelled_since_step = [], [], []
+        self._batch_stats = batch_info(batch, taken.train_version, since)
         trainer = self.workers.trainer
         self._train_ref = trainer.train_step.remote([g.trajectories for g in batch], taken.train_version)
         # Queued behind the step on the trainer (its calls run in order), so the new weights are published without
@@ -541,13 +529,21 @@ class Controller:
     def _step_done(self, version: int, evaluate: bool) -> None:
         """Every replica serves ``version``: the step's record (with a held-out evaluation when due) and progress."""
         now = self._synced_at
-        record = self._step_record(
+        sync_bytes, self._sync_bytes = self._sync_bytes, 0
+        record = step_record(
             version,
             self._train_stats,
             self._batch_stats,
             now - self._last_step_end,
             now - self._sync_started,
             now - self._step_started,
+            run_start=self.run_start,
+            sync_bytes=sync_bytes,
+            buffer_groups=len(self.finished),
+            in_flight_groups=len(self.pending),
+            rollout_rss=[t.get("rss_mb", 0.0) for t in self.sync_times[-len(self.workers.rollout) :]],
+            env_rss=list(self.env_rss.values()),
+            counters=self.counters,
         )
         if self.harvest is not None:
             record.update(self.harvest.step_metrics())
@@ -565,54 +561,6 @@ class Controller:
                 tok_s=record["gen_tok_s"],
                 staleness=record["staleness_max"],
             )
-
-    def _batch_info(self, batch: list[GroupResult], train_version: int) -> dict[str, Any]:
-        trajs = [t for g in batch for t in g.trajectories]
-        staleness = [trained_staleness(train_version, t.min_version) for t in trajs]
-        per_task: dict[str, list[Trajectory]] = {}
-        for t in trajs:
-            per_task.setdefault(t.task, []).append(t)
-        return {
-            "train_version": train_version,
-            "batch_digest": batch_digest(trajs),
-            "trajectories": len(trajs),
-            "reward": float(np.mean([t.reward for t in trajs])),
-            "success": float(np.mean([t.success for t in trajs])),
-            "turns": float(np.mean([t.num_turns for t in trajs])),
-            "invalid_actions": float(np.mean([t.invalid_actions for t in trajs])),
-            "tool_calls": float(np.mean([t.tool_calls for t in trajs])),
-            "tool_errors": float(np.mean([t.tool_errors for t in trajs])),
-            "generated_tokens": int(sum(t.generated_tokens for t in trajs)),
-            "prompt_tokens": int(sum(t.prompt_tokens for t in trajs)),
-            "cached_tokens": int(sum(t.cached_tokens for t in trajs)),
-            "staleness_hist": {str(k): int(v) for k, v in sorted(Counter(staleness).items())},
-            "staleness_max": int(max(staleness)),
-            "token_staleness_hist": token_staleness_hist(train_version, trajs),
-            "resumed_turns": int(sum(t.resumed_turns for t in trajs)),
-            "resumed_tokens": int(sum(t.resumed_tokens for t in trajs)),
-            **composition("trained", [(g.spec.task, g.trajectories) for g in batch]),
-            **self._since_step_info(),
-            "per_task": {
-                name: {
-                    "success": float(np.mean([t.success for t in ts])),
-                    "reward": float(np.mean([t.reward for t in ts])),
-                    "trajectories": len(ts),
-                }
-                for name, ts in per_task.items()
-            },
-        }
-
-    def _since_step_info(self) -> dict[str, Any]:
-        """What happened to the other groups since the last batch, to set the trained batch against: the admitted
-        groups whose rollouts ended (trained later or not), those dropped or restarted as stale, those cancelled."""
-        stale = [(g.spec.task, g.trajectories) for g in self.stale_since_step]
-        info = {
-            **composition("admitted", self.finished_since_step),
-            **composition("stale", stale),
-            **composition("cancelled", self.cancelled_since_step),
-        }
-        self.stale_since_step, self.finished_since_step, self.cancelled_since_step = [], [], []
-        return info
 
     # ---- training and sync results ---------------------------------------------------------------
     def _get_train(self, ref: Any, version: int) -> dict[str, Any]:
@@ -672,7 +620,7 @@ class Controller:
         are trained once); new groups take their place. A trainer that dies again while it is being restored is
         one more loss; past ``train.max_trainer_restarts`` losses the run stops.
         """
-        self._check_trainer_restarts()
+        check_trainer_restarts(self.trainer_restarts, self.cfg.train.max_trainer_restarts, self.last_checkpoint)
         unsupported = (
             "rollout.backend: openai"
             if self.workers.handoff is not None
@@ -711,23 +659,13 @@ class Controller:
                 break
             except RayActorError:  # the new trainer died too, before it trained anything: another loss
                 self.trainer_restarts += 1
-                self._check_trainer_restarts()
+                check_trainer_restarts(self.trainer_restarts, self.cfg.train.max_trainer_restarts, self.last_checkpoint)
         if self.harvest is not None:  # the borrowed site too: new replicas at the restored weights, the new trainer
             self.harvest.restart_from(policy_dir, self.workers.trainer, restored)
         self.steps_lost += version - restored
         self.trainer_restarts += 1
         self.counters.retried_groups += len(restart)
         return restored
-
-    def _check_trainer_restarts(self) -> None:
-        """``train.max_trainer_restarts``: a trainer lost again after that many restarts dies of its own work (out of
-        memory on every step, a crash); restarting it again would loop forever."""
-        cap = self.cfg.train.max_trainer_restarts
-        if self.trainer_restarts >= cap:
-            raise RunError(
-                f"the trainer was lost {self.trainer_restarts + 1} times (train.max_trainer_restarts={cap}); it dies "
-                f"on every step (out of memory? see its log). Resume from {self.last_checkpoint or 'the start'}"
-            )
 
     def _heal(self) -> None:
         """Every few seconds: a restarted router gets its replicas back; dead rollout replicas are replaced."""
@@ -736,64 +674,7 @@ class Controller:
         self._last_heal = time.time()
         self.workers.heal(self.version, self.harvest.registrations() if self.harvest is not None else ())
 
-    def _check_health(self, result: GroupResult) -> None:
-        reasons = [t.failure_reason or "" for t in result.failed]
-        if (
-            any("no rollout replica" in r or "NoReplicaError" in r for r in reasons)
-            and not self.workers.alive_rollouts()
-        ):
-            raise RunError("every rollout worker died; no replica is left to generate")
-
-    def _check_failed_fraction(self) -> None:
-        """``async.max_failed_fraction``: stop when too many of the last B×(G+r) finished trajectories failed."""
-        if self.failures.exceeded():
-            raise RunError(
-                f"{self.failures.failed} of the last {self.failures.size} finished trajectories failed, more than "
-                f"async.max_failed_fraction={self.failures.max_fraction:g} allows; "
-                f"reasons: {self.counters.failures.describe()}"
-            )
-
     # ---- per-step bookkeeping --------------------------------------------------------------------
-    def _step_record(
-        self,
-        version: int,
-        train: dict[str, Any],
-        batch: dict[str, Any],
-        step_time: float,
-        sync_time: float,
-        busy_time: float,
-    ) -> dict[str, Any]:
-        tokens = batch["generated_tokens"]
-        sync_bytes, self._sync_bytes = self._sync_bytes, 0
-        return {
-            "version": version,
-            "wall_s": time.time() - self.run_start,
-            "step_time_s": step_time,
-            "train_s": train.get("train_s", 0.0),
-            "sync_s": sync_time,
-            "train_sync_s": busy_time,
-            "sync_bytes": sync_bytes,
-            "tokens": train.get("tokens", 0),
-            "gen_tok_s": tokens / step_time if step_time > 0 else 0.0,
-            "trajectories_per_s": batch["trajectories"] / step_time if step_time > 0 else 0.0,
-            "buffer_groups": len(self.finished),
-            "in_flight_groups": len(self.pending),
-            "rss_mb": process_rss_mb(),
-            "rss_mb_train": train.get("rss_mb", 0.0),
-            "rss_mb_rollout": max(
-                (t.get("rss_mb", 0.0) for t in self.sync_times[-len(self.workers.rollout) :]), default=0.0
-            ),
-            "rss_mb_env": max(self.env_rss.values(), default=0.0),
-            **{k: v for k, v in batch.items()},
-            "loss": train.get("loss"),
-            "grad_norm": train.get("grad_norm"),
-            "clip_frac": train.get("clip_frac"),
-            "entropy": train.get("entropy"),
-            **{k: v for k, v in self.counters.as_dict().items() if k not in ("failure_reasons", "failure_examples")},
-            # every other scalar the trainer reports (token staleness, lr, rows, ...) reaches metrics.jsonl too
-            **{k: v for k, v in train.items() if k not in _NOT_STEP_METRICS and isinstance(v, int | float)},
-        }
-
     def _apply_elastic(self, version: int) -> None:
         """The ``elastic`` schedule: between steps (no train, publish or sync in flight), add or remove replicas."""
         for change in self.cfg.elastic:
@@ -814,93 +695,9 @@ class Controller:
     # ---- evaluation, checkpoints, spans ----------------------------------------------------------
     def evaluate(self, version: int, label: str) -> dict[str, Any]:
         """Held-out episodes (seeds disjoint from training) at ``train.eval_temperature``, on the EnvWorkers."""
-        n = self.cfg.train.eval_episodes
-        t0 = time.time()
-        if n == 0:
-            return {"label": label, "version": version, "success": float("nan"), "episodes": 0}
-        t = self.cfg.train
-        specs = heldout_specs(list(self.cfg.tasks), n, t.eval_seed_base, f"eval-{label}", t.eval_temperature)
-        trajs = self._run_episodes(specs)
-        ok = [t for t in trajs if t.status == "ok"]
-        per_task = {}
-        for task in self.cfg.tasks:
-            ts = [t for t in trajs if t.task == task.name]
-            per_task[task.name] = float(np.mean([t.success for t in ts])) if ts else float("nan")
-        result = {
-            "label": label,
-            "version": version,
-            "episodes": len(trajs),
-            "success": float(np.mean([t.success for t in trajs])),
-            "reward": float(np.mean([t.reward for t in ok])) if ok else float("nan"),
-            "tool_calls": float(np.mean([t.tool_calls for t in ok])) if ok else float("nan"),
-            "failed": len(trajs) - len(ok),
-            "per_task": per_task,
-            "seconds": time.time() - t0,
-            "wall_s": time.time() - self.run_start,
-        }
-        self.timeline.write(
-            [
-                {
-                    "worker": "controller",
-                    "role": "controller",
-                    "kind": "eval",
-                    "t0": t0,
-                    "t1": time.time(),
-                    "step": version,
-                }
-            ]
+        return heldout_eval.evaluate(
+            self.cfg, self.workers, self.counters, self._heal, self.timeline, self.run_start, version, label
         )
-        return result
-
-    def _run_episodes(self, specs: list[EpisodeSpec]) -> list[Trajectory]:
-        """Spread ``specs`` over the EnvWorkers; a chunk whose worker dies runs again on its replacement."""
-        names = self.workers.alive_env_names()
-        todo = [specs[i :: len(names)] for i in range(len(names))]
-        done: list[Trajectory] = []
-        deaths: Counter[str] = Counter()  # a chunk (by its first episode) -> EnvWorker deaths it was on
-        while todo:
-            names = self.workers.alive_env_names()
-            refs = {
-                self.workers.env[names[i % len(names)]].run_episodes.remote(chunk): (chunk, names[i % len(names)])
-                for i, chunk in enumerate(todo)
-            }
-            todo = []
-            waiting = list(refs)
-            started = time.time()
-            while waiting:
-                ready, waiting = ray.wait(waiting, num_returns=1, timeout=1.0)
-                if waiting:  # each episode ends within async.trajectory_timeout_s on a live EnvWorker
-                    late = ", ".join(refs[ref][1] for ref in waiting)
-                    self.workers.deadlines.check("train", started, late, "run_episodes")
-                for ref in ready:
-                    chunk, name = refs[ref]
-                    try:
-                        done.extend(self.workers.deadlines.get("call", ref, name, "run_episodes"))  # ready
-                    except RayActorError:
-                        if name in self.workers.env:
-                            self.workers.replace_env(name)
-                            self.counters.env_worker_restarts += 1
-                        deaths[chunk[0].traj_id] += 1
-                        self._check_chunk_retries(chunk, deaths[chunk[0].traj_id])
-                        self.counters.retried_eval_chunks += 1
-                        todo.append(chunk)
-                    except RayTaskError as err:  # not an episode's failure (those are counted): the worker raised
-                        raise RunError(f"evaluation episodes failed in {name}: {_cause(err)}") from None
-                self._heal()  # turns of these episodes wait on a restarted router until it has its replicas
-        order = {spec.traj_id: i for i, spec in enumerate(specs)}
-        return sorted(done, key=lambda t: order[t.traj_id])
-
-    def _check_chunk_retries(self, chunk: list[EpisodeSpec], deaths: int) -> None:
-        """``async.max_group_retries`` for held-out episodes: a chunk that keeps killing its EnvWorker stops the run."""
-        cap = self.cfg.async_.max_group_retries
-        if deaths > cap:
-            tasks = sorted({spec.task for spec in chunk})
-            seeds = sorted(spec.seed for spec in chunk)
-            raise RunError(
-                f"{len(chunk)} held-out episodes of task {', '.join(tasks)} (seeds {seeds[0]}..{seeds[-1]}) killed "
-                f"their EnvWorker {deaths} times (async.max_group_retries={cap}); the env or a plugin crashes its "
-                "process on one of these seeds"
-            )
 
     def write_profiles(self) -> dict[str, Any]:
         profiles = {
@@ -1013,7 +810,7 @@ class Controller:
             "last_checkpoint": self.last_checkpoint,
             "routing": self.workers.routing_stats(),
             "env_workers": self.workers.env_stats(),
-            "sync": _mean_dicts(self.sync_times),
+            "sync": mean_dicts(self.sync_times),
             "task_profiles": self.write_profiles()["tasks"],
             "dropped_groups_by_task": dict(self.dropped_by_task),
             "cancelled_groups_by_task": dict(self.cancelled_by_task),
@@ -1036,20 +833,5 @@ class Controller:
         }
 
 
-_NOT_STEP_METRICS = {"version", "tokens", "train_s", "rss_mb", "loss", "grad_norm", "clip_frac", "entropy"}
-
-
-def _cause(err: RayTaskError) -> str:
-    """A remote error in one line: its cause's type and message, not Ray's multi-line traceback."""
-    cause = getattr(err, "cause", None)
-    return f"{type(cause).__name__}: {cause}" if cause is not None else str(err).splitlines()[0]
-
-
 def _seed_of(seed: int, purpose: str, index: int) -> int:
     return derived_seed(seed, purpose, index)  # shared with the in-process reference loop
-
-
-def _mean_dicts(items: list[dict[str, float]]) -> dict[str, float]:
-    if not items:
-        return {}
-    return {key: float(np.mean([d[key] for d in items])) for key in items[0]}

@@ -13,7 +13,7 @@ import torch
 
 from rollarc.agent.local_eval import evaluate_local
 from rollarc.config import Config, load_train_config
-from rollarc.configio import ConfigError
+from rollarc.config.io import ConfigError
 from rollarc.disk_full import DiskFull
 from rollarc.models.checkpoint import checkpoint_adapter, load_policy, remove_partial_directories
 from rollarc.models.device import resolve_device, resolve_dtype

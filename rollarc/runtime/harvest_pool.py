@@ -32,8 +32,8 @@ import ray
 from ray.exceptions import GetTimeoutError, RayActorError
 
 from rollarc.config import Config
-from rollarc.configio import ConfigError
-from rollarc.harvest_config import HarvestConfig, SLOConfig
+from rollarc.config.harvest import HarvestConfig, SLOConfig
+from rollarc.config.io import ConfigError
 from rollarc.policy.dispatcher import BORROWED_POOL
 from rollarc.policy.lending import LendingPolicy
 from rollarc.ray_deadline import ActorHung, Deadlines, hung

@@ -31,7 +31,7 @@ import aiohttp
 import ray
 from ray.exceptions import RayTaskError
 
-from rollarc.configio import ConfigError
+from rollarc.config.io import ConfigError
 from rollarc.engine.types import Completion, SamplingParams
 from rollarc.policy.in_flight import plan_update
 from rollarc.runtime.replica_log import ReplicaLog

@@ -40,8 +40,8 @@ from typing import Any
 import ray
 from ray.cluster_utils import Cluster
 
-from rollarc.cluster_config import ClusterConfig, PoolConfig
-from rollarc.configio import ConfigError
+from rollarc.config.cluster import ClusterConfig, PoolConfig
+from rollarc.config.io import ConfigError
 from rollarc.placement import accelerator_resource, pool_resource
 from rollarc.placement import actor_options as actor_options  # re-exported: the runtime's workers import it here
 from rollarc.placement import is_gpu_kind as is_gpu_kind

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from rollarc.config import Config
-from rollarc.configio import ConfigError
+from rollarc.config.io import ConfigError
 from rollarc.models.checkpoint import REFERENCE_FILE
 from rollarc.runtime.run_dir import FINGERPRINT as FINGERPRINT  # re-exported: tests and older imports read it here
 from rollarc.runtime.run_dir import HISTORY as HISTORY

@@ -35,11 +35,11 @@ from typing import Any, Literal
 import ray
 
 from rollarc.agent.turn import generate_turn, turn_seed
-from rollarc.cluster_config import ClusterConfig
 from rollarc.config import Config, SamplingConfig
-from rollarc.configio import validate
+from rollarc.config.cluster import ClusterConfig
+from rollarc.config.harvest import HarvestConfig
+from rollarc.config.io import validate
 from rollarc.engine.types import Completion, SamplingParams
-from rollarc.harvest_config import HarvestConfig
 from rollarc.models.checkpoint import new_policy, save_policy
 from rollarc.rose.config import RoseConfig
 from rollarc.rose.pinning import pin_process, pinned_here

@@ -29,7 +29,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel
 
-from rollarc.configio import ConfigError, dump_yaml, validate
+from rollarc.config.io import ConfigError, dump_yaml, validate
 from rollarc.models.checkpoint import check_state_files, remove_partial_directories
 from rollarc.models.checkpoint_digest import MANIFEST, DamagedCheckpoint, verify_manifest
 from rollarc.models.checkpoint_retention import STATE, complete_checkpoints

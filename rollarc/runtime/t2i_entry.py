@@ -19,7 +19,7 @@ from typing import Any
 
 from ray.cluster_utils import Cluster
 
-from rollarc.configio import ConfigError
+from rollarc.config.io import ConfigError
 from rollarc.diffusion.config import CACHE, T2IClusterConfig, T2IConfig, load_t2i_config
 from rollarc.diffusion.controller import T2IController, T2IWorkers
 from rollarc.diffusion.joined_nodes import JoinedNodes

@@ -12,7 +12,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from rollarc.configio import FrozenModel
+from rollarc.config.io import FrozenModel
 
 
 class OpenAIBackendConfig(FrozenModel):

@@ -36,7 +36,7 @@ import numpy as np
 from rollarc.cluster.distributions import Constant, Empirical
 from rollarc.cluster.engine_cost import LinearEngine, LinearTrain
 from rollarc.cluster.workload import split_groups
-from rollarc.configio import ConfigError
+from rollarc.config.io import ConfigError
 from rollarc.policy.freshness import max_in_flight_groups
 from rollarc.report.run_dir import Span
 from rollarc.sim.run_dir import RunRecord

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from rollarc.cluster.workload import load_workload
-from rollarc.configio import ConfigError
+from rollarc.config.io import ConfigError
 from rollarc.sim.calibrate import calibrate
 from rollarc.sim.from_run import DEFAULT_CLUSTER, DEFAULT_MODEL, compare_routing, compare_workload_routing
 from rollarc.sim.result import SimResult

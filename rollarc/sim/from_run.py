@@ -26,7 +26,7 @@ from rollarc.cluster.inventory import load_inventory
 from rollarc.cluster.planner import Planner, task_class
 from rollarc.cluster.profile_workload import uncached_share, workload_from_profiles
 from rollarc.cluster.workload import Workload, load_workload
-from rollarc.configio import ConfigError
+from rollarc.config.io import ConfigError
 from rollarc.sim.plan_scenario import plan_scenario
 from rollarc.sim.result import SimResult
 from rollarc.sim.run_dir import read_task_profiles

@@ -21,7 +21,7 @@ from rollarc.cluster.inventory import Inventory, load_inventory
 from rollarc.cluster.planner import Objective, Plan, Planner
 from rollarc.cluster.train_config import write_planned_config
 from rollarc.cluster.workload import Workload, load_workload
-from rollarc.configio import ConfigError
+from rollarc.config.io import ConfigError
 
 
 def plan_summary(plan: Plan, catalogue: Catalogue, workload: Workload) -> dict[str, Any]:

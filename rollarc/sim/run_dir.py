@@ -23,7 +23,7 @@ from typing import Any
 
 import yaml
 
-from rollarc.configio import ConfigError
+from rollarc.config.io import ConfigError
 from rollarc.policy.scheduler import DEFAULT_MAX_OVERTAKE
 from rollarc.report.run_dir import (
     CONFIG,

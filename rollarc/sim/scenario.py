@@ -15,7 +15,7 @@ from pydantic import Field, model_validator
 from rollarc.cluster.catalogue import Catalogue, load_catalogue
 from rollarc.cluster.fragment import ClusterSpec, PlacementFragment, TaskPlacement, check_task_pools
 from rollarc.cluster.workload import Workload, load_workload
-from rollarc.configio import ConfigError, FrozenModel, load_config
+from rollarc.config.io import ConfigError, FrozenModel, load_config
 
 
 class RewardService(FrozenModel):

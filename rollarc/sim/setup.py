@@ -21,7 +21,7 @@ from rollarc.cluster.engine_cost import (
     TrainCost,
 )
 from rollarc.cluster.fragment import ClusterSpec
-from rollarc.configio import ConfigError
+from rollarc.config.io import ConfigError
 from rollarc.policy.scheduler import DEFAULT_MAX_OVERTAKE, DynamicSampling
 from rollarc.sim.scenario import LoadedScenario
 

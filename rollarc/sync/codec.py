@@ -26,6 +26,11 @@ large the model is. Per range:
 
 Tensors must be CPU tensors; the receiver's must also be contiguous, since patches write through a
 zero-copy numpy view of their storage.
+
+One concept, although just over 500 lines: one wire format with its encoder and its decoder. Each field is
+written and read a few lines apart (positions as gaps, values as byte planes, the optional Huffman stream,
+the checksums), so a change to one side sits beside the other; split apart, an edit to one side alone would be
+a silently corrupt sync caught only at run time.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from rollarc.configio import FrozenModel
+from rollarc.config.io import FrozenModel
 
 
 class SyncConfig(FrozenModel):

@@ -27,7 +27,7 @@ from transformers import PreTrainedModel
 from rollarc.agent.chat import ChatRenderer, Message
 from rollarc.agent.trajectory import Segment, Trajectory
 from rollarc.config import Config
-from rollarc.configio import ConfigError
+from rollarc.config.io import ConfigError
 from rollarc.data.config import PLAIN_PROMPT
 from rollarc.envs.registry import instructions as env_instructions
 from rollarc.envs.registry import make_env

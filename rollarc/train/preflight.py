@@ -27,7 +27,7 @@ from transformers import AutoConfig, AutoModelForCausalLM, PretrainedConfig
 
 from rollarc.agent.daemon_pool import DaemonThreadPool
 from rollarc.config import Config, TaskConfig
-from rollarc.configio import ConfigError
+from rollarc.config.io import ConfigError
 from rollarc.envs.registry import EnvLoadError, make_env
 from rollarc.models.checkpoint import load_tokenizer
 from rollarc.models.presets import build_config

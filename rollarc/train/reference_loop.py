@@ -39,7 +39,7 @@ from rollarc.agent.runner import EpisodeRunner, EpisodeSpec
 from rollarc.agent.seeds import group_sampling_seed
 from rollarc.agent.trajectory import Trajectory, batch_digest
 from rollarc.config import Config
-from rollarc.configio import ConfigError
+from rollarc.config.io import ConfigError
 from rollarc.engine.async_engine import AsyncLLMEngine
 from rollarc.engine.types import Completion, SamplingParams
 from rollarc.models.checkpoint import load_policy

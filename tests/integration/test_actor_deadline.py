@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import pytest
 import ray
 
-from rollarc.cluster_config import ClusterConfig
+from rollarc.config.cluster import ClusterConfig
 from rollarc.ray_deadline import ActorHung, Deadlines
 from rollarc.runtime.ray_cluster import start_ray, stop_ray
 

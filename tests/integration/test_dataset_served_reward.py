@@ -17,7 +17,7 @@ import ray
 from ray import serve
 
 from rollarc.config import Config
-from rollarc.configio import validate
+from rollarc.config.io import validate
 from rollarc.data.env import DatasetEnv
 from rollarc.data.reward_deployment import DEPLOYMENT_NAME, app_name
 from rollarc.data.reward_fn import RewardFunctionError

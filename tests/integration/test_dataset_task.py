@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from rollarc.config import Config
-from rollarc.configio import validate
+from rollarc.config.io import validate
 from rollarc.runtime.entry import run_training
 
 pytestmark = pytest.mark.slow

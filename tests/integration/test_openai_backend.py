@@ -159,7 +159,7 @@ def test_unreachable_server_and_failed_reload_give_clear_errors(server, tmp_path
 
 def test_a_run_whose_server_is_unreachable_stops_at_start_with_a_config_error(server, nano_policy_dir, tmp_path):
     from rollarc.config import Config
-    from rollarc.configio import ConfigError, validate
+    from rollarc.config.io import ConfigError, validate
     from rollarc.ray_deadline import Deadlines
     from rollarc.runtime.openai_replica import start_openai_backend
     from rollarc.runtime.router import Router

@@ -21,7 +21,7 @@ import json, os, sys, time
 from rollarc.ray_loopback import keep_local_ray_on_loopback
 assert keep_local_ray_on_loopback()  # what `rollarc train` does before Ray is imported
 import psutil, ray
-from rollarc.cluster_config import ClusterConfig
+from rollarc.config.cluster import ClusterConfig
 from rollarc.runtime import ray_cluster
 from rollarc.ray_reaper import session_processes
 

@@ -11,7 +11,7 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from rollarc.config import Config
-from rollarc.configio import ConfigError, validate
+from rollarc.config.io import ConfigError, validate
 from rollarc.runtime.entry import run_training
 from rollarc.runtime.run_dir import layout_problems
 

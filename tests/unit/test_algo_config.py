@@ -3,7 +3,7 @@
 import pytest
 
 from rollarc.algo import LossConfig
-from rollarc.configio import ConfigError, dump_yaml, load_config
+from rollarc.config.io import ConfigError, dump_yaml, load_config
 
 
 def test_defaults():

@@ -9,7 +9,7 @@ from rollarc.agent.chat import ChatRenderer
 from rollarc.algo.config import LossConfig
 from rollarc.algo.lr_schedule import lr_multiplier
 from rollarc.config import TrainConfig
-from rollarc.configio import ConfigError, validate
+from rollarc.config.io import ConfigError, validate
 from rollarc.models import new_policy
 from rollarc.train.policy_trainer import PolicyTrainer
 from tests.unit.test_policy_trainer import make_traj

@@ -8,7 +8,7 @@ from collections import Counter
 import pytest
 
 from rollarc.bench import chaos, chaos_harvest, chaos_path, chaos_spot
-from rollarc.configio import ConfigError
+from rollarc.config.io import ConfigError
 from rollarc.diffusion.queue_ledger import QueueLedger
 from rollarc.diffusion.trainer_loss import TrainerLost, restart_point
 from rollarc.runtime.harvest_pool import serving_unfinished

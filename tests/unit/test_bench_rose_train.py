@@ -20,8 +20,8 @@ from rollarc.bench.rose_train_figures import (
 from rollarc.bench.table import render
 from rollarc.bench.time_to_target import Crossing, crossing
 from rollarc.config import load_train_config
-from rollarc.configio import load_config
-from rollarc.harvest_config import HarvestConfig
+from rollarc.config.harvest import HarvestConfig
+from rollarc.config.io import load_config
 from rollarc.rose.config import RoseConfig
 from rollarc.runtime.rose_setup import PolicySpec, defaults_record
 

@@ -20,7 +20,7 @@ import torch.distributed.checkpoint as dcp
 from ray.exceptions import RayTaskError
 from torch.distributed.checkpoint.state_dict import get_state_dict
 
-from rollarc.configio import ConfigError
+from rollarc.config.io import ConfigError
 from rollarc.models.checkpoint import UnsafeCheckpoint, check_state_files, load_state_file, save_state_file
 from rollarc.models.checkpoint_digest import MANIFEST, DamagedCheckpoint, verify_manifest
 from rollarc.models.checkpoint_retention import prune_checkpoints

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from rollarc.cluster_config import ClusterConfig
+from rollarc.config.cluster import ClusterConfig
 from rollarc.rose.pinning import available_cores, machine_cores, missing_cores
 from rollarc.runtime.ray_cluster import ClusterResourceError, start_ray
 

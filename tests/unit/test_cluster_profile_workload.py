@@ -8,7 +8,7 @@ import pytest
 from rollarc.cluster.distributions import Constant, Empirical
 from rollarc.cluster.profile_workload import distribution_from_summary, uncached_share, workload_from_profiles
 from rollarc.cluster.workload import Efficiency, ModelSpec
-from rollarc.configio import ConfigError
+from rollarc.config.io import ConfigError
 from rollarc.report.run_dir import QuantileSummary, TaskProfile, TaskProfiles, from_dict
 
 MODEL = ModelSpec(total_params=1e9, layers=8, hidden_size=1024, kv_heads=8, head_dim=128)

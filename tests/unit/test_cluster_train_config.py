@@ -11,7 +11,7 @@ from rollarc.cluster.planner import Planner
 from rollarc.cluster.train_config import planned_config
 from rollarc.cluster.workload import load_workload
 from rollarc.config import load_train_config
-from rollarc.configio import ConfigError, read_yaml
+from rollarc.config.io import ConfigError, read_yaml
 from rollarc.sim.plan_cli import main as plan_main
 
 REPO = Path(__file__).resolve().parents[2]

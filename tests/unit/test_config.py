@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from rollarc.config import Config, load_train_config
-from rollarc.configio import ConfigError, apply_overrides, dump_yaml, load_config, parse_override, read_yaml
+from rollarc.config.io import ConfigError, apply_overrides, dump_yaml, load_config, parse_override, read_yaml
 
 REPO = Path(__file__).resolve().parents[2]
 MINIMAL = {"tasks": [{"name": "fl", "env": {"id": "frozen_lake"}}]}

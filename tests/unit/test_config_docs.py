@@ -9,7 +9,7 @@ from pydantic import BaseModel
 
 from rollarc.cli import main
 from rollarc.config import Config, RoleConfig
-from rollarc.config_docs import reachable_models, render, sections, stale_message
+from rollarc.config.docs import reachable_models, render, sections, stale_message
 from rollarc.envs.latency import LatencyConfig
 from rollarc.rewards.config import JudgeArchConfig
 

@@ -18,12 +18,8 @@ from rollarc.config import Config
 
 PACKAGE = Path(__file__).resolve().parents[2] / "rollarc"
 # Modules that declare config models and check them: a field read only there is read by nothing else.
+# Every module of the rollarc/config/ package is one of them.
 CONFIG_MODULES = {
-    "config.py",
-    "cluster_config.py",
-    "harvest_config.py",
-    "configio.py",
-    "config_docs.py",
     "algo/config.py",
     "data/config.py",
     "engine/config.py",
@@ -60,7 +56,11 @@ def reachable_models() -> list[type[BaseModel]]:
 
 
 def package_source() -> str:
-    files = [p for p in PACKAGE.rglob("*.py") if p.relative_to(PACKAGE).as_posix() not in CONFIG_MODULES]
+    files = [
+        p
+        for p in PACKAGE.rglob("*.py")
+        if p.relative_to(PACKAGE).as_posix() not in CONFIG_MODULES and p.relative_to(PACKAGE).parts[0] != "config"
+    ]
     return "\n".join(p.read_text() for p in files)
 
 

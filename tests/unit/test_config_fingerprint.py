@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rollarc.configio import ConfigError
+from rollarc.config.io import ConfigError
 from rollarc.report.config_fingerprint import (
     SAFE_TO_CHANGE,
     check_resume,

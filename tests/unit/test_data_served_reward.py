@@ -132,7 +132,7 @@ def test_the_call_gets_the_time_left_of_the_whole_budget():
 
 def test_start_deploys_nothing_without_served_tasks_and_checks_the_pool_before_serve_starts():
     from rollarc.config import Config
-    from rollarc.configio import ConfigError, validate
+    from rollarc.config.io import ConfigError, validate
     from rollarc.rewards.dataset_service import served_datasets, start_dataset_rewards
 
     def cfg(placement: str, max_replicas: int) -> Config:

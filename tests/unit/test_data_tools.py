@@ -10,7 +10,7 @@ import pytest
 
 from rollarc.agent.runner import EpisodeSpec
 from rollarc.config import AgentConfig, TaskConfig
-from rollarc.configio import ConfigError, validate
+from rollarc.config.io import ConfigError, validate
 from rollarc.data.tools import ToolInputError, ToolLoadError, calculator, load_tool, tool_call
 from tests.unit.test_data_rewards import env_of, run_episodes
 

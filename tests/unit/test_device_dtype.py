@@ -8,7 +8,7 @@ import torch
 from rollarc.agent.chat import ChatRenderer
 from rollarc.algo.config import LossConfig
 from rollarc.config import load_train_config
-from rollarc.configio import ConfigError
+from rollarc.config.io import ConfigError
 from rollarc.engine import EngineConfig, LLMEngine, SamplingParams
 from rollarc.engine.kv_cache import KVBudgetError, kv_bytes_per_token, plan_kv_cache
 from rollarc.engine.sampling import sample

@@ -14,7 +14,7 @@ import pytest
 
 from rollarc.agent.runner import EpisodeRunner, EpisodeSpec
 from rollarc.config import Config, rollout_entry_replicas, rollout_replicas_at
-from rollarc.configio import ConfigError, validate
+from rollarc.config.io import ConfigError, validate
 from rollarc.engine.types import Completion, SamplingParams
 from rollarc.runtime.router import Router
 from tests.unit.test_agent_loop import RENDERER, SAMPLING, task

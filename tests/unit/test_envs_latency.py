@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rollarc.configio import ConfigError, load_config
+from rollarc.config.io import ConfigError, load_config
 from rollarc.envs import LATENCY_PRESETS, LatencyConfig, LatencyModel
 
 

@@ -9,7 +9,7 @@ import pytest
 from gymnasium.spaces import Text
 from gymnasium.wrappers import TimeLimit
 
-from rollarc.configio import ConfigError, load_config
+from rollarc.config.io import ConfigError, load_config
 from rollarc.envs import (
     CountdownEnv,
     EnvLoadError,

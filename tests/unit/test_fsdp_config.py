@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from rollarc.config import load_train_config
-from rollarc.configio import ConfigError
+from rollarc.config.io import ConfigError
 
 MINIMAL = {
     "tasks": [{"name": "fl", "env": {"id": "frozen_lake"}}],

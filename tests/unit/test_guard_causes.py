@@ -11,8 +11,8 @@ from collections import Counter
 
 import pytest
 
+from rollarc.config.harvest import SLOConfig
 from rollarc.engine.types import SamplingParams
-from rollarc.harvest_config import SLOConfig
 from rollarc.rose.guard_actions import GUARD_ACTIONS, guard_actions
 from rollarc.runtime.harvest_pool import counted
 from tests.unit.test_rose_coserve import _executor, _serve, _turns

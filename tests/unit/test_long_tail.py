@@ -324,7 +324,7 @@ def trajectory(traj_id: str, version: int) -> Trajectory:
 
 def test_on_stale_restart_runs_a_too_stale_group_again_with_fresh_seeds_at_most_max_restarts_times(tmp_path):
     from rollarc.config import Config
-    from rollarc.configio import validate
+    from rollarc.config.io import validate
     from rollarc.runtime.controller import Controller
 
     submitted: list[GroupSpec] = []

@@ -12,7 +12,7 @@ from transformers import AutoModelForCausalLM
 from rollarc.agent.chat import ChatRenderer, Message
 from rollarc.algo.config import LossConfig
 from rollarc.config import LoraConfig
-from rollarc.configio import ConfigError
+from rollarc.config.io import ConfigError
 from rollarc.models import load_policy
 from rollarc.sync.lora import AdapterMerge, adapter_targets, merge_adapter
 from rollarc.train.batch import build_batch

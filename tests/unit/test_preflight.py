@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from rollarc.config import Config
-from rollarc.configio import validate
+from rollarc.config.io import validate
 from rollarc.models.checkpoint import remove_partial_directories
 from rollarc.runtime.entry import run_training
 from rollarc.train.preflight import PreflightError, check_envs, check_model_dir, preflight_sft, preflight_train

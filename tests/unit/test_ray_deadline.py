@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rollarc.cluster_config import ClusterConfig
+from rollarc.config.cluster import ClusterConfig
 from rollarc.diffusion.config import T2IClusterConfig
 from rollarc.ray_deadline import ActorHung, Deadlines
 

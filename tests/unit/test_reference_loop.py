@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from rollarc.config import Config
-from rollarc.configio import ConfigError, validate
+from rollarc.config.io import ConfigError, validate
 from rollarc.train.reference_loop import run_reference
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from rollarc.cli import main
 from rollarc.config import Config
-from rollarc.configio import dump_yaml, validate
+from rollarc.config.io import dump_yaml, validate
 from rollarc.report.build import ReportError, build_report, composition_series
 from rollarc.report.run_dir import read_metrics
 
@@ -30,7 +30,7 @@ def _eval(label: str, version: int, success: float, lake: float, box: float) -> 
 
 
 def _step(step: int, success: float, reward: float, **extra: float) -> dict:
-    """One metrics.jsonl line as Controller._step_record and _batch_stats write it (the keys the report reads)."""
+    """One metrics.jsonl line as step_report.step_record and batch_info write it (the keys the report reads)."""
     return {
         "step": step,
         "version": step,

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from rollarc.config import Config
-from rollarc.configio import ConfigError, validate
+from rollarc.config.io import ConfigError, validate
 from rollarc.runtime.resume import FINGERPRINT, HISTORY, prepare_resume, record_new_run
 
 

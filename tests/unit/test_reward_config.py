@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from rollarc.config import ClusterConfig, load_train_config
-from rollarc.configio import ConfigError, load_config
+from rollarc.config.io import ConfigError, load_config
 from rollarc.rewards.config import AutoscalingConfig, RewardConfig, ServiceCostConfig, placement_problems
 
 REPO = Path(__file__).resolve().parents[2]

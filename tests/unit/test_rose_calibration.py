@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from rollarc.configio import ConfigError
-from rollarc.harvest_config import HarvestConfig, SLOConfig
+from rollarc.config.harvest import HarvestConfig, SLOConfig
+from rollarc.config.io import ConfigError
 from rollarc.rose.calibration import (
     Calibration,
     calibration_key,

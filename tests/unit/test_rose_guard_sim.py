@@ -5,7 +5,7 @@ still running rollout decodes."""
 
 from __future__ import annotations
 
-from rollarc.harvest_config import SLOConfig
+from rollarc.config.harvest import SLOConfig
 from rollarc.rose.guard_sim import CoServingSim, LinearCost
 from rollarc.rose.slo import summarize
 from rollarc.rose.trace import scale, synthetic_trace

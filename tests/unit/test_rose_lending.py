@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from rollarc.config.harvest import HarvestConfig, ReplayConfig
 from rollarc.engine.types import SamplingParams
-from rollarc.harvest_config import HarvestConfig, ReplayConfig
 from rollarc.policy.lending import LendingPolicy
 from rollarc.rose.trace import TraceRequest, write_trace
 from rollarc.rose.trace_loop import TraceLoop, harvest_trace

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from rollarc.config import load_train_config
-from rollarc.configio import ConfigError
+from rollarc.config.io import ConfigError
 from rollarc.diffusion.config import load_t2i_config
 from rollarc.diffusion.controller import T2IController, T2IWorkers
 from rollarc.report.config_fingerprint import canonical_json

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from rollarc.config import load_train_config
-from rollarc.configio import ConfigError
+from rollarc.config.io import ConfigError
 from rollarc.engine.types import Completion, SamplingParams
 from rollarc.serve.protocol import (
     ProtocolError,

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from rollarc.cluster.distributions import LogNormal, Uniform
-from rollarc.configio import ConfigError
+from rollarc.config.io import ConfigError
 from rollarc.sim.calibrate import calibrate, fit_costs, nonnegative_lstsq
 from rollarc.sim.run_dir import load_run, write_run
 from rollarc.sim.simulator import simulate

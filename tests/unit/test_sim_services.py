@@ -6,7 +6,7 @@ import pytest
 import simpy
 import yaml
 
-from rollarc.configio import ConfigError
+from rollarc.config.io import ConfigError
 from rollarc.sim.scenario import load_scenario
 from rollarc.sim.serverless import ServerlessPool
 from rollarc.sim.setup import build_setup

@@ -4,7 +4,7 @@ import itertools
 
 import pytest
 
-from rollarc.configio import ConfigError
+from rollarc.config.io import ConfigError
 from rollarc.diffusion.config import load_t2i_config
 from rollarc.diffusion.spot_fleet import cost_summary, preemption_schedule, spot_slots
 from rollarc.spotlight.fleet_sim import run_pull, run_push

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rollarc.configio import ConfigError, load_config
+from rollarc.config.io import ConfigError, load_config
 from rollarc.sync.config import SyncConfig
 
 

@@ -3,7 +3,7 @@
 import pytest
 
 from rollarc.cli import main
-from rollarc.configio import ConfigError
+from rollarc.config.io import ConfigError
 from rollarc.diffusion.config import T2IConfig, is_t2i, load_t2i_config
 
 

@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from rollarc.config_docs import render
+from rollarc.config.docs import render
 from rollarc.diffusion.config import T2IConfig
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "diffusion.md"

@@ -2,7 +2,7 @@
 
 import pytest
 
-from rollarc.configio import ConfigError
+from rollarc.config.io import ConfigError
 from rollarc.diffusion.config import load_t2i_config
 from rollarc.runtime.t2i_entry import check_joinable, ray_start, train_t2i_main
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from rollarc.configio import ConfigError
+from rollarc.config.io import ConfigError
 from rollarc.diffusion.config import load_t2i_config
 from rollarc.diffusion.model import build_policy
 from rollarc.diffusion.sampling import sample_sde

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from rollarc.config import load_train_config
-from rollarc.configio import ConfigError
+from rollarc.config.io import ConfigError
 
 
 def test_the_shipped_vllm_config_loads_with_every_in_flight_mode():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rollarc.configio import ConfigError
+from rollarc.config.io import ConfigError
 from rollarc.diffusion.tasks.base import Task
 from rollarc.diffusion.tasks.compositional import CompositionalTask
 from rollarc.diffusion.tasks.digit_reader import load_or_train_reader

@@ -1,6 +1,6 @@
 """The ``cluster:`` section of the training config: Ray address, resource pools and the roles placed on them.
 
-Its own module (below ``rollarc.config`` and ``rollarc.rewards``) so that the reward section can check its
+Its own module (below the training config, ``rollarc.config.run``, and ``rollarc.rewards``) so that the reward section can check its
 placement against a typed ``ClusterConfig`` without importing the whole training config.
 """
 
@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import Field, field_validator, model_validator
 
-from rollarc.configio import FrozenModel
+from rollarc.config.io import FrozenModel
 
 
 class PoolConfig(FrozenModel):

@@ -12,7 +12,7 @@ from typing import Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from rollarc.configio import FrozenModel
+from rollarc.config.io import FrozenModel
 from rollarc.models.presets import PRESETS
 
 
