@@ -10,6 +10,6 @@ these same objects, so a simulated figure describes the scheduler rollarc really
 - :mod:`~rollarc.policy.task_mix`: which task the next group samples.
 - :mod:`~rollarc.policy.redundancy`: which rollouts of a redundant group are kept.
 - :mod:`~rollarc.policy.routing` and :mod:`~rollarc.policy.dispatcher`: which replica serves a turn (with the
-  capacity, wait queue and migration that borrowed replicas need).
+  hard capacity that borrowed replicas need).
 - :mod:`~rollarc.policy.lending`: when a co-serving replica is lent to rollouts and when it is withdrawn.
 """

@@ -6,6 +6,7 @@ at or above ``min_capacity`` for ``lend_after_s``, and **withdrawn** once a lent
 headroom for ``withdraw_after_s``. The hysteresis keeps a replica from flapping in and out of the router
 on every serving request. A policy with ``lends`` false never lends (``harvest.lend: false``: a replica that
 only serves, the baseline with the same serving load and nothing borrowed). Pure: the caller passes the clock.
+A replica that dies takes its policy with it (the HarvestPool drops it); its replacement starts a new one.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 Decision = Literal["lend", "withdraw"]
+Action = Literal["lend", "withdraw", "resize"]
 
 
 @dataclass
@@ -45,7 +47,11 @@ class LendingPolicy:
             return "withdraw"
         return None
 
-    def forget(self) -> None:
-        """The replica is gone (it died): start over, not lent."""
-        self.lent = False
-        self._ok_since = self._dry_since = None
+    def step(self, now: float, capacity: int) -> Action | None:
+        """One headroom report and what the router is told: ``lend`` (add the replica to the borrowed pool at
+        ``capacity``), ``withdraw`` (take it out), ``resize`` (a lent replica's capacity follows its headroom
+        between decisions) or nothing (not lent). The HarvestPool and the replay driver both act on this."""
+        decision = self.observe(now, capacity)
+        if decision is None and self.lent:
+            return "resize"
+        return decision

@@ -1,15 +1,16 @@
 """Replay one recorded event sequence through any driver of the scheduling core, and record its decisions.
 
-A *driver* is what turns a world's happenings into calls on the core: the Ray controller and router
-(:class:`rollarc.runtime.scheduling.RuntimeScheduling`), the simulator
-(:class:`rollarc.sim.scheduling.SimScheduling`) or :class:`InProcessDriver` here. Each driver implements
-:class:`SchedulingDriver` with the very methods its world calls, so replaying the same events through
+A *driver* is what turns a world's happenings into calls on the core: the simulator's
+(:class:`rollarc.sim.scheduling.SimScheduling`, the very methods the Simulation calls) or
+:class:`InProcessDriver` here, which calls the core's objects directly. The runtime's decisions replay through
+:class:`InProcessDriver` over the objects the runtime itself builds: ``RuntimeScheduling(cfg).core`` (the
+Controller's scheduler) and the Router's dispatcher (``make_dispatcher``). Replaying the same events through
 two drivers and comparing the :class:`Decisions` shows that they schedule alike: the same admissions,
 batches and routes.
 
 Borrowed capacity replays too: a :class:`Headroom` event is one co-serving replica's report, on which a
-:class:`LendingDriver` lends, resizes or withdraws it (``LendingPolicy`` and the ``Dispatcher``); a withdrawal's
-moved turns are recorded in :attr:`Decisions.migrations`.
+:class:`LendingDriver` acts as the HarvestPool does (:meth:`LendingPolicy.step`: lend, resize or withdraw); a
+withdrawal's moved turns are recorded in :attr:`Decisions.migrations`.
 """
 
 from __future__ import annotations
@@ -141,7 +142,7 @@ def replay(driver: SchedulingDriver, events: list[Event]) -> Decisions:
 
 
 class InProcessDriver:
-    """The plainest driver: the core's objects called directly (for tests and reasoning by hand).
+    """The plainest driver: the core's objects called directly (the runtime's, as it builds them, or any other).
 
     Borrowed replicas: ``lending`` holds one :class:`LendingPolicy` per co-serving replica, which joins the
     dispatcher's ``borrowed_pool`` when lent. Withdrawn, it takes no new turn; the turns it was running come back
@@ -182,19 +183,21 @@ class InProcessDriver:
         self.dispatcher.finish_turn(route)
 
     def headroom(self, replica: str, capacity: int, now: float) -> tuple[Decision | None, list[tuple[str, str]]]:
-        decision = self.lending[replica].observe(now, capacity)
+        """What the HarvestPool's lending step tells the Router, applied to the dispatcher as the Router applies it
+        (a withdrawal with no drain: every running turn is aborted and routed again)."""
+        action = self.lending[replica].step(now, capacity)
         moved: list[tuple[str, str]] = []
-        if decision == "lend":
+        if action == "lend":
             self.dispatcher.add_replica(replica, self.dispatcher.borrowed_pool, capacity)
-        elif decision == "withdraw":
+        elif action == "withdraw":
             self.dispatcher.stop_accepting(replica)
             for trajectory in sorted(t for t, route in self.turns.items() if route.replica == replica):
                 self.dispatcher.finish_turn(self.turns.pop(trajectory))
                 moved.append((trajectory, self.turn_starts(trajectory, self.tasks[trajectory])))
             self.dispatcher.remove(replica)
-        elif self.lending[replica].lent:
+        elif action == "resize":
             self.dispatcher.set_capacity(replica, capacity)
-        return decision, moved
+        return (action if action != "resize" else None), moved
 
     def trajectory_ends(self, trajectory: str) -> None:
         self.dispatcher.release(trajectory)

@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from rollarc.engine.engine import LLMEngine
 from rollarc.engine.types import Completion, SamplingParams
 from rollarc.rose.aftermath import AftermathRatio
-from rollarc.rose.guard import ServingState, Verdict, judge
+from rollarc.rose.guard import ServingState, Verdict, judge, largest_batch
 from rollarc.rose.latency_model import StepLatencyModel, StepShape
 from rollarc.rose.slo import RequestTiming, SLOConfig, overlap_s
 from rollarc.rose.step_timing import calibrate_model, timed_step
@@ -216,13 +216,12 @@ class CoServingExecutor:
         per_turn = self._rollout_reservation(held) // len(held) if held else turn_tokens
         free = self.memory_tokens - self._serving_reservation() - self._rollout_reservation(held)
         limit = min(limit, len(held) + max(0, free) // max(1, per_turn))
-        best = 0
-        for batch in range(1, limit + 1):
-            step = StepShape(decodes=batch, context_tokens=context * batch // max(1, len(self._running)))
-            if not self._judge(step, state).admit:
-                break
-            best = batch
-        return best
+        running = max(1, len(self._running))
+        return largest_batch(
+            limit,
+            lambda batch: StepShape(decodes=batch, context_tokens=context * batch // running),
+            lambda step: self._judge(step, state).admit,
+        )
 
     # ------------------------------------------------------------------ calibration
     def calibrate(self, prompt_tokens: int) -> dict[str, int]:

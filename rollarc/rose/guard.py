@@ -24,6 +24,7 @@ that rollout never adds the delay that breaks it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from rollarc.rose.latency_model import StepLatencyModel, StepShape
@@ -89,3 +90,18 @@ def judge(
     if r + arrival > ttft_budget:
         return Verdict(False, "ttft_arrival", r, s)
     return Verdict(True, "ok", r, s)
+
+
+def largest_batch(limit: int, shape: Callable[[int], StepShape], admits: Callable[[StepShape], bool]) -> int:
+    """The largest rollout decode batch of 1 .. ``limit`` that the guard admits (0: a pause).
+
+    Tried smallest first up to the first refusal: a larger batch predicts a longer step. One rule for a co-serving
+    replica's headroom (``CoServingExecutor.capacity``, what lending and the router's capacity follow) and for the
+    guard's simulation (``rose/guard_sim.py``), which sizes its rollout steps by it. ``shape``: the step of a batch.
+    """
+    best = 0
+    for batch in range(1, limit + 1):
+        if not admits(shape(batch)):
+            break
+        best = batch
+    return best

@@ -6,8 +6,8 @@ a simulated clock. Every step takes what a fixed linear cost (:class:`LinearCost
 models are fitted from the steps the worker ran, as the executor's are. Serving goes first; after each serving
 step (or when serving is idle) one rollout step runs, of ``rollout_batch`` decodes:
 
-- **guard on**: the largest batch :func:`rollarc.rose.guard.judge` admits (none: a pause), as
-  ``CoServingExecutor.capacity`` sizes it;
+- **guard on**: the largest batch :func:`rollarc.rose.guard.judge` admits (none: a pause), by the very rule
+  (:func:`rollarc.rose.guard.largest_batch`) with which ``CoServingExecutor.capacity`` sizes a replica's headroom;
 - **guard off**: the whole batch, always.
 
 A request that arrives during a rollout step waits for its end, and a running request's next token waits for
@@ -22,7 +22,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from rollarc.config.harvest import SLOConfig
-from rollarc.rose.guard import ServingState, judge
+from rollarc.rose.guard import ServingState, judge, largest_batch
 from rollarc.rose.latency_model import StepLatencyModel, StepShape
 from rollarc.rose.slo import RequestTiming
 from rollarc.rose.trace import TraceRequest
@@ -149,22 +149,12 @@ class CoServingSim:
             arrival_prefill_tokens=longest_prompt,
             decoding=tuple((now - r.first_s, r.tokens - 1) for r in running),
         )
-        best = 0
-        for batch in range(1, self.rollout_batch + 1):
-            step = StepShape(batch, 0, batch * self.rollout_context)
-            verdict = judge(
-                step,
-                state,
-                self.serving_model,
-                self.rollout_model,
-                self.slo.ttft_p99_ms,
-                self.slo.tpot_p99_ms,
-                self.margin,
-            )
-            if not verdict.admit:
-                break
-            best = batch
-        return best
+        models, slo = (self.serving_model, self.rollout_model), self.slo
+        return largest_batch(
+            self.rollout_batch,
+            lambda batch: StepShape(batch, 0, batch * self.rollout_context),
+            lambda step: judge(step, state, *models, slo.ttft_p99_ms, slo.tpot_p99_ms, self.margin).admit,
+        )
 
 
 def _arrive(arrivals: deque[TraceRequest], waiting: deque[TraceRequest], now: float) -> int:

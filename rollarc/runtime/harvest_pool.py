@@ -435,18 +435,18 @@ class HarvestPool:
             self._headroom = {handle.headroom.remote(True): name for name, handle in self.replicas.items()}
 
     def _decide(self, name: str, capacity: int) -> None:
-        decision = self.lending[name].observe(time.monotonic(), capacity)
-        if decision == "lend":
+        action = self.lending[name].step(time.monotonic(), capacity)
+        if action == "lend":
             ref = self.router.add_replica.remote(name, self.replicas[name], BORROWED_POOL, capacity)
             self.deadlines.get("call", ref, "the router", "add_replica")
             self.counters["lends"] += 1
-        elif decision == "withdraw":
+        elif action == "withdraw":
             ref = self.router.remove_replica.remote(name, self.harvest.drain_timeout_s)
             outcome = self.deadlines.get("train", ref, "the router", "remove_replica")  # drains first
             self.counters["withdrawals"] += 1
             self.counters["migrated_turns"] += outcome["aborted"]
             self.counters["drained_turns"] += outcome["drained"]
-        elif self.lending[name].lent:  # between decisions the router's capacity follows the reported headroom
+        elif action == "resize":
             self.router.set_capacity.remote(name, capacity)
 
     def lent(self) -> list[str]:

@@ -3,19 +3,18 @@
 The Controller carries out what :class:`RuntimeScheduling`'s step plan
 (:class:`~rollarc.policy.step_plan.StepPlan`: which groups to launch, when to train, sync, evaluate,
 checkpoint and stop) decides and reports every finished group to it; the Router actor routes every turn
-through the
-:class:`~rollarc.policy.dispatcher.Dispatcher` that :func:`make_dispatcher` builds. Both are the pure
-core of :mod:`rollarc.policy`, configured from the training config here and nowhere else, so a test
-can replay recorded events through exactly the decisions the runtime makes
-(:mod:`rollarc.policy.replay`) and compare them with the simulator's.
+through the :class:`~rollarc.policy.dispatcher.Dispatcher` that :func:`make_dispatcher` builds (from
+:func:`task_pools` and :func:`dedicated_first`). Both are the pure core of :mod:`rollarc.policy`, configured
+from the training config here and nowhere else, so a test can replay recorded events through exactly the
+core objects the runtime runs (:class:`rollarc.policy.replay.InProcessDriver` over ``RuntimeScheduling.core``
+and the Router's dispatcher) and compare the decisions with the simulator's.
 """
 
 from __future__ import annotations
 
 from rollarc.config import Config
 from rollarc.policy.dispatcher import BORROWED_POOL, Dispatcher
-from rollarc.policy.routing import Route
-from rollarc.policy.scheduler import Admission, Batch, BatchDecision, DynamicSampling, GroupScheduler
+from rollarc.policy.scheduler import Admission, BatchDecision, DynamicSampling, GroupScheduler
 from rollarc.policy.step_plan import Cadence, StepPlan
 
 # A group with fewer usable trajectories has no group-relative advantage: it is dropped, not trained.
@@ -69,8 +68,6 @@ class RuntimeScheduling:
         t = cfg.train
         cadence = Cadence(t.eval_every, t.checkpoint_every, frozenset(change.at_step for change in cfg.elastic))
         self.plan = StepPlan(self.core, cadence)
-        self.dispatcher = make_dispatcher(task_pools(cfg), dedicated_first=dedicated_first(cfg))
-        self._turns: dict[str, Route] = {}
 
     # ---- what the Controller calls --------------------------------------------------------------------
     def admissions(self) -> list[Admission]:
@@ -95,22 +92,3 @@ class RuntimeScheduling:
     def trainer_lost(self, restored_version: int) -> list[int]:
         """Training goes on from ``restored_version``: the groups admitted and not trained run again first."""
         return self.plan.trainer_lost(restored_version)
-
-    # ---- the replay driver (rollarc.policy.replay.SchedulingDriver) -----------------------------------
-    def group_done(self, group: int, min_version: int, max_version: int, signal: bool = True) -> None:
-        self.group_finished(group, MIN_USABLE_TRAJECTORIES, min_version, max_version, signal)
-
-    def trainer_free(self) -> Batch | None:
-        return self.form_batch().batch
-
-    def turn_starts(self, trajectory: str, task: str) -> str:
-        """What ``Router.generate`` does for one turn (cache key = trajectory id)."""
-        route = self.dispatcher.start_turn(trajectory, task)
-        self._turns[trajectory] = route
-        return route.replica
-
-    def turn_ends(self, trajectory: str) -> None:
-        self.dispatcher.finish_turn(self._turns.pop(trajectory))
-
-    def trajectory_ends(self, trajectory: str) -> None:
-        self.dispatcher.release(trajectory)

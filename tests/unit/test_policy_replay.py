@@ -1,8 +1,8 @@
 """One recorded event sequence, replayed through the runtime's driver, the simulator's and the in-process one.
 
-The runtime's driver is :class:`RuntimeScheduling` (what the Ray Controller and Router call), configured
-from a training config; the simulator's is :class:`SimScheduling` (what the SimPy Simulation calls),
-configured from the equivalent SimSetup. Both must make the same decisions: the same admissions, the
+The runtime's driver is :class:`InProcessDriver` over the objects the runtime builds from a training config
+(``RuntimeScheduling(cfg).core``, the Controller's scheduler, and the Router's dispatcher); the simulator's is
+:class:`SimScheduling` (what the SimPy Simulation calls), configured from the equivalent SimSetup. Both must make the same decisions: the same admissions, the
 same batches, the same route for every turn. No Ray is started.
 """
 
@@ -28,7 +28,7 @@ from rollarc.policy.replay import (
     replay,
 )
 from rollarc.policy.scheduler import GroupScheduler
-from rollarc.runtime.scheduling import RuntimeScheduling, dynamic_sampling
+from rollarc.runtime.scheduling import RuntimeScheduling, dedicated_first, dynamic_sampling, make_dispatcher, task_pools
 from rollarc.sim.scheduling import SimScheduling, engine_names
 from rollarc.sim.setup import PoolBilling, RolloutPoolSetup, SimSetup
 from rollarc.sim.simulator import Simulation
@@ -95,12 +95,13 @@ def equivalent_setup(cfg: Config) -> SimSetup:
     )
 
 
-def runtime_driver(cfg: Config, setup: SimSetup) -> RuntimeScheduling:
-    driver = RuntimeScheduling(cfg)
+def runtime_driver(cfg: Config, setup: SimSetup) -> InProcessDriver:
+    """The objects the runtime builds from ``cfg``: the Controller's scheduler and the Router's dispatcher."""
+    dispatcher = make_dispatcher(task_pools(cfg), dedicated_first=dedicated_first(cfg))
     for pool, names in engine_names(setup).items():  # the Router is told of each replica by the Workers
         for name in names:
-            driver.dispatcher.add_replica(name, pool, cfg.engine.max_num_seqs)
-    return driver
+            dispatcher.add_replica(name, pool, cfg.engine.max_num_seqs)
+    return InProcessDriver(RuntimeScheduling(cfg).core, dispatcher)
 
 
 def record_events(
@@ -179,7 +180,7 @@ def test_dynamic_sampling_makes_identical_decisions_in_the_runtime_and_the_simul
     simulator = replay(SimScheduling(setup), events)
     assert runtime.admissions == simulator.admissions
     assert runtime.batches == simulator.batches
-    counts = runtime_driven.core.counts
+    counts = runtime_driven.scheduler.counts
     # both outcomes of the rule happened: drops under the cap, and groups kept past it
     assert counts.dropped_no_signal >= 3 and counts.kept_no_signal >= 1 and len(runtime.batches) >= 3
 

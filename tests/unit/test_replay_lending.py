@@ -12,7 +12,7 @@ from rollarc.policy.dispatcher import Dispatcher
 from rollarc.policy.lending import LendingPolicy
 from rollarc.policy.replay import Headroom, InProcessDriver, TurnEnds, TurnStarts, replay
 from rollarc.policy.scheduler import GroupScheduler
-from rollarc.runtime.scheduling import RuntimeScheduling, make_dispatcher
+from rollarc.runtime.scheduling import dedicated_first, make_dispatcher, task_pools
 
 REPO = Path(__file__).resolve().parents[2]
 BORROWED = "borrowed-0"
@@ -63,7 +63,7 @@ def test_lend_resize_withdraw_migrate_and_lend_again() -> None:
 
 
 def test_dedicated_first_keeps_borrowed_capacity_for_the_overflow() -> None:
-    d = driver(Dispatcher({"t": None}, dedicated_first=True, hard_pools=frozenset({"borrowed"})))
+    d = driver(make_dispatcher({"t": None}, dedicated_first=True))
     events = [Headroom(BORROWED, 2, 0.0), Headroom(BORROWED, 2, 0.5)] + [TurnStarts(x, "t") for x in "abcde"]
     decisions = replay(d, events)
     assert decisions.routes == [("a", "r0"), ("b", "r0"), ("c", BORROWED), ("d", BORROWED), ("e", "r0")]
@@ -81,7 +81,9 @@ def test_a_driver_without_lending_refuses_headroom_events() -> None:
         replay(RoutesOnly(driver(make_dispatcher({}))), [Headroom(BORROWED, 1, 0.0)])  # type: ignore[arg-type]
 
 
-def test_harvest_dedicated_first_reaches_the_runtimes_dispatcher() -> None:
-    cfg = load_train_config(REPO / "configs/harvest.yaml", ["harvest.dedicated_first=true"])
-    assert RuntimeScheduling(cfg).dispatcher.dedicated_first
-    assert not RuntimeScheduling(load_train_config(REPO / "configs/harvest.yaml", [])).dispatcher.dedicated_first
+def test_harvest_dedicated_first_reaches_the_routers_dispatcher() -> None:
+    """What the Workers pass to the Router, which builds its dispatcher from it (``make_dispatcher``)."""
+    on = load_train_config(REPO / "configs/harvest.yaml", ["harvest.dedicated_first=true"])
+    off = load_train_config(REPO / "configs/harvest.yaml", [])
+    assert make_dispatcher(task_pools(on), dedicated_first=dedicated_first(on)).dedicated_first
+    assert not make_dispatcher(task_pools(off), dedicated_first=dedicated_first(off)).dedicated_first

@@ -10,11 +10,12 @@ import pytest
 
 from rollarc.engine import EngineConfig, LLMEngine
 from rollarc.engine.types import SamplingParams
-from rollarc.policy.dispatcher import BORROWED_POOL, Dispatcher
+from rollarc.policy.dispatcher import BORROWED_POOL
 from rollarc.rose.coserve import CoServingExecutor, ServingRequest
 from rollarc.rose.latency_model import StepLatencyModel, StepShape
 from rollarc.rose.slo import RequestTiming, SLOConfig
 from rollarc.rose.turns import Turn
+from rollarc.runtime.scheduling import make_dispatcher
 from tests.unit.test_engine_models import nano_policy, random_prompts
 
 
@@ -156,33 +157,34 @@ def test_withdraw_migrates_turns_and_keeps_token_versions() -> None:
 
 
 def test_a_serving_worker_that_disappears_loses_only_its_in_flight_turns() -> None:
-    scheduler = Dispatcher({}, enforce_capacity=True, dedicated_first=True)
+    router = make_dispatcher({}, dedicated_first=True)  # routed as the Router routes them
     workers = {"ded": _executor(serving=False, name="ded"), "bor": _executor(name="bor")}
-    scheduler.add_replica("ded", "dedicated", 1)
-    scheduler.add_replica("bor", BORROWED_POOL, 2)
+    router.add_replica("ded", "dedicated", 1)
+    router.add_replica("bor", BORROWED_POOL, 2)
     turns = {t.turn_id: t for t in _turns(3, max_tokens=4)}
-    for t in turns.values():
-        scheduler.submit(t.turn_id, t.traj_id)
-    for turn_id, route in scheduler.dispatch():
+    routes = {turn_id: router.start_turn(t.traj_id, None) for turn_id, t in turns.items()}
+    for turn_id, route in routes.items():
         workers[route.replica].submit_turn(turns[turn_id])
     workers["bor"].poll()
     del workers["bor"]  # the serving worker is gone, with its KV and its partial output
-    assert scheduler.mark_dead("bor")
-    lost = scheduler.migrate("bor")
+    assert router.mark_dead("bor")
+    lost = [turn_id for turn_id, route in routes.items() if route.replica == "bor"]
     assert lost == ["t1.0", "t2.0"]
-    for turn_id in lost:
+    for turn_id in lost:  # the Router fails each over: it ends on the dead replica and starts again
+        router.finish_turn(routes[turn_id])
         turns[turn_id] = Turn(turn_id, turns[turn_id].traj_id, turns[turn_id].prompt_ids, 4)  # restart the turn
+        routes[turn_id] = router.start_turn(turns[turn_id].traj_id, None)
+        assert routes[turn_id].replica == "ded"
+        workers["ded"].submit_turn(turns[turn_id])
     finished = []
     for _ in range(100):
-        for turn_id, route in scheduler.dispatch():
-            workers[route.replica].submit_turn(turns[turn_id])
         for t in workers["ded"].poll().turns:
-            scheduler.complete(t.turn_id)
+            router.finish_turn(routes[t.turn_id])
             finished.append(t.turn_id)
         if len(finished) == 3:
             break
     assert sorted(finished) == ["t0.0", "t1.0", "t2.0"]
-    assert scheduler.counters["migrations"] == 2
+    assert router.replicas["ded"].outstanding == 0
 
 
 def test_a_turn_uses_the_callers_sampling_and_a_cancelled_turn_leaves() -> None:

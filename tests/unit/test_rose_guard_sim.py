@@ -6,7 +6,9 @@ still running rollout decodes."""
 from __future__ import annotations
 
 from rollarc.config.harvest import SLOConfig
+from rollarc.rose.guard import largest_batch
 from rollarc.rose.guard_sim import CoServingSim, LinearCost
+from rollarc.rose.latency_model import StepShape
 from rollarc.rose.slo import summarize
 from rollarc.rose.trace import scale, synthetic_trace
 
@@ -44,3 +46,17 @@ def test_without_the_guard_attainment_falls_below_serving_alone() -> None:
         assert alone_att - 0.02 <= guarded_att <= alone_att
         assert unguarded_att < alone_att - 0.5  # without it, rollout steps break most requests' SLO
         assert pauses > 0 and 0 < guarded_tokens < unguarded_tokens  # the guard acts, and still lends some time
+
+
+def test_largest_batch_stops_at_the_first_refusal() -> None:
+    """The one batch-sizing rule of the executor's headroom and of the simulation: 2 ms a decode in a 7 ms budget."""
+    shapes: list[StepShape] = []
+
+    def fits(step: StepShape) -> bool:
+        shapes.append(step)
+        return 0.002 * step.decodes <= 0.007
+
+    assert largest_batch(8, lambda b: StepShape(b, 0, 10 * b), fits) == 3
+    assert shapes == [StepShape(b, 0, 10 * b) for b in (1, 2, 3, 4)]  # asked up to the first refusal, no further
+    assert largest_batch(2, lambda b: StepShape(b), fits) == 2  # bounded by the limit
+    assert largest_batch(8, lambda b: StepShape(b), lambda step: step.decodes != 1) == 0  # a pause, not 2..8

@@ -35,13 +35,12 @@ def test_a_policy_that_does_not_lend_never_lends_however_long_the_headroom() -> 
     assert policy.observe(101.0, 0) is None  # and never withdraws what it never lent
 
 
-def test_forget_starts_over_unlent() -> None:
-    policy = LendingPolicy(lend_after_s=0.0, withdraw_after_s=0.0)
-    assert policy.observe(0.0, 1) == "lend"
-    policy.forget()
-    assert not policy.lent
-    assert policy.observe(1.0, 0) is None  # a forgotten replica is not withdrawn
-    assert policy.observe(1.0, 1) == "lend"
+def test_step_tells_the_router_to_lend_resize_and_withdraw() -> None:
+    """What the HarvestPool does on each report: nothing while unlent, lend, resize while lent, withdraw."""
+    policy = LendingPolicy(lend_after_s=0.5, withdraw_after_s=0.5)
+    reports = [(0.0, 2), (0.25, 2), (0.5, 3), (0.75, 1), (1.0, 0), (1.25, 0), (1.5, 0)]
+    assert [policy.step(t, c) for t, c in reports] == [None, None, "lend", "resize", "resize", "resize", "withdraw"]
+    assert policy.step(1.75, 4) is None and not policy.lent  # withdrawn: unlent again, the wait starts over
 
 
 def test_trace_loop_repeats_the_window_end_to_end() -> None:
