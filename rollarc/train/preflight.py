@@ -32,6 +32,7 @@ from rollarc.envs.registry import EnvLoadError, make_env
 from rollarc.models.checkpoint import load_tokenizer
 from rollarc.models.presets import build_config
 from rollarc.report.trackers import check_trackers
+from rollarc.train.sft_settings import changed_settings, sft_settings
 
 MODEL_FILES = "config.json, model.safetensors and the tokenizer files"
 MAX_LISTED = 3
@@ -197,8 +198,29 @@ def preflight_train(cfg: Config, resuming: bool, warn: Callable[[str], None]) ->
         check_model_dir(
             sft_dir, "sft.checkpoint", fix=f"delete {sft_dir} to train the warm start again, or set model.path"
         )
+        check_sft_settings(cfg, sft_dir)
         return
     check_warm_start(cfg, experts, warn)
+
+
+def check_sft_settings(cfg: Config, sft_dir: Path) -> None:
+    """A reused warm start was trained with this config's SFT settings (``rollarc.train.sft_settings``)."""
+    meta = sft_dir / "sft_meta.json"
+    try:
+        recorded = json.loads(meta.read_text()).get("settings") if meta.is_file() else None
+    except (OSError, ValueError, AttributeError) as err:
+        raise PreflightError(
+            f"sft.checkpoint={sft_dir}: its sft_meta.json is unreadable ({err}); delete {sft_dir}"
+        ) from err
+    if not isinstance(recorded, dict):
+        return  # recorded before settings were: reused as before
+    changed = changed_settings(recorded, sft_settings(cfg))
+    if changed:
+        raise PreflightError(
+            f"sft.checkpoint={sft_dir} was trained with other SFT settings ({'; '.join(changed[:MAX_LISTED])}"
+            f"{'; …' if len(changed) > MAX_LISTED else ''}); delete {sft_dir} to train it again with this config, "
+            "or set sft.checkpoint to another directory"
+        )
 
 
 def check_lora_targets(cfg: Config) -> None:

@@ -19,6 +19,7 @@ from rollarc.plugin_path import plugin_pythonpath
 from rollarc.train.demos import demonstrations
 from rollarc.train.preflight import preflight_sft
 from rollarc.train.sft import train_sft
+from rollarc.train.sft_settings import sft_settings
 
 SFT_META = "sft_meta.json"
 
@@ -70,6 +71,7 @@ def run_sft(cfg: Config, log: Callable[[str], None] = print) -> Path:
         "target_tokens": result.target_tokens,
         "lr": cfg.sft.lr,
         "batch_size": cfg.sft.batch_size,
+        "settings": sft_settings(cfg),  # compared when a run reuses this warm start (preflight)
     }
     if cfg.sft.eval_episodes:
         # SFT trains and evaluates its float32 model on the CPU, whatever the engine's dtype for RL.
