@@ -232,9 +232,20 @@ def _spot(d: dict[str, Any]) -> Row:
     return (
         f"{d['lost_jobs']} lost and {d['duplicate_jobs']} duplicated jobs under preemption; {measured}pull vs push at "
         f"the high preemption rate {times(modelled)} (prediction of the fleet model); elastic SP "
-        f"regroup {d['recovery_s_elastic']:.3f} s vs {d['recovery_s_cold']:.1f} s cold restart"
+        f"regroup {d['recovery_s_elastic']:.3f} s vs {_sp_baseline(d)}"
         + _in_training(d.get("recovery_speedup_training")),
         "`rollarc bench spot`",
+    )
+
+
+def _sp_baseline(d: dict[str, Any]) -> str:
+    """The regroup's baseline: the warm restart at the same degree (members on separate nodes), else, in a JSON
+    from before it, the cold restart."""
+    if "recovery_s_warm_restart" not in d:
+        return f"{d['recovery_s_cold']:.1f} s cold restart"
+    return (
+        f"{d['recovery_s_warm_restart']:.3f} s warm restart at the same degree ({times(d['recovery_speedup'])}; "
+        f"cold restart {d['recovery_s_cold']:.1f} s)"
     )
 
 

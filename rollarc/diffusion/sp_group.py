@@ -1,193 +1,200 @@
-"""An elastic sequence-parallel group of DiT processes: regroup after a loss, weights from a peer for a joiner.
+"""An elastic sequence-parallel group of DiT members, each a Ray actor on its own node or device.
 
-Each member is a process holding the DiT in memory. The driver forms a ``torch.distributed`` group
-(gloo on the CPU; a fresh rendezvous per generation) of the largest SP degree the live members allow
+Each member is an :class:`~rollarc.diffusion.sp_member.SPMember` actor holding the DiT in memory, placed by
+``place`` (on a node of its own in the benchmark and the tests; by default on the caller's node). The driver
+forms one ``torch.distributed`` gloo group across the actors (a fresh TCPStore rendezvous on rank 0's node
+per generation) of the largest SP degree the live members allow
 (:func:`~rollarc.diffusion.ulysses.largest_degree`); members beyond it wait as spares.
 
-- **Loss** (a member process dies, with or without notice): the survivors drop the old group and form
-  a new one. Their weights never leave memory, so nothing is read from disk.
-- **Join**: a new process builds the DiT *architecture* from its config (no weights) and receives every
+- **Loss** (a member's node is removed or drained away, or its actor dies): the member is gone from the
+  group; the survivors destroy the old group and form a new one. Their weights never leave memory, so
+  nothing is read from disk (each member counts its disk loads: :meth:`ElasticSPGroup.disk_loads`).
+- **Join**: a new actor builds the DiT *architecture* from its config (no weights) and receives every
   tensor by broadcast from rank 0 of the new group, a peer's memory, not the checkpoint.
-- **Cold restart** (the baseline a non-elastic job pays): every member is a new process that imports
-  torch and diffusers, loads the weights from disk and forms a new group.
+- **Warm restart** (the baseline of ``rollarc bench spot``'s ``recovery_speedup``,
+  :meth:`ElasticSPGroup.warm_restart`): what a non-elastic job whose processes are already up pays after a
+  loss. The same surviving actors (processes started, torch and diffusers imported) drop the group, read the
+  weights from the checkpoint on disk, and form a new group of the same degree as the elastic regroup;
+  both are timed to the first forward pass of the new group.
+- **Cold restart** (:meth:`ElasticSPGroup.cold_restart`): every member a new actor (a new process that
+  imports the libraries) that loads the weights from disk and forms a new group.
 """
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import time
-from datetime import timedelta
-from multiprocessing.connection import Connection
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import ray
 import torch
-import torch.distributed as dist
 from diffusers import PixArtTransformer2DModel
+from ray.exceptions import GetTimeoutError, RayActorError
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+from rollarc.config.cluster import CallDeadlines
 from rollarc.diffusion.model import TRANSFORMER_DIR
-from rollarc.diffusion.ulysses import largest_degree, sp_forward, use_ulysses
+from rollarc.diffusion.sp_member import SPMember
+from rollarc.diffusion.ulysses import largest_degree
+from rollarc.ray_deadline import Deadlines
 
-GROUP_TIMEOUT = timedelta(seconds=60)
+GROUP_TIMEOUT_S = 60.0  # a collective or the rendezvous with a silent peer fails after this (gloo)
+Placement = Callable[[int], dict[str, Any]]  # the n-th member ever started -> its Ray actor options
 
 
-def _member(conn: Connection, threads: int) -> None:
-    """A member's command loop (runs in its own process)."""
-    torch.set_num_threads(threads)
-    transformer: Any = None
-    rank = size = 0
-    while True:
-        try:
-            cmd, *args = conn.recv()
-        except EOFError:  # the driver's process is gone (e.g. its Ray node was removed): nothing left to serve
-            return
-        if cmd == "load":  # cold: weights from disk
-            transformer = PixArtTransformer2DModel.from_pretrained(
-                Path(args[0]) / TRANSFORMER_DIR, low_cpu_mem_usage=False
-            ).eval()
-            conn.send(("ok", None))
-        elif cmd == "build":  # joiner: the architecture only; weights come from a peer
-            transformer = PixArtTransformer2DModel.from_config(args[0]).eval()
-            conn.send(("ok", None))
-        elif cmd == "group":
-            store_path, rank, size, weights_from = args
-            if dist.is_initialized():
-                dist.destroy_process_group()
-            store = dist.FileStore(store_path, size)
-            dist.init_process_group("gloo", store=store, rank=rank, world_size=size, timeout=GROUP_TIMEOUT)
-            if weights_from is not None:
-                for tensor in transformer.state_dict().values():
-                    dist.broadcast(tensor, src=weights_from)
-            use_ulysses(transformer, size, None)
-            conn.send(("ok", None))
-        elif cmd == "leave":
-            if dist.is_initialized():
-                dist.destroy_process_group()
-            conn.send(("ok", None))
-        elif cmd == "forward":
-            x, t, hidden, mask = args
-            try:
-                out = sp_forward(transformer, x, t, hidden, mask, rank, size, None)
-            except RuntimeError as err:  # a peer died mid-collective (gloo: connection closed, or the timeout)
-                conn.send(("lost", str(err).splitlines()[0]))
-                continue
-            conn.send(("ok", out if rank == 0 else None))
-        elif cmd == "weights":  # a new weight version, in place (the architecture is unchanged)
-            transformer.load_state_dict(args[0])
-            conn.send(("ok", None))
-        elif cmd == "checksum":
-            conn.send(("ok", float(sum(v.double().sum() for v in transformer.state_dict().values()))))
-        elif cmd == "exit":
-            if dist.is_initialized():
-                dist.destroy_process_group()
-            conn.send(("ok", None))
-            return
+@dataclass(eq=False)
+class Member:
+    """A member actor and ``n``: it was the ``n``-th member the group started (what ``place`` placed)."""
+
+    n: int
+    actor: Any
 
 
 class GroupBroken(RuntimeError):
     """A member was lost while the group was in use; ``form()`` regroups the survivors."""
 
 
-class _Member:
-    def __init__(self, ctx: Any, threads: int):
-        self.conn, child = ctx.Pipe()
-        self.process = ctx.Process(target=_member, args=(child, threads), daemon=True)
-        self.process.start()
+def on_this_node() -> Placement:
+    """Every member on the caller's node (hard affinity), standing for that node's devices."""
+    node = ray.get_runtime_context().get_node_id()
+    return lambda _n: {"scheduling_strategy": NodeAffinitySchedulingStrategy(node, soft=False)}
 
-    def send(self, *cmd: Any) -> None:
-        self.conn.send(cmd)
 
-    def reply(self) -> Any:
-        try:
-            status, value = self.conn.recv()
-        except EOFError:  # the member process itself is gone
-            raise GroupBroken("an SP member's process ended") from None
-        if status == "lost":
-            raise GroupBroken(f"an SP collective failed: {value}")
-        return value
+def on_nodes(resources: list[str]) -> Placement:
+    """The ``n``-th member on the node that carries ``resources[n]`` (the list may grow as members join)."""
+    return lambda n: {"resources": {resources[n]: 1}}
 
 
 class ElasticSPGroup:
-    """The driver side: members, the current group, forward, loss, join, and the cold-restart baseline."""
+    """The driver side: members, the current group, forward, loss, join, and the restart baselines."""
 
-    def __init__(self, members: int, policy_dir: str | Path, workdir: str | Path, threads: int = 1):
-        self.ctx = mp.get_context("spawn")
-        self.policy_dir, self.workdir, self.threads = Path(policy_dir), Path(workdir), threads
+    def __init__(
+        self,
+        members: int,
+        policy_dir: str | Path,
+        threads: int = 1,
+        place: Placement | None = None,
+        deadlines: Deadlines | None = None,
+    ):
+        self.policy_dir, self.threads = Path(policy_dir), threads
+        self.deadlines = deadlines or Deadlines.of(CallDeadlines())
+        self.place = place or on_this_node()
         self.config = dict(PixArtTransformer2DModel.load_config(self.policy_dir / TRANSFORMER_DIR))
         cfg = self.config
         self.heads = int(cfg["num_attention_heads"])
         self.tokens = (int(cfg["sample_size"]) // int(cfg["patch_size"])) ** 2
-        self.members: list[_Member] = []
-        self.group: list[_Member] = []
+        self.started = 0  # members ever started (the next one's index for ``place``)
+        self.members: list[Member] = []
+        self.group: list[Member] = []
         self.generation = 0
-        self._spawn(members, ("load", str(self.policy_dir)))
+        self._start(members, "load", str(self.policy_dir))
 
-    def _spawn(self, count: int, first: tuple[Any, ...]) -> list[_Member]:
-        new = [_Member(self.ctx, self.threads) for _ in range(count)]
-        for m in new:
-            m.send(*first)
-        for m in new:
-            m.reply()
+    def _start(self, count: int, how: str, arg: Any) -> list[Member]:
+        """``count`` new member actors, each ``load``-ing from disk or ``build``-ing the architecture."""
+        new = []
+        for _ in range(count):
+            options = {"num_cpus": 0, **self.place(self.started)}
+            actor = SPMember.options(**options).remote(self.threads, GROUP_TIMEOUT_S)  # type: ignore[attr-defined]
+            new.append(Member(self.started, actor))
+            self.started += 1
+        self._each("start", [getattr(m.actor, how).remote(arg) for m in new], f"{how} (a new member)")
         self.members += new
         return new
+
+    def _each(self, kind: Any, refs: list[Any], method: str) -> list[Any]:
+        return list(self.deadlines.get(kind, refs, "an SP member", method)) if refs else []
 
     @property
     def degree(self) -> int:
         return len(self.group)
 
+    def alive(self) -> list[Member]:
+        """The members whose actors still answer (a member whose node went raises at once)."""
+        refs = [m.actor.loads.remote() for m in self.members]
+        live = []
+        for m, ref in zip(self.members, refs, strict=True):
+            try:
+                ray.get(ref, timeout=self.deadlines.call_s)
+            except (RayActorError, GetTimeoutError):  # dead, or hung: either way not a member any more
+                ray.kill(m.actor, no_restart=True)
+                continue
+            live.append(m)
+        return live
+
+    def wait_for_loss(self, members: int, timeout_s: float) -> float:
+        """Poll until no more than ``members`` are alive (Ray has seen a node go), dropping the lost ones;
+        returns the seconds."""
+        t0 = time.perf_counter()
+        while len(live := self.alive()) > members:
+            if time.perf_counter() - t0 > timeout_s:
+                raise TimeoutError(f"no SP member was seen lost within {timeout_s:g} s")
+            time.sleep(0.05)
+        self.members = live
+        return time.perf_counter() - t0
+
     def form(self, degree: int | None = None, weights_from_peer: bool = False) -> int:
         """A new group of ``degree`` (default: the largest the live members allow); returns the degree."""
-        self.members = [m for m in self.members if m.process.is_alive()]
+        self.members = self.alive()
+        if not self.members:
+            raise GroupBroken("every SP member is gone")
         most = largest_degree(len(self.members), self.heads, self.tokens)
         degree = most if degree is None else degree
         if not 1 <= degree <= len(self.members) or self.heads % degree or self.tokens % degree:
             raise ValueError(f"SP degree {degree} is not possible with {len(self.members)} members")
         self.generation += 1
-        store = self.workdir / f"sp-store-{self.generation}"
         group, spares = self.members[:degree], self.members[degree:]
-        for rank, m in enumerate(group):
-            m.send("group", str(store), rank, degree, 0 if weights_from_peer else None)
-        for m in spares:
-            m.send("leave")
-        for m in group + spares:
-            m.reply()
+        host, port = self.deadlines.get("call", group[0].actor.open_store.remote(), "an SP member", "open_store")
+        src = 0 if weights_from_peer else None
+        refs = [m.actor.join_group.remote(host, port, rank, degree, src) for rank, m in enumerate(group)]
+        self._each("train", refs + [m.actor.leave.remote() for m in spares], "join_group")
         self.group = group
         return degree
 
     def forward(self, x: torch.Tensor, t: torch.Tensor, hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """The velocity by the current group; raises GroupBroken if a member is lost on the way."""
-        for m in self.group:
-            m.send("forward", x, t, hidden, mask)
+        if not self.group:
+            raise GroupBroken("no SP group is formed")
+        args = [ray.put(a) for a in (x, t, hidden, mask)]
+        refs = [m.actor.forward.remote(*args) for m in self.group]
         outs: list[Any] = []
-        broken: GroupBroken | None = None
-        for m in self.group:  # collect every reply, so no stale one is left in a pipe
+        broken: str | None = None
+        for ref in refs:  # every reply, so that no member is left mid-call when the group is formed again
             try:
-                outs.append(m.reply())
-            except GroupBroken as err:
-                broken = err
+                status, value = self.deadlines.get("train", ref, "an SP member", "forward")
+            except RayActorError as err:
+                broken = f"an SP member is gone ({type(err).__name__})"
+                continue
+            if status == "lost":
+                broken = f"an SP collective failed: {value}"
+            outs.append(value)
         if broken is not None:
             self.group = []
-            raise broken
+            raise GroupBroken(broken)
         out: torch.Tensor = outs[0]
         return out
 
     def set_weights(self, state: dict[str, torch.Tensor]) -> None:
         """Every member (spares too, since any may become rank 0 of a later group) takes ``state``."""
-        for m in self.members:
-            m.send("weights", state)
-        for m in self.members:
-            m.reply()
+        ref = ray.put(state)
+        self._each("train", [m.actor.set_weights.remote(ref) for m in self.members], "set_weights")
 
-    def shrink(self) -> int:
-        """One member of the current group gives its device back (a preemption notice); the survivors regroup
-        at the largest degree they allow, keeping their weights. Returns the new degree."""
-        if len(self.members) < 2:
-            raise ValueError("an SP group of one member cannot give a member back")
-        victim = (self.group or self.members)[-1]
-        victim.process.kill()
-        victim.process.join()
-        self.members.remove(victim)
+    def drop(self, member: Member) -> None:
+        """``member`` leaves (its actor is killed, no goodbye); the group must be formed again."""
+        ray.kill(member.actor, no_restart=True)
+        self.members.remove(member)
         self.group = []
+
+    def shrink(self, n: int | None = None) -> int:
+        """The member started ``n``-th (default: the current group's last) gives its device back (a preemption
+        notice); the survivors regroup at the largest degree they allow, keeping their weights. Returns the new
+        degree. A member already gone (its node went before the notice was obeyed) leaves nothing to drop."""
+        victims = [m for m in self.members if m.n == n] if n is not None else (self.group or self.members)[-1:]
+        if victims:
+            if len(self.members) < 2:
+                raise ValueError("an SP group of one member cannot give a member back")
+            self.drop(victims[0])
         return self.form()
 
     def grow(self) -> int:
@@ -195,48 +202,40 @@ class ElasticSPGroup:
         self.join(1)
         return self.form(weights_from_peer=True)
 
-    def checksums(self) -> list[float]:
-        for m in self.members:
-            m.send("checksum")
-        return [float(m.reply()) for m in self.members]
-
-    def lose(self, index: int) -> None:
-        """Member ``index`` of the current group vanishes (its process is killed, no goodbye)."""
-        victim = self.group[index]
-        victim.process.kill()
-        victim.process.join()
-        self.members.remove(victim)
-        self.group = []
-
     def join(self, count: int = 1) -> None:
-        """New members with the architecture only; the next ``form(weights_from_peer=True)`` fills them."""
-        new = [_Member(self.ctx, self.threads) for _ in range(count)]
-        for m in new:
-            m.send("build", self.config)
-        for m in new:
-            m.reply()
-        self.members = [m for m in self.members if m.process.is_alive()] + new
-        # rank 0 (the weights' source) must be a member that already holds them
-        self.members = [m for m in self.members if m not in new] + new
+        """New members with the architecture only; the next ``form(weights_from_peer=True)`` fills them (rank 0,
+        the weights' source, stays a member that holds them: joiners go last)."""
+        self.members = self.alive()
+        self._start(count, "build", self.config)
 
-    def cold_restart(self, degree: int) -> None:
-        """The baseline: every member replaced by a new process that loads the weights from disk."""
+    def digests(self) -> list[str]:
+        """Each member's weight digest (equal strings: bitwise-equal weights)."""
+        return [str(d) for d in self._each("call", [m.actor.digest.remote() for m in self.members], "digest")]
+
+    def disk_loads(self) -> int:
+        """Checkpoint reads by the members alive now, since each started."""
+        return sum(int(n) for n in self._each("call", [m.actor.loads.remote() for m in self.members], "loads"))
+
+    def node_ids(self) -> list[str]:
+        return [str(n) for n in self._each("call", [m.actor.node_id.remote() for m in self.members], "node_id")]
+
+    def warm_restart(self) -> int:
+        """The warm-restart baseline: the live members reload the weights from disk and form a group of the
+        same degree an elastic regroup would (see the module's docstring)."""
+        self.members = self.alive()
+        self._each("train", [m.actor.load.remote(str(self.policy_dir)) for m in self.members], "load")
+        return self.form()
+
+    def cold_restart(self, degree: int) -> int:
+        """The cold baseline: every member replaced by a new actor that loads the weights from disk."""
         self.close()
-        self._spawn(degree, ("load", str(self.policy_dir)))
-        self.form(degree)
+        self._start(degree, "load", str(self.policy_dir))
+        return self.form(degree)
 
     def close(self) -> None:
+        refs = [m.actor.exit.remote() for m in self.members]
+        if refs:
+            ray.wait(refs, num_returns=len(refs), timeout=self.deadlines.call_s)
         for m in self.members:
-            if m.process.is_alive():
-                m.send("exit")
-        for m in self.members:
-            if m.process.is_alive():
-                m.reply()
-                m.process.join(timeout=30)
+            ray.kill(m.actor, no_restart=True)
         self.members, self.group = [], []
-
-
-def timed(fn: Any, *args: Any) -> tuple[Any, float]:
-    start = time.perf_counter()
-    out = fn(*args)
-    return out, time.perf_counter() - start

@@ -16,7 +16,6 @@ why).
 
 from __future__ import annotations
 
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -24,25 +23,25 @@ from typing import Any
 import torch
 
 from rollarc.diffusion.model import T2IPolicy
-from rollarc.diffusion.sp_group import ElasticSPGroup
+from rollarc.diffusion.sp_group import ElasticSPGroup, GroupBroken
 
 
 class SPPolicy(T2IPolicy):
-    """``policy``'s encoder in this process; its DiT velocity through an SP group of ``degree`` members."""
+    """``policy``'s encoder in this process; its DiT velocity through an SP group of ``degree`` members (Ray
+    actors on this actor's node, standing for its devices)."""
 
     def __init__(self, policy: T2IPolicy, policy_dir: str | Path, degree: int, threads: int):
         super().__init__(policy.transformer, policy.encoder)
-        self._workdir = tempfile.TemporaryDirectory(prefix="rollarc-sp-")
         t0 = time.perf_counter()
-        self.group = ElasticSPGroup(degree, policy_dir, self._workdir.name, threads)
+        self.group = ElasticSPGroup(degree, policy_dir, threads)
         self.regroups = 0
         self.joins = 0
         self.regroup_s: list[float] = []
         if self.group.form() != degree:
             self.group.close()
             raise ValueError(f"SP degree {degree} does not divide the DiT's heads and tokens")
-        # what a cold restart costs on this machine, measured where it happens: new member processes that
-        # load the weights from disk and form a group (the baseline a regroup is compared with)
+        # what a cold restart costs on this machine, measured where it happens: new member actors that
+        # load the weights from disk and form a group (the baseline a regroup is compared with in training)
         self.cold_start_s = time.perf_counter() - t0
 
     @property
@@ -51,7 +50,11 @@ class SPPolicy(T2IPolicy):
 
     def velocity(self, x: torch.Tensor, t: torch.Tensor, context: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
         hidden, mask = context
-        return self.group.forward(x, t, hidden, mask)
+        try:
+            return self.group.forward(x, t, hidden, mask)
+        except GroupBroken:  # a member died without a notice: the survivors regroup, the step runs again
+            self._regroup(self.group.form)
+            return self.group.forward(x, t, hidden, mask)
 
     def set_weights(self, state: dict[str, torch.Tensor]) -> None:
         """A new DiT version, in this process and in every member."""
@@ -60,8 +63,11 @@ class SPPolicy(T2IPolicy):
 
     def shrink(self) -> float:
         """One member leaves (its device is being reclaimed); the survivors regroup. Returns the seconds."""
+        return self._regroup(self.group.shrink)
+
+    def _regroup(self, how: Any) -> float:
         t0 = time.perf_counter()
-        self.group.shrink()
+        how()
         seconds = time.perf_counter() - t0
         self.regroups += 1
         self.regroup_s.append(seconds)
@@ -79,4 +85,3 @@ class SPPolicy(T2IPolicy):
 
     def close(self) -> None:
         self.group.close()
-        self._workdir.cleanup()

@@ -26,7 +26,7 @@ worker on it. The injector notices by draining the node through the same API, th
   started on the driver's main thread), and counts node-seconds per worker for the cost.
 
 With ``cluster.sp_degree > 1`` each explorer runs its DiT forwards through an elastic SP group of that many
-member processes (:class:`~rollarc.diffusion.sp_policy.SPPolicy`), standing for the devices of its slot. A
+member actors on its node (:class:`~rollarc.diffusion.sp_policy.SPPolicy`), standing for the devices of its slot. A
 preemption *with notice* of a slot whose group has more than one member takes one member
 (:func:`~rollarc.spotlight.preemption.what_is_hit`): the queue passes the worker a ``shrink`` order, which
 it obeys between two denoising steps (the survivors regroup with the weights they hold, and the job goes

@@ -9,7 +9,7 @@ busy on the previous version finishes its job first (a Ray actor runs one caller
 is what makes its exploration exactly one version stale.
 
 With ``sp_degree > 1`` a sampler's DiT forwards run through an elastic Ulysses SP group of that many
-member processes (:func:`sampling_policy`), one per device the role stands for.
+member actors (:func:`sampling_policy`), one per device the role stands for (on the sampler's node).
 """
 
 from __future__ import annotations

@@ -5,6 +5,7 @@ and a grow (a joiner with weights from a peer), with the checkpoint deleted so n
 import shutil
 
 import pytest
+import ray
 import torch
 
 from rollarc.diffusion.model import build_policy
@@ -30,6 +31,7 @@ def test_sp_sampling_matches_single_process_through_new_weights_shrink_and_grow(
     policy = build_policy(VOCAB, 16, 16, 1, 2, seed=0).eval()
     policy.save(tmp_path / "policy")
     reference = build_policy(VOCAB, 16, 16, 1, 2, seed=0).eval()
+    ray.init(num_cpus=1, include_dashboard=False)  # the SP members are Ray actors on this node
     sp = SPPolicy(build_policy(VOCAB, 16, 16, 1, 2, seed=0).eval(), tmp_path / "policy", 2, 1)
     try:
         assert sp.degree == 2
@@ -51,7 +53,9 @@ def test_sp_sampling_matches_single_process_through_new_weights_shrink_and_grow(
         sp.grow()  # a device joins: architecture only, weights from the survivor
         assert sp.counters() == {"sp_degree": 2, "sp_regroups": 1, "sp_joins": 1}
         assert_same_samples(sp, reference)
-        sums = sp.group.checksums()
+        sums = sp.group.digests()
         assert len(sums) == 2 and sums[0] == sums[1]
+        assert sp.group.disk_loads() == 1  # the survivor's own load at the start; the joiner's came from it
     finally:
         sp.close()
+        ray.shutdown()

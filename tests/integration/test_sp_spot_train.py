@@ -31,7 +31,7 @@ def test_a_notice_regroups_the_explorers_sp_group_during_training(tmp_path):
     spot = json.loads((run_dir / "summary.json").read_text())["spot"]
     assert rows[-1]["spot_sp_regroups"] == spot["sp_regroups"] == 1
     assert spot["sp_degrees_after"][0] == 1  # two members minus the noticed one: the survivor alone
-    # the regroup's baseline, timed in the same run: the one explorer's SP group started cold (processes,
+    # the regroup's baseline, timed in the same run: the one explorer's SP group started cold (new actors,
     # weights from disk; the noticed member rejoins from a peer, not cold); the ratio is the run's own
     (cold,) = spot["sp_cold_start_s"]
     (regroup,) = spot["sp_regroup_s"]

@@ -224,3 +224,17 @@ def test_spot_row_states_the_recovery_timed_in_training_when_measured():
     assert "inside a training run" not in _spot(d)[0]  # a JSON from before part 2b: nothing made up
     d["recovery_speedup_training"] = 61.25
     assert _spot(d)[0].endswith("; inside a training run **61.25×**")
+
+
+def test_spot_row_compares_the_regroup_with_the_warm_restart_when_measured():
+    from rollarc.bench.table import _spot
+
+    d = {
+        "lost_jobs": 0,
+        "duplicate_jobs": 0,
+        "recovery_s_elastic": 0.05,
+        "recovery_s_warm_restart": 0.6,
+        "recovery_speedup": 12.0,
+        "recovery_s_cold": 4.5,
+    }
+    assert "regroup 0.050 s vs 0.600 s warm restart at the same degree (**12.00×**; cold restart 4.5 s)" in _spot(d)[0]
