@@ -35,11 +35,9 @@ kill-every-role run instead: ``rollarc.bench.chaos_path``.
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import signal
-import tempfile
 import threading
 import time
 from collections import Counter
@@ -52,7 +50,8 @@ import ray
 from ray.exceptions import RayError
 
 from rollarc.agent.local_eval import evaluate_local
-from rollarc.bench.report_file import add_docs_flag, emit_json, markdown_table, publish
+from rollarc.bench.harness import RUNS_HELP, add_overrides, bench_parser, finish, runs_folder, seed_count
+from rollarc.bench.report_file import markdown_table
 from rollarc.config import Config, load_train_config
 from rollarc.models.checkpoint import load_policy
 from rollarc.runtime.entry import initial_policy, run_training
@@ -375,7 +374,14 @@ def run_seed(config_path: str, overrides: list[str], seed: int, runs: Path) -> d
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="rollarc bench chaos", description=__doc__.split("\n")[0])
+    parser = bench_parser(
+        "bench chaos",
+        __doc__,
+        quick="a short smoke run (nano model, 6 steps, 1 seed); publishes nothing",
+        config_help="default: configs/quickstart.yaml (llm), the path's own",
+        seeds="run seeds 0 … N-1 (default 2; 1 with --quick)",
+        runs=RUNS_HELP,
+    )
     parser.add_argument(
         "--path",
         choices=PATHS,
@@ -383,15 +389,7 @@ def main(argv: list[str]) -> int:
         help="llm (the default), harvest (borrowed serving capacity) or spot (t2i on spot workers); "
         "default: read from --config (a harvest: section, kind: t2i with spot)",
     )
-    parser.add_argument("--config", default=None, help="default: configs/quickstart.yaml (llm), the path's own")
-    parser.add_argument(
-        "--quick", action="store_true", help="a short smoke run (nano model, 6 steps, 1 seed); publishes nothing"
-    )
-    parser.add_argument("--seeds", type=int, default=None, help="run seeds 0 … N-1 (default 2; 1 with --quick)")
-    parser.add_argument("--json", action="store_true", help="(the JSON line is always printed last)")
-    add_docs_flag(parser)
-    parser.add_argument("--runs", default=None, help="where the runs go (default: a temporary directory)")
-    parser.add_argument("overrides", nargs="*", help="key=value overrides applied to every run")
+    add_overrides(parser)
     args = parser.parse_args(argv)
     from rollarc.bench import chaos_path  # deferred: a cycle (chaos_path builds on this module)
 
@@ -399,26 +397,26 @@ def main(argv: list[str]) -> int:
     if path != "llm":
         return chaos_path.main(path, args)
     args.config = args.config or "configs/quickstart.yaml"
-    seeds = args.seeds if args.seeds is not None else (1 if args.quick else 2)
-    if seeds < 1:
-        parser.error(f"--seeds must be at least 1, got {seeds}")
+    seeds = seed_count(parser, args, 2)
     overrides = [*(QUICK if args.quick else FULL), *SHARED, *args.overrides]
     base = load_train_config(args.config, overrides)
     policy, _ = initial_policy(base)  # one SFT warm start for every run
     overrides.append(f"model.path={policy}")
-    runs = Path(args.runs) if args.runs else Path(tempfile.mkdtemp(prefix="rollarc-bench-chaos-"))
+    runs = runs_folder(args.runs, "chaos")
     per_seed = [run_seed(args.config, overrides, seed, runs / f"seed{seed}") for seed in range(seeds)]
     result = aggregate(per_seed)
+    return finish("chaos", docs_body(result, per_seed, base), result, "rollarc bench chaos", args)
+
+
+def docs_body(result: dict[str, Any], per_seed: list[dict[str, Any]], base: Config) -> str:
+    """The block: what was killed and restarted, what was lost, and held-out success with and without chaos."""
 
     def pair(key: str) -> str:
         return " / ".join("-" if r[key] is None else f"{r[key]:.3f}" for r in per_seed)
 
     rows = [
         ["crashed", result["crashed"]],
-        [
-            "killed per seed (role after step)",
-            kills_line(first_kills(per_seed)),
-        ],
+        ["killed per seed (role after step)", kills_line(first_kills(per_seed))],
         ["restarts env / rollout / router / train", " / ".join(str(v) for v in result["restarts"].values())],
         ["reward role", result["reward_role"]],
         ["steps lost (redone after trainer losses)", result["steps_lost"]],
@@ -432,15 +430,11 @@ def main(argv: list[str]) -> int:
         ["mean gap (chaos - clean)", _fmt(result["success_gap"])],
         ["noise (2 standard errors)", "-" if result["noise_2se"] is None else f"{result['noise_2se']:.3f}"],
     ]
-    body = markdown_table(["", "value"], rows)
-    body += (
+    return markdown_table(["", "value"], rows) + (
         f"\n\n{base.train.steps} steps of {base.train.groups_per_step * base.train.group_size} trajectories; "
         f"seeds {', '.join(str(s) for s in result['seeds'])}; {result['heldout_episodes']} held-out episodes "
         "per run."
     )
-    publish("chaos", body, result, "rollarc bench chaos", quick=args.quick, no_docs=args.no_docs)
-    emit_json(result)
-    return 0
 
 
 def first_kills(per_seed: list[dict[str, Any]]) -> list[dict[str, Any]]:

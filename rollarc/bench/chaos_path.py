@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import tempfile
-from pathlib import Path
 from types import ModuleType
 
 from rollarc.bench import chaos_harvest, chaos_spot
-from rollarc.bench.report_file import emit_json, markdown_table, publish
+from rollarc.bench.harness import finish, runs_folder
+from rollarc.bench.report_file import markdown_table
 from rollarc.config.io import ConfigError, read_yaml
 
 MODULES: dict[str, ModuleType] = {"harvest": chaos_harvest, "spot": chaos_spot}
@@ -33,9 +32,6 @@ def main(path: str, args: argparse.Namespace) -> int:
     module = MODULES[path]
     config = args.config or module.CONFIG
     overrides = [*(module.QUICK if args.quick else module.FULL), *args.overrides]
-    runs = Path(args.runs) if args.runs else Path(tempfile.mkdtemp(prefix=f"rollarc-bench-chaos-{path}-"))
-    result = module.run(config, overrides, runs)
+    result = module.run(config, overrides, runs_folder(args.runs, f"chaos-{path}"))
     body = markdown_table(["", "value"], module.table(result))
-    publish(f"chaos_{path}", body, result, f"rollarc bench chaos --path {path}", quick=args.quick, no_docs=args.no_docs)
-    emit_json(result)
-    return 0
+    return finish(f"chaos_{path}", body, result, f"rollarc bench chaos --path {path}", args)

@@ -21,18 +21,17 @@ with and without ``train.dynamic_sampling``) share that start, so their times co
 
 from __future__ import annotations
 
-import argparse
 import json
 import shlex
 import signal
 import statistics
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rollarc.bench.report_file import add_docs_flag, emit_json, markdown_table, publish
+from rollarc.bench.harness import RUNS_HELP, add_overrides, bench_parser, finish, run_seeds, runs_folder, seed_count
+from rollarc.bench.report_file import markdown_table
 from rollarc.bench.time_to_target import crossing, median_time, success_curve
 from rollarc.config import load_train_config
 from rollarc.runtime.entry import run_training
@@ -237,20 +236,16 @@ def published_command(seeds: int, config: str, publish_as: str, overrides: list[
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="rollarc bench demo", description=__doc__.split("\n")[0])
-    parser.add_argument("--config", default="configs/quickstart.yaml")
-    parser.add_argument("--seeds", type=int, default=None, help="run seeds 0 … N-1 (default 3; 1 with --quick)")
-    parser.add_argument(
-        "--quick", action="store_true", help="a smoke run (nano model, 4 steps per seed); publishes nothing"
-    )
-    parser.add_argument("--json", action="store_true", help="(the JSON line is always printed last)")
-    add_docs_flag(parser)
-    parser.add_argument("--runs", default=None, help="where the runs go (default: a temporary directory)")
-    parser.add_argument(
-        "--publish-as",
-        default="demo",
-        help="the name its block and JSON are published under (another config's demo must not overwrite the "
-        "quickstart's: e.g. --config configs/rlvr.yaml --publish-as rlvr)",
+    parser = bench_parser(
+        "bench demo",
+        __doc__,
+        quick="a smoke run (nano model, 4 steps per seed); publishes nothing",
+        config="configs/quickstart.yaml",
+        seeds="run seeds 0 … N-1 (default 3; 1 with --quick)",
+        runs=RUNS_HELP,
+        publish_as="demo",
+        publish_help="the name its block and JSON are published under (another config's demo must not overwrite "
+        "the quickstart's: e.g. --config configs/rlvr.yaml --publish-as rlvr)",
     )
     parser.add_argument("--goal-min", type=float, default=GAIN_GOAL, help="every seed's gain must reach this")
     parser.add_argument("--goal-median", type=float, default=None, help="the median gain must reach this")
@@ -261,7 +256,7 @@ def main(argv: list[str]) -> int:
         default=None,
         help="also report each seed's RL time until held-out success first reached its SFT start + this",
     )
-    parser.add_argument("overrides", nargs="*", help="key=value overrides applied to every seed")
+    add_overrides(parser, "every seed")
     args = parser.parse_args(argv)
     for flag in ("goal_min", "goal_median", "goal_wall_s", "target_gain"):
         value = getattr(args, flag)
@@ -269,23 +264,21 @@ def main(argv: list[str]) -> int:
             parser.error(f"--{flag.replace('_', '-')} must be > 0, got {value}")
     if args.config != "configs/quickstart.yaml" and args.publish_as == "demo" and not (args.quick or args.no_docs):
         parser.error("--config other than the quickstart needs --publish-as NAME (the quickstart's figures are 'demo')")
-    if args.seeds is None:
-        args.seeds = 1 if args.quick else 3
-    if args.seeds < 1:
-        parser.error(f"--seeds must be >= 1, got {args.seeds}")
+    args.seeds = seed_count(parser, args, 3)
     overrides = [*(QUICK if args.quick else []), *args.overrides]
     load_train_config(args.config, overrides)  # a bad override fails here, before any seed runs
-    runs = Path(args.runs) if args.runs else Path(tempfile.mkdtemp(prefix="rollarc-bench-demo-"))
+    runs = runs_folder(args.runs, "demo")
     runs.mkdir(parents=True, exist_ok=True)
-    per_seed = []
-    for seed in range(args.seeds):
-        print(f"== seed {seed}", flush=True)
-        per_seed.append(run_seed(args.config, overrides, seed, runs, args.target_gain))
-        s = per_seed[-1]
+
+    def one(seed: int) -> dict[str, Any]:
+        s = run_seed(args.config, overrides, seed, runs, args.target_gain)
         print(f"   {_pct(s['heldout_before_rl'])} -> {_pct(s['heldout_after_rl'])} in {s['wall_s']:.0f} s", flush=True)
+        return s
+
+    per_seed = run_seeds(range(args.seeds), one)
     result = aggregate(per_seed, Goal(args.goal_min, args.goal_median, args.goal_wall_s), args.target_gain)
     flags = goal_flags(Goal(args.goal_min, args.goal_median, args.goal_wall_s), args.target_gain)
     command = published_command(args.seeds, args.config, args.publish_as, [*flags, *args.overrides])
-    publish(args.publish_as, render(result), result, command, quick=args.quick, no_docs=args.no_docs)
-    emit_json(result)
-    return 0 if result["gain_final_min"] is not None else 1
+    return finish(
+        args.publish_as, render(result), result, command, args, code=0 if result["gain_final_min"] is not None else 1
+    )

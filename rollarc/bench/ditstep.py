@@ -26,7 +26,6 @@ and ``--quick`` never write docs/).
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import tempfile
 import time
@@ -38,7 +37,8 @@ import ray
 import torch
 
 from rollarc.algo.flow_sde import sde_step, time_grid
-from rollarc.bench.report_file import add_docs_flag, emit_json, markdown_table, publish
+from rollarc.bench.harness import bench_parser, finish
+from rollarc.bench.report_file import markdown_table
 from rollarc.diffusion.config import CACHE, T2IConfig, load_t2i_config
 from rollarc.diffusion.model import T2IPolicy, build_policy
 from rollarc.diffusion.sampling import seeded_noise
@@ -139,13 +139,15 @@ def docs_body(result: dict[str, Any]) -> str:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="rollarc bench ditstep", description=__doc__.split("\n")[0])
-    parser.add_argument("--config", default="configs/t2i_bench.yaml", help="the t2i config measured")
+    parser = bench_parser(
+        "bench ditstep",
+        __doc__,
+        quick="3 repetitions, for smoke tests; never publishes",
+        config="configs/t2i_bench.yaml",
+        config_help="the t2i config measured",
+    )
     parser.add_argument("--baseline", default="configs/t2i_quickstart.yaml", help="the t2i config compared with")
     parser.add_argument("--reps", type=int, default=20, help="repetitions per figure (--quick: 3)")
-    parser.add_argument("--quick", action="store_true", help="3 repetitions, for smoke tests; never publishes")
-    parser.add_argument("--json", action="store_true", help="accepted; the JSON line is always printed last")
-    add_docs_flag(parser)
     args = parser.parse_args(argv)
     cfg, base = load_t2i_config(args.config), load_t2i_config(args.baseline)
     reps = 3 if args.quick else args.reps
@@ -165,6 +167,4 @@ def main(argv: list[str]) -> int:
         f"({measured['overhead_ms']:.1f} ms); {base.name}: {baseline['step_over_overhead']:.1f}×",
         flush=True,
     )
-    publish("ditstep", docs_body(result), result, COMMAND, quick=args.quick, no_docs=args.no_docs)
-    emit_json(result)
-    return 0
+    return finish("ditstep", docs_body(result), result, COMMAND, args)

@@ -35,14 +35,15 @@ import argparse
 import random
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
 
-from rollarc.bench.report_file import add_docs_flag, emit_json, markdown_table, publish
+from rollarc.bench.harness import bench_parser, finish, quick_or
+from rollarc.bench.report_file import markdown_table
 from rollarc.engine import EngineConfig, LLMEngine, SamplingParams
 
 FIRST_CHAR_ID = 6  # ids below are the tokenizer's special tokens
@@ -164,50 +165,46 @@ def run_hf_continuous(model: PreTrainedModel, workload: Workload, num_blocks: in
     return elapsed
 
 
-def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="rollarc bench engine", description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="small workload for smoke tests")
-    parser.add_argument("--json", action="store_true", help="accepted; the JSON line is always printed last")
-    add_docs_flag(parser)
-    parser.add_argument("--requests", type=int, default=None, help="number of requests (default 256; quick 32)")
-    parser.add_argument("--threads", type=int, default=1, help="torch threads for every engine (default 1)")
-    parser.add_argument("--hf-batch", type=int, default=64, help="static batch size of HF generate")
-    parser.add_argument("--max-num-seqs", type=int, default=256, help="rollarc EngineConfig.max_num_seqs")
-    parser.add_argument("--prefill-budget", type=int, default=2048, help="rollarc EngineConfig.prefill_token_budget")
-    parser.add_argument("--preset", default="tiny", help="model preset (default tiny)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument(
+def build_parser() -> argparse.ArgumentParser:
+    """The common flags (harness) and the engines' settings."""
+    parser = bench_parser("bench engine", __doc__, quick="small workload for smoke tests")
+    add = parser.add_argument
+    add("--requests", type=int, default=None, help="number of requests (default 256; quick 32)")
+    add("--threads", type=int, default=1, help="torch threads for every engine (default 1)")
+    add("--hf-batch", type=int, default=64, help="static batch size of HF generate")
+    add("--max-num-seqs", type=int, default=256, help="rollarc EngineConfig.max_num_seqs")
+    add("--prefill-budget", type=int, default=2048, help="rollarc EngineConfig.prefill_token_budget")
+    add("--preset", default="tiny", help="model preset (default tiny)")
+    add("--seed", type=int, default=0)
+    add(
         "--hf-cb-blocks",
         type=int,
         default=16,
         help="KV blocks (of 256 tokens) of transformers' continuous batching (default 16: its fastest "
         "setting measured on this workload; its CPU attention spans the whole cache)",
     )
-    parser.add_argument("--skip-hf-batch", action="store_true", help="skip transformers' continuous batching")
-    parser.add_argument(
+    add("--skip-hf-batch", action="store_true", help="skip transformers' continuous batching")
+    add(
         "--backend",
         choices=["builtin", "vllm"],
         default="builtin",
         help="vllm: add vLLM's engine as a fourth arm, same requests (docs/gpu.md; published as engine_vllm)",
     )
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str]) -> int:
+    args = build_parser().parse_args(argv)
 
     from rollarc.models import count_parameters, new_policy  # deferred: transformers is heavy
 
     torch.set_num_threads(args.threads)
-    num_requests = args.requests or (32 if args.quick else 256)
+    num_requests = quick_or(args.requests, args.quick, 256, 32)
     prompt_range, short_range = ((8, 128), (8, 16)) if args.quick else ((8, 512), (16, 64))
     max_len = prompt_range[1] + short_range[1] * 8
     model, tokenizer = new_policy(args.preset, max_position_embeddings=max_len, seed=args.seed)
-    workload = make_workload(
-        num_requests,
-        prompt_range,
-        short_range,
-        long_fraction=0.1,
-        long_factor=8,
-        vocab_size=len(tokenizer),
-        seed=args.seed,
-    )
+    vocab = len(tokenizer)
+    workload = make_workload(num_requests, prompt_range, short_range, 0.1, 8, vocab_size=vocab, seed=args.seed)
     print(
         f"engine bench: {num_requests} requests, prompts {prompt_range[0]}-{prompt_range[1]} tokens, "
         f"max_tokens {short_range[0]}-{short_range[1]} (10% x8), {args.preset} model "
@@ -233,6 +230,18 @@ def main(argv: list[str]) -> int:
         seconds["vllm"], vllm_start_s = measured["seconds"], measured["start_s"]
         print(f"  vLLM (start-up {vllm_start_s:.0f} s):       {seconds['vllm']:7.2f} s", flush=True)
 
+    result = comparison(seconds, workload, args.threads, vllm_start_s)
+    table = docs_table(seconds, workload, args.hf_batch)
+    print(table, flush=True)
+    cmd = "rollarc bench engine" + (f" --threads {args.threads}" if args.threads != 1 else "")
+    cmd += " --backend vllm" if args.backend == "vllm" else ""
+    return finish("engine_vllm" if args.backend == "vllm" else "engine", table, result, cmd, args)
+
+
+def comparison(
+    seconds: dict[str, float], workload: Workload, threads: int, vllm_start_s: float | None
+) -> dict[str, Any]:
+    """The JSON line: each engine's useful tokens/s and rollarc's ratios against the baselines."""
     tok_s = {name: workload.useful_tokens / s for name, s in seconds.items()}
     result = {
         "rollarc_tok_s": tok_s["rollarc"],
@@ -242,9 +251,9 @@ def main(argv: list[str]) -> int:
         "ratio_vs_hf_generate_batch": (
             tok_s["rollarc"] / tok_s["hf_generate_batch"] if "hf_generate_batch" in tok_s else None
         ),
-        "requests": num_requests,
+        "requests": len(workload.prompts),
         "useful_tokens": workload.useful_tokens,
-        "threads": args.threads,
+        "threads": threads,
     }
     if "vllm" in tok_s:
         result |= {
@@ -253,18 +262,17 @@ def main(argv: list[str]) -> int:
             "vllm_vs_rollarc": tok_s["vllm"] / tok_s["rollarc"],
             "vllm_start_s": vllm_start_s,
         }
+    return result
+
+
+def docs_table(seconds: dict[str, float], workload: Workload, hf_batch: int) -> str:
+    """The block's table: wall time, useful tokens/s and rollarc's speed-up per engine."""
+    tok_s = {name: workload.useful_tokens / s for name, s in seconds.items()}
     labels = {
         "rollarc": "rollarc LLMEngine (continuous batching)",
-        "hf_generate": f"HF `generate`, static batches of {args.hf_batch}",
+        "hf_generate": f"HF `generate`, static batches of {hf_batch}",
         "hf_generate_batch": "HF continuous batching (`generate_batch` manager)",
         "vllm": "vLLM async engine (in process; `rollout.backend: vllm`)",
     }
     rows = [[labels[name], seconds[name], tok_s[name], tok_s["rollarc"] / tok_s[name]] for name in seconds]
-    table = markdown_table(["engine", "wall s", "useful tok/s", "rollarc speed-up"], rows)
-    print(table, flush=True)
-    command = "rollarc bench engine" + (f" --threads {args.threads}" if args.threads != 1 else "")
-    command += " --backend vllm" if args.backend == "vllm" else ""
-    name = "engine_vllm" if args.backend == "vllm" else "engine"
-    publish(name, table, result, command, quick=args.quick, no_docs=args.no_docs)
-    emit_json(result)
-    return 0
+    return markdown_table(["engine", "wall s", "useful tok/s", "rollarc speed-up"], rows)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from rollarc.config.io import load_config
 from rollarc.rose.config import RoseConfig
-from rollarc.rose.slo import summarize
+from rollarc.rose.slo import RequestTiming, summarize
 from rollarc.rose.trace import TraceRequest, read_trace, scale
 from rollarc.runtime.rose_setup import PolicySpec, rose_cluster, run_setup, write_policy
 
@@ -64,20 +64,16 @@ def main(argv: list[str]) -> int:
         policy_dir, vocab = write_policy(PolicySpec(), Path(scratch))  # the replica holds a policy it never runs
         result = run_setup("alone", rose, window, policy_dir=policy_dir, vocab_size=vocab)
     if args.out:
-        origin = min((t.arrival_s for t in result.timings), default=0.0)
-        with Path(args.out).open("w") as handle:
-            for t in sorted(result.timings, key=lambda t: t.arrival_s):
-                handle.write(
-                    json.dumps(
-                        {
-                            "arrival_s": t.arrival_s - origin,
-                            "ttft_ms": t.ttft_ms,
-                            "tpot_ms": t.tpot_ms,
-                            "output_tokens": t.output_tokens,
-                        }
-                    )
-                    + "\n"
-                )
+        write_timings(Path(args.out), result.timings)
     summary = {**summarize(result.timings, rose.slo), "slo": rose.slo.model_dump(), "pinned": result.pinned["serve"]}
     print(json.dumps(summary), flush=True)
     return 0
+
+
+def write_timings(path: Path, timings: list[RequestTiming]) -> None:
+    """One JSON line per request, in arrival order, arrival times from the first request's."""
+    origin = min((t.arrival_s for t in timings), default=0.0)
+    with path.open("w") as handle:
+        for t in sorted(timings, key=lambda t: t.arrival_s):
+            row = {"arrival_s": t.arrival_s - origin, "ttft_ms": t.ttft_ms, "tpot_ms": t.tpot_ms}
+            handle.write(json.dumps({**row, "output_tokens": t.output_tokens}) + "\n")

@@ -14,7 +14,6 @@ with its adapters disabled). Bytes do not depend on the machine.
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import time
@@ -25,7 +24,8 @@ import torch
 
 from rollarc.agent.chat import ChatRenderer, Message
 from rollarc.agent.trajectory import Segment, Trajectory
-from rollarc.bench.report_file import REPO_ROOT, add_docs_flag, emit_json, markdown_table, publish
+from rollarc.bench.harness import bench_parser, finish
+from rollarc.bench.report_file import REPO_ROOT, markdown_table
 from rollarc.config import Config, load_train_config
 from rollarc.models import new_policy
 from rollarc.sync.lora import AdapterMerge
@@ -139,12 +139,14 @@ def docs_body(result: dict[str, Any]) -> str:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="rollarc bench lora", description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="2 groups of 2 and 1 measured step, for smoke tests")
+    parser = bench_parser(
+        "bench lora",
+        __doc__,
+        quick="2 groups of 2 and 1 measured step, for smoke tests",
+        config=str(CONFIG),
+        config_help="an RLVR config with model.lora (default: rlvr_lora)",
+    )
     parser.add_argument("--steps", type=int, default=5, help="measured training steps per mode")
-    parser.add_argument("--json", action="store_true", help="(the JSON line is always printed last)")
-    parser.add_argument("--config", default=str(CONFIG), help="an RLVR config with model.lora (default: rlvr_lora)")
-    add_docs_flag(parser)
     args = parser.parse_args(argv)
     cfg = load_train_config(Path(args.config))
     if cfg.model.lora is None:
@@ -175,13 +177,4 @@ def main(argv: list[str]) -> int:
         "group_size": size,
         "steps": steps,
     }
-    publish(
-        "lora",
-        docs_body(result),
-        result,
-        "rollarc bench lora",
-        quick=args.quick,
-        no_docs=args.no_docs,
-    )
-    emit_json(result)
-    return 0
+    return finish("lora", docs_body(result), result, "rollarc bench lora", args)

@@ -43,7 +43,8 @@ from ray import serve
 
 from rollarc.agent.chat import ChatRenderer
 from rollarc.agent.runner import RewardFailure
-from rollarc.bench.report_file import add_docs_flag, emit_json, markdown_table, publish
+from rollarc.bench.harness import bench_parser, finish, quick_or
+from rollarc.bench.report_file import markdown_table
 from rollarc.config import ClusterConfig, PoolConfig, RoleConfig, RolesConfig, load_train_config
 from rollarc.envs.latency import PRESETS
 from rollarc.models.tokenizer import build_tokenizer
@@ -97,10 +98,7 @@ def _pct(values: np.ndarray, q: float) -> float:
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="rollarc bench reward", description=__doc__.split("\n")[0])
-    p.add_argument("--quick", action="store_true", help="a small run for smoke tests (writes nothing into docs/)")
-    p.add_argument("--json", action="store_true", help="accepted; the JSON line is always printed last")
-    add_docs_flag(p)
+    p = bench_parser("bench reward", __doc__, quick="a small run for smoke tests (writes nothing into docs/)")
     p.add_argument("--trace", default=None, help="replay a run's timeline.jsonl instead of generated waves")
     p.add_argument("--waves", type=int, default=None, help="rollout waves (training steps); default 3, quick 2")
     p.add_argument("--trajectories", type=int, default=None, help="trajectories per wave; default 128, quick 16")
@@ -117,10 +115,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--model", default=None, help="judge directory (default: the shipped config's, else trained)")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
-    quick = args.quick
     for name, full, small in [("waves", 3, 2), ("trajectories", 128, 16), ("turns", 8, 3), ("period_s", 30.0, 4.0)]:
-        if getattr(args, name) is None:
-            setattr(args, name, small if quick else full)
+        setattr(args, name, quick_or(getattr(args, name), args.quick, full, small))
     return args
 
 
@@ -331,10 +327,6 @@ def main(argv: list[str]) -> int:
     args = parse_args(argv)
     torch.set_num_threads(1)
     logging.getLogger("ray.serve").setLevel(logging.ERROR)  # per-request routing warnings drown the progress lines
-
-    def log(message: str) -> None:
-        print(message, flush=True)
-
     model = judge_dir(args, log)
     if args.trace:
         arrivals = timeline_arrivals(args.trace)
@@ -347,14 +339,37 @@ def main(argv: list[str]) -> int:
             f"generated: {args.waves} waves x {args.trajectories} trajectories x {args.turns} turns, "
             f"every {args.period_s:g} s, long_tail env steps"
         )
-
     tokens = payloads(64 if args.quick else 256, int(read_meta(model)["spec"]["context_tokens"]), args.seed)
     peak_r, mean_r = peak_rate(arrivals, args.window_s), mean_rate(arrivals)
     log(
         f"arrivals ({source}): {len(arrivals)} over {arrivals[-1]:.1f} s; peak {peak_r:.1f}/s "
         f"(over {args.window_s:g} s), mean {mean_r:.1f}/s"
     )
+    measured = measure(args, model, tokens, arrivals, peak_r, mean_r)
+    rows = {mode: r.row() for mode, r in measured.pop("results").items()}
+    arrival = {"source": source, "count": len(arrivals), "span_s": float(arrivals[-1])}
+    result = comparison(args, rows, measured, arrival | {"peak_rate_per_s": peak_r, "mean_rate_per_s": mean_r})
+    log(
+        f"serverless vs peak-sized pool: {result['cost_ratio_serverless_vs_peak']:.2f}x the replica-seconds, "
+        f"{result['p99_ratio_serverless_vs_peak']:.2f}x the p99 latency "
+        f"(goal: <= 0.5x and <= 2x: {'met' if result['goal_met'] else 'not met'})"
+    )
+    return finish("reward", docs_body(result, rows), result, "rollarc bench reward", args)
 
+
+def log(message: str) -> None:
+    print(message, flush=True)
+
+
+def measure(
+    args: argparse.Namespace,
+    model: Path,
+    tokens: list[list[int]],
+    arrivals: np.ndarray,
+    peak_r: float,
+    mean_r: float,
+) -> dict[str, Any]:
+    """On a local Ray with Serve: one replica's capacity, then every set-up on the arrivals, then a cold start."""
     init_local_ray(
         num_cpus=2,
         resources={"pool_reward": POOL_UNITS, "pool_compute": 2, "pool_cpu": 4},
@@ -383,22 +398,35 @@ def main(argv: list[str]) -> int:
     finally:
         serve.shutdown()
         ray.shutdown()
+    return {
+        "results": results,
+        "cost": cost,
+        "capacity": capacity,
+        "peak": peak,
+        "mean": mean,
+        "cold": cold,
+        "real_model": {
+            "capacity_per_replica": real_capacity,
+            "median_latency_s": real_latency,
+            "peak_pool": replicas_for(peak_r, real_capacity),
+            "mean_pool": replicas_for(mean_r, real_capacity),
+        },
+    }
 
-    rows = {mode: r.row() for mode, r in results.items()}
+
+def comparison(
+    args: argparse.Namespace, rows: dict[str, dict[str, Any]], measured: dict[str, Any], arrivals: dict[str, Any]
+) -> dict[str, Any]:
+    """The JSON line: every set-up's cost and latency, and serverless against the peak-sized pool."""
     cost_ratio = rows["serverless"]["replica_s"] / rows["dedicated_peak"]["replica_s"]
     p99_ratio = rows["serverless"]["p99_latency_s"] / rows["dedicated_peak"]["p99_latency_s"]
-    result = {
+    peak, mean = measured["peak"], measured["mean"]
+    return {
         "bench": "reward",
         "quick": args.quick,
-        "arrivals": {
-            "source": source,
-            "count": len(arrivals),
-            "span_s": float(arrivals[-1]),
-            "peak_rate_per_s": peak_r,
-            "mean_rate_per_s": mean_r,
-        },
-        "service_cost": cost.model_dump() | {"max_batch_size": args.max_batch_size},
-        "capacity_per_replica": capacity,
+        "arrivals": arrivals,
+        "service_cost": measured["cost"].model_dump() | {"max_batch_size": args.max_batch_size},
+        "capacity_per_replica": measured["capacity"],
         "pool_sizes": {"dedicated_peak": peak, "dedicated_mean": mean, "serverless": rows["serverless"]["replicas"]},
         "replica_s": {m: rows[m]["replica_s"] for m in MODES},
         "p50_latency_s": {m: rows[m]["p50_latency_s"] for m in MODES},
@@ -409,21 +437,9 @@ def main(argv: list[str]) -> int:
         "cost_ratio_serverless_vs_peak": cost_ratio,
         "p99_ratio_serverless_vs_peak": p99_ratio,
         "goal_met": bool(cost_ratio <= 0.5 and p99_ratio <= 2.0),
-        "cold_start": cold,
-        "real_model": {
-            "capacity_per_replica": real_capacity,
-            "median_latency_s": real_latency,
-            "peak_pool": replicas_for(peak_r, real_capacity),
-            "mean_pool": replicas_for(mean_r, real_capacity),
-        },
+        "cold_start": measured["cold"],
+        "real_model": measured["real_model"],
     }
-    log(
-        f"serverless vs peak-sized pool: {cost_ratio:.2f}x the replica-seconds, {p99_ratio:.2f}x the p99 latency "
-        f"(goal: <= 0.5x and <= 2x: {'met' if result['goal_met'] else 'not met'})"
-    )
-    publish("reward", docs_body(result, rows), result, "rollarc bench reward", quick=args.quick, no_docs=args.no_docs)
-    emit_json(result)
-    return 0
 
 
 def docs_body(result: dict[str, Any], rows: dict[str, dict[str, Any]]) -> str:

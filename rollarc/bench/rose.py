@@ -32,14 +32,14 @@ borrowed worker.
 from __future__ import annotations
 
 import argparse
-import shlex
 import statistics
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rollarc.bench.report_file import add_docs_flag, emit_json, markdown_table, publish
+from rollarc.bench.harness import add_overrides, bench_parser, command, finish, refuse_unnamed_overrides
+from rollarc.bench.report_file import markdown_table
 from rollarc.bench.rose_bytes import measured_cross_site_bytes
 from rollarc.bench.weightsync import real_updates
 from rollarc.config.io import load_config
@@ -361,94 +361,113 @@ def sweep(
     return slo, loads, again
 
 
-def main(argv: list[str]) -> int:
-    if "--train" in argv:  # the training-path benchmark: `rollarc train` with and without harvest: (its own flags)
-        from rollarc.bench.rose_train import main as train_main  # deferred: the training runtime (torch, Ray)
-
-        return train_main([arg for arg in argv if arg != "--train"])
-    parser = argparse.ArgumentParser(prog="rollarc bench rose", description=__doc__.split("\n")[0])
-    parser.add_argument(
+def build_parser() -> argparse.ArgumentParser:
+    """The common flags (harness) and the ROSE settings, trace and load points."""
+    parser = bench_parser(
+        "bench rose",
+        __doc__,
+        quick="one load point, 8 s of trace (a few minutes); no sweep to the guard",
+        config_help="YAML with the ROSE settings (slo:, serving:, replay:, ...)",
+        publish_as="rose",
+        publish_help="name of the published block and JSON (overrides change what is measured: e.g. another window "
+        "of the trace, replay.offset_s=1800 --publish-as rose_window1800)",
+    )
+    add = parser.add_argument
+    add(
         "--train",
         action="store_true",
         help="time `rollarc train` on configs/harvest.yaml with and without harvest: instead "
         "(rollarc bench rose --train --help; docs/rose.md#timed-inside-rollarc-train)",
     )
-    parser.add_argument(
-        "--quick", action="store_true", help="one load point, 8 s of trace (a few minutes); no sweep to the guard"
-    )
-    parser.add_argument("--json", action="store_true", help="accepted; the JSON line is always printed last")
-    parser.add_argument(
-        "--trace", default=None, help="trace CSV (TIMESTAMP,ContextTokens,GeneratedTokens); default: a synthetic trace"
-    )
-    parser.add_argument("--config", default=None, help="YAML with the ROSE settings (slo:, serving:, replay:, ...)")
-    parser.add_argument("overrides", nargs="*", help="dotted key=value overrides, e.g. slo.ttft_p99_ms=1500")
-    parser.add_argument(
+    add("--trace", default=None, help="trace CSV (TIMESTAMP,ContextTokens,GeneratedTokens); default: a synthetic trace")
+    add(
         "--time-scales",
         default=None,
         help="comma-separated trace time scales for the curve "
         "(default: replay.time_scale; full runs add half and twice it, then heavier points until the guard acts)",
     )
-    parser.add_argument(
-        "--publish-as",
-        default="rose",
-        help="name of the published block and JSON (overrides change what is measured: e.g. another window of "
-        "the trace, replay.offset_s=1800 --publish-as rose_window1800)",
-    )
-    parser.add_argument(
+    add(
         "--repeats",
         type=int,
         default=1,
         help="run the default load this many times in all (each repeat: serving alone, dedicated, harvest, at the "
-        "one SLO derived from all the alone runs, which go first); the headline is then the median speed-up and the attainment pooled over the repeats",
+        "one SLO derived from all the alone runs, which go first); the headline is then the median speed-up and "
+        "the attainment pooled over the repeats",
     )
-    add_docs_flag(parser)
+    add_overrides(parser, help_text="dotted key=value overrides, e.g. slo.ttft_p99_ms=1500")
+    return parser
+
+
+def main(argv: list[str]) -> int:
+    if "--train" in argv:  # the training-path benchmark: `rollarc train` with and without harvest: (its own flags)
+        from rollarc.bench.rose_train import main as train_main  # deferred: the training runtime (torch, Ray)
+
+        return train_main([arg for arg in argv if arg != "--train"])
+    parser = build_parser()
     args = parser.parse_args(argv)
     if args.repeats < 1:
         parser.error(f"--repeats must be >= 1, got {args.repeats}")
-    if args.overrides and args.publish_as == "rose" and not (args.quick or args.no_docs):
-        parser.error("overrides change what is measured: publish them under their own name with --publish-as NAME")
+    refuse_unnamed_overrides(parser, args, "rose")
     rose = load_config(RoseConfig, Path(args.config) if args.config else None, args.overrides)
     if args.quick:
         rose = rose.model_copy(update={"replay": rose.replay.model_copy(update={"duration_s": 8.0})})
     base = rose.replay.time_scale
-    scales = (
-        [float(s) for s in args.time_scales.split(",")]
-        if args.time_scales
-        else [base]
-        if args.quick
-        else [base / 2, base, base * 2]
-    )
+    full_scales = [base] if args.quick else [base / 2, base, base * 2]
+    scales = [float(s) for s in args.time_scales.split(",")] if args.time_scales else full_scales
     trace = load_trace(args.trace, seed=0)
     with tempfile.TemporaryDirectory(prefix="rollarc-bench-rose-") as scratch, rose_cluster():
         policy = Policy(*write_policy(PolicySpec(), Path(scratch)))
         slo, loads, again = sweep(
             policy, rose, trace, scales, extend=not args.quick and not args.time_scales, repeats=args.repeats
         )
-        main_point = loads.get(base, loads[min(loads)])
-        main_scale = main_point["time_scale"]
+    main_point = loads.get(base, loads[min(loads)])
     curve = [loads[s] for s in sorted(loads)]
+    result = headline(main_point, again, curve, args.quick)
+    result.update(
+        slo={
+            "ttft_p99_ms": slo.ttft_p99_ms,
+            "tpot_p99_ms": slo.tpot_p99_ms,
+            "source": f"{rose.slo_alone_factor:g} x serving-alone p99 at time scale {base:g}"
+            + (f", pooled over {args.repeats} runs" if args.repeats > 1 else "")
+            if rose.slo_alone_factor
+            else "slo: as configured",
+        },
+        trace=Path(args.trace).name if args.trace else "synthetic",
+        settings=defaults_record(rose, PolicySpec()),  # those shared with training's configs/harvest.yaml
+        loads=[{k: v for k, v in c.items() if k != "pinned"} for c in curve],
+        pinned=main_point["pinned"],
+    )
+    # the trace, the config and the overrides measured
+    return finish(args.publish_as, docs_body(result, curve), result, command("rose", argv), args)
+
+
+HEADLINE_KEYS = (
+    "rollout_traj_s_dedicated",
+    "rollout_traj_s_harvest",
+    "ttft_p99_ms_alone",
+    "ttft_p99_ms_coserving",
+    "preemptions",
+    "guard_actions",
+    "rollout_tokens_s_dedicated",
+    "rollout_tokens_s_harvest",
+)
+
+
+def headline(
+    main_point: dict[str, Any], again: list[dict[str, Any]], curve: list[dict[str, Any]], quick: bool
+) -> dict[str, Any]:
+    """The default load's figures, pooled over the repeats, the bytes a borrowed worker's sync crosses sites
+    with, and whether the goal (speed-up >= 1.3 at the alone attainment, the guard acting) was met."""
+    result = {key: main_point[key] for key in HEADLINE_KEYS}
     pooled = pool_repeats([main_point, *again])
-    ratio, delta, full, hops = cross_site_bytes_ratio(1, args.quick)
-    measured = measured_cross_site_bytes(args.quick)  # a short `rollarc train configs/harvest.yaml` at train.lr
-    result = {
-        key: main_point[key]
-        for key in (
-            "rollout_traj_s_dedicated",
-            "rollout_traj_s_harvest",
-            "ttft_p99_ms_alone",
-            "ttft_p99_ms_coserving",
-            "preemptions",
-            "guard_actions",
-            "rollout_tokens_s_dedicated",
-            "rollout_tokens_s_harvest",
-        )
-    }
     # over the repeats (one run: that run's own figures): the median speed-up, the attainment pooled
     result.update({key: pooled[key] for key in ("speedup_harvest", "slo_attainment_alone", "slo_attainment_coserving")})
     result["repeats"] = pooled
-    result["time_scale"] = main_scale  # the default load's, whose point in ``loads`` is the first repeat
+    result["time_scale"] = main_point["time_scale"]  # the default load's, whose point in ``loads`` is the first repeat
     result["repeat_loads"] = [{k: v for k, v in row.items() if k != "pinned"} for row in again]  # every figure
     guard_binds = _actions(curve[-1]) > 0
+    ratio, delta, full, hops = cross_site_bytes_ratio(1, quick)
+    measured = measured_cross_site_bytes(quick)  # a short `rollarc train configs/harvest.yaml` at train.lr
     result["cross_site_bytes_ratio_modelled"] = ratio
     result["cross_site_bytes_per_step"] = measured["cross_site_bytes_per_step"]
     result["in_site_bytes_per_step"] = measured["in_site_bytes_per_step"]
@@ -463,20 +482,5 @@ def main(argv: list[str]) -> int:
         delta_bytes_per_version=delta,
         full_bytes_per_version=full,
         bytes_per_hop=hops,
-        slo={
-            "ttft_p99_ms": slo.ttft_p99_ms,
-            "tpot_p99_ms": slo.tpot_p99_ms,
-            "source": f"{rose.slo_alone_factor:g} x serving-alone p99 at time scale {base:g}"
-            + (f", pooled over {args.repeats} runs" if args.repeats > 1 else "")
-            if rose.slo_alone_factor
-            else "slo: as configured",
-        },
-        trace=Path(args.trace).name if args.trace else "synthetic",
-        settings=defaults_record(rose, PolicySpec()),  # those shared with training's configs/harvest.yaml
-        loads=[{k: v for k, v in c.items() if k != "pinned"} for c in curve],
-        pinned=main_point["pinned"],
     )
-    command = shlex.join(["rollarc", "bench", "rose", *argv])  # the trace, the config and the overrides measured
-    publish(args.publish_as, docs_body(result, curve), result, command, quick=args.quick, no_docs=args.no_docs)
-    emit_json(result)
-    return 0
+    return result

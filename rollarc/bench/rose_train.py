@@ -26,15 +26,25 @@ from __future__ import annotations
 
 import argparse
 import json
-import shlex
-import statistics
-import tempfile
 from pathlib import Path
 from typing import Any
 
-from rollarc.bench import machine_load, runs_root
-from rollarc.bench.async_ import run_mode
-from rollarc.bench.report_file import REPO_ROOT, add_docs_flag, emit_json, git_commit, markdown_table, publish
+from rollarc.bench.async_runs import run_mode
+from rollarc.bench.harness import (
+    add_overrides,
+    bench_parser,
+    command,
+    finish,
+    median_or_none,
+    open_runs,
+    quick_or,
+    record_load,
+    recorded_meta,
+    refuse_unnamed_overrides,
+    runs_folder,
+    seed_count,
+)
+from rollarc.bench.report_file import REPO_ROOT, markdown_table
 from rollarc.bench.rose_bytes import bytes_per_step
 from rollarc.bench.rose_train_figures import (
     GOAL_ATTAINMENT_DROP,
@@ -166,11 +176,6 @@ def _crossing(run: dict[str, Any]) -> Crossing | None:
     return Crossing(run["time_to_target_s"], lo, hi, 0)
 
 
-def _median_of(values: list[float | None]) -> float | None:
-    known = [v for v in values if v is not None]
-    return float(statistics.median(known)) if known else None
-
-
 def combine(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """The JSON's headline keys over the seeds' rows."""
     crossings = {setup: [_crossing(r[setup]) for r in rows] for setup in SETUPS}
@@ -192,11 +197,11 @@ def combine(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "guard_actions": {"per_seed": per_seed_actions, "summed": summed, "slo_caused": caused},
         "cross_site_bytes_per_step": seed_stats([r["cross_site_bytes_per_step"] for r in rows]),
         "in_site_bytes_per_step": seed_stats([r["in_site_bytes_per_step"] for r in rows]),
-        "full_copy_bytes": _median_of([r["full_copy_bytes"] for r in rows]),
+        "full_copy_bytes": median_or_none([r["full_copy_bytes"] for r in rows]),
         "slo": {
             "per_seed": slos,
-            "ttft_p99_ms": _median_of([(s or {}).get("ttft_p99_ms") for s in slos]),
-            "tpot_p99_ms": _median_of([(s or {}).get("tpot_p99_ms") for s in slos]),
+            "ttft_p99_ms": median_or_none([(s or {}).get("ttft_p99_ms") for s in slos]),
+            "tpot_p99_ms": median_or_none([(s or {}).get("tpot_p99_ms") for s in slos]),
         },
         "borrowed_turns": {setup: [r[setup]["borrowed_turns"] for r in rows] for setup in SETUPS},
         "goal": {
@@ -253,10 +258,18 @@ def docs_body(result: dict[str, Any]) -> str:
     )
 
 
-def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="rollarc bench rose --train", description=__doc__.split("\n")[0])
-    parser.add_argument("--config", default=CONFIG, help="a training config with a harvest: section")
-    parser.add_argument("--seeds", type=int, default=None, help=f"seeds (default {DEFAULT_SEEDS}; quick: 1)")
+def build_parser() -> argparse.ArgumentParser:
+    """The common flags (harness) and the target, trace and evaluation grid."""
+    parser = bench_parser(
+        "bench rose --train",
+        __doc__,
+        quick="nano model, 12 steps, one seed: a smoke run",
+        config=CONFIG,
+        config_help="a training config with a harvest: section",
+        seeds=f"seeds (default {DEFAULT_SEEDS}; quick: 1)",
+        runs="where the runs go; finished runs there are reused",
+        publish_as="rose_train",
+    )
     parser.add_argument("--steps", type=int, default=None, help="training steps per run (default: the config's)")
     parser.add_argument(
         "--eval-every",
@@ -273,21 +286,18 @@ def main(argv: list[str]) -> int:
         help="target = the warm start's held-out success + this (default %(default)s; ignored with --target)",
     )
     parser.add_argument("--trace", default=None, help=f"serving trace CSV (default: {TRACE.name} beside the repo)")
-    parser.add_argument("--quick", action="store_true", help="nano model, 12 steps, one seed: a smoke run")
-    parser.add_argument("--json", action="store_true", help="(the JSON line is always printed last)")
-    parser.add_argument("--publish-as", default="rose_train", help="name of the published block and JSON")
-    parser.add_argument("--runs", default=None, help="where the runs go; finished runs there are reused")
-    add_docs_flag(parser)
-    parser.add_argument("overrides", nargs="*", help="key=value overrides applied to every run")
+    add_overrides(parser)
+    return parser
+
+
+def main(argv: list[str]) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
-    seeds = args.seeds if args.seeds is not None else (1 if args.quick else DEFAULT_SEEDS)
-    if seeds < 1:
-        parser.error(f"--seeds {seeds}: at least one seed is needed")
-    eval_every = args.eval_every if args.eval_every is not None else (1 if args.quick else DEFAULT_EVAL_EVERY)
+    seeds = seed_count(parser, args, DEFAULT_SEEDS)
+    eval_every = quick_or(args.eval_every, args.quick, DEFAULT_EVAL_EVERY, 1)
     if eval_every < 1:
         parser.error(f"--eval-every {eval_every}: evaluate at least every step count >= 1")
-    if args.overrides and args.publish_as == "rose_train" and not (args.quick or args.no_docs):
-        parser.error("overrides change what is measured: publish them under their own name with --publish-as NAME")
+    refuse_unnamed_overrides(parser, args, "rose_train")
     if load_train_config(args.config, args.overrides).harvest is None:  # before QUICK's harvest.* keys add one
         parser.error(f"--config {args.config} has no harvest: section: nothing to borrow (see configs/harvest.yaml)")
     trace = default_trace(args.trace)
@@ -296,29 +306,14 @@ def main(argv: list[str]) -> int:
         overrides.append(f"train.steps={args.steps}")
     if trace is not None:
         overrides.append(f"harvest.trace_path={trace}")
-    runs = Path(args.runs) if args.runs else Path(tempfile.mkdtemp(prefix="rollarc-bench-rose-train-"))
+    runs = runs_folder(args.runs, "rose-train")
     overrides.append(f"sft.checkpoint={runs / 'sft'}")  # one warm start, shared by every run
     base = load_train_config(args.config, overrides)
     policy, _ = initial_policy(base)  # trained once, before any timing
     overrides.append(f"model.path={policy}")
-    try:
-        meta = runs_root.open_root(runs, git_commit(), overrides)
-    except runs_root.RootMismatch as err:
-        parser.error(str(err))
-    runs_root.record(runs, meta, None, machine_load.summary())
-    results: list[dict[str, dict[str, Any]]] = []
-    for i in range(seeds):
-        seed = base.seed + i
-        pair: dict[str, dict[str, Any]] = {}
-        for setup in SETUPS if i % 2 == 0 else SETUPS[::-1]:  # alternate which goes first: drift falls on both
-            print(f"== seed {seed}: {setup}", flush=True)
-            run = run_mode(args.config, [*overrides, *setup_overrides(setup, seed)], f"{setup}_s{i}", runs, meta)
-            pair[setup] = {**run, "records": harvest_records(Path(run["run_dir"]))}
-            print(
-                f"   RL {run['rl_wall_s']:.1f} s, {run['trajectories_per_s']:.2f} traj/s, success {run['success']:.3f}"
-            )
-        results.append(pair)
-    runs_root.record(runs, meta, None, machine_load.summary())
+    meta = open_runs(parser, runs, overrides)
+    results = [run_pair(args.config, overrides, base.seed, i, runs, meta) for i in range(seeds)]
+    record_load(runs, meta)
     start = results[0]["alone"]["success_before"]
     target_success = seed_target(start, args.target, args.target_gain)
     rows = [seed_row(base.seed + i, pair, target_success) for i, pair in enumerate(results)]
@@ -344,8 +339,19 @@ def main(argv: list[str]) -> int:
         "commit": meta.get("commit"),
         "machine_load": meta.get("machine_load"),
     }
-    command = shlex.join(["rollarc", "bench", "rose", "--train", *argv])
-    published: dict[str, Any] = {key: meta[key] for key in ("commit", "machine_load") if key in meta}
-    publish(args.publish_as, docs_body(result), result, command, quick=args.quick, no_docs=args.no_docs, meta=published)
-    emit_json(result)
-    return 0
+    cmd = command("rose", ["--train", *argv])
+    return finish(args.publish_as, docs_body(result), result, cmd, args, recorded_meta(meta))
+
+
+def run_pair(
+    config: str, overrides: list[str], seed0: int, i: int, runs: Path, meta: dict[str, Any]
+) -> dict[str, dict[str, Any]]:
+    """Seed ``seed0 + i`` with and without harvest, alternating which goes first (drift falls on both)."""
+    seed = seed0 + i
+    pair: dict[str, dict[str, Any]] = {}
+    for setup in SETUPS if i % 2 == 0 else SETUPS[::-1]:
+        print(f"== seed {seed}: {setup}", flush=True)
+        run = run_mode(config, [*overrides, *setup_overrides(setup, seed)], f"{setup}_s{i}", runs, meta)
+        pair[setup] = {**run, "records": harvest_records(Path(run["run_dir"]))}
+        print(f"   RL {run['rl_wall_s']:.1f} s, {run['trajectories_per_s']:.2f} traj/s, success {run['success']:.3f}")
+    return pair

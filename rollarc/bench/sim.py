@@ -8,27 +8,19 @@ The speed goal is under 60 s of wall time on one core for the RollArc scenario. 
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
-from rollarc.bench.report_file import (
-    REPO_ROOT,
-    add_docs_flag,
-    emit_json,
-    markdown_table,
-    publish,
-)
+from rollarc.bench.harness import bench_parser, finish
+from rollarc.bench.report_file import REPO_ROOT, markdown_table
 from rollarc.sim.cli import comparison, run_scenario
+from rollarc.sim.result import SimResult
 
 SCENARIO = Path("configs/sim/rollarc_3072.yaml")
 BASELINE = Path("configs/sim/monolithic_h800_3072.yaml")
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="rollarc bench sim", description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="3 steps of each scenario (smoke test)")
-    parser.add_argument("--json", action="store_true", help="accepted; the JSON line is always printed last")
-    add_docs_flag(parser)
+    parser = bench_parser("bench sim", __doc__, quick="3 steps of each scenario (smoke test)")
     parser.add_argument("--steps", type=int, default=None, help="override the scenarios' 100 steps")
     args = parser.parse_args(argv)
     steps = 3 if args.quick else args.steps
@@ -62,38 +54,31 @@ def main(argv: list[str]) -> int:
         "cost_per_step_ratio": ratios["cost_per_step_ratio"],
         "dropped_groups": ours.dropped_groups,
     }
+    return finish("sim", docs_body(ours, base, ratios), result, "rollarc bench sim", args)
+
+
+def docs_body(ours: SimResult, base: SimResult, ratios: dict[str, float]) -> str:
+    """Both scenarios' rows (GPUs, events, wall time, simulated step time and cost) and the predicted ratios."""
+    labels = ("rollarc-3072 (async k=1, H800+H20, serverless judge)", "monolithic-h800-sync (equal cost)")
     rows = [
         [
-            "rollarc-3072 (async k=1, H800+H20, serverless judge)",
-            gpus,
-            ours.steps,
-            ours.trajectories_finished,
-            ours.events,
-            ours.wall_s,
-            ours.events_per_s,
-            ours.step_time_s,
-            ours.cost_per_step_usd,
-        ],
-        [
-            "monolithic-h800-sync (equal cost)",
-            sum(p.count for p in base.pools.values() if p.kind != "cpu"),
-            base.steps,
-            base.trajectories_finished,
-            base.events,
-            base.wall_s,
-            base.events_per_s,
-            base.step_time_s,
-            base.cost_per_step_usd,
-        ],
+            label,
+            sum(p.count for p in run.pools.values() if p.kind != "cpu"),
+            run.steps,
+            run.trajectories_finished,
+            run.events,
+            run.wall_s,
+            run.events_per_s,
+            run.step_time_s,
+            run.cost_per_step_usd,
+        ]
+        for label, run in zip(labels, (ours, base), strict=True)
     ]
     table = markdown_table(
         ["scenario", "GPUs", "steps", "trajectories", "events", "wall s", "events/s", "sim. step s", "sim. $/step"],
         rows,
     )
-    body = (
+    return (
         table + f"\n\nPredicted speed-up {ratios['speedup']:.2f}x, "
         f"cost per step {ratios['cost_per_step_ratio']:.2f}x lower."
     )
-    publish("sim", body, result, "rollarc bench sim", quick=args.quick, no_docs=args.no_docs)
-    emit_json(result)
-    return 0

@@ -34,14 +34,14 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import tempfile
 from pathlib import Path
 from statistics import fmean, median
 from typing import Any
 
 from rollarc.agent.local_eval import evaluate_local
-from rollarc.bench.async_ import run_mode
-from rollarc.bench.report_file import add_docs_flag, emit_json, markdown_table, publish
+from rollarc.bench.async_runs import run_mode
+from rollarc.bench.harness import RUNS_HELP, add_overrides, bench_parser, finish, runs_folder
+from rollarc.bench.report_file import markdown_table
 from rollarc.bench.seed_stats import seed_stats
 from rollarc.bench.step_split import inprocess_split, phase_split, sync_split
 from rollarc.bench.step_timeline import read_spans, step_links
@@ -126,7 +126,7 @@ def run_seed(args: argparse.Namespace, wanted: list[str], seed: int) -> tuple[di
     overrides.append("train.eval_every=0")
     base = load_train_config(args.config, overrides)
     plugin_pythonpath(base.plugin_paths)
-    runs = Path(args.runs) if args.runs else Path(tempfile.mkdtemp(prefix="rollarc-bench-step-"))
+    runs = runs_folder(args.runs, "step")
     if args.seeds > 1:
         overrides.append(f"sft.checkpoint={runs / f'sft-seed{seed}'}")
         base = load_train_config(args.config, overrides)
@@ -207,18 +207,17 @@ def seeds_split(per_seed: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="rollarc bench step", description=__doc__.split("\n")[0])
-    parser.add_argument("--config", default="configs/short_task.yaml")
-    parser.add_argument("--steps", type=int, default=None, help="training steps per mode (default: the config's)")
-    parser.add_argument(
-        "--quick", action="store_true", help="a smoke run: 3 steps, a short warm start, 32 eval episodes"
+    parser = bench_parser(
+        "bench step",
+        __doc__,
+        quick="a smoke run: 3 steps, a short warm start, 32 eval episodes",
+        config="configs/short_task.yaml",
+        runs=RUNS_HELP,
     )
+    parser.add_argument("--steps", type=int, default=None, help="training steps per mode (default: the config's)")
     parser.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1, each with its own warm start (quick: 1)")
     parser.add_argument("--modes", default="inprocess,sync,async_k1", help="which modes to run, comma-separated")
-    parser.add_argument("--json", action="store_true", help="(the JSON line is always printed last)")
-    add_docs_flag(parser)
-    parser.add_argument("--runs", default=None, help="where the runs go (default: a temporary directory)")
-    parser.add_argument("overrides", nargs="*", help="key=value overrides applied to every mode")
+    add_overrides(parser, "every mode")
     args = parser.parse_args(argv)
     if args.quick:
         args.seeds = 1
@@ -243,9 +242,7 @@ def main(argv: list[str]) -> int:
         "goal": {"ratio_async_vs_inprocess": 1.5, "ratio_sync_vs_inprocess": 1.0},
         "per_seed": per_seed,
     }
-    publish("step", render(result), result, "rollarc bench step", quick=args.quick, no_docs=args.no_docs)
-    emit_json(result)
-    return 0
+    return finish("step", render(result), result, "rollarc bench step", args)
 
 
 def render(result: dict[str, Any]) -> str:

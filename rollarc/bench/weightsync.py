@@ -21,7 +21,6 @@ The last line is the JSON result.
 
 from __future__ import annotations
 
-import argparse
 import math
 import random
 import resource
@@ -31,7 +30,8 @@ from typing import Any
 
 import torch
 
-from rollarc.bench.report_file import REPO_ROOT, add_docs_flag, emit_json, markdown_table, publish
+from rollarc.bench.harness import bench_parser, finish
+from rollarc.bench.report_file import REPO_ROOT, markdown_table
 from rollarc.bench.weightsync_cases import all_cases, measure
 from rollarc.sync.codec import apply_delta, encode_delta, encode_full, full_nbytes
 
@@ -298,10 +298,7 @@ def docs_body(cases: list[dict[str, Any]], syn: SyntheticResult, result: dict[st
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="rollarc bench weightsync", description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="small sizes, for smoke tests")
-    parser.add_argument("--json", action="store_true", help="accepted; the JSON line is always printed last")
-    add_docs_flag(parser)
+    parser = bench_parser("bench weightsync", __doc__, quick="small sizes, for smoke tests")
     parser.add_argument("--params", type=float, default=None, help="synthetic parameters (default 1e9; quick 2e7)")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
@@ -346,13 +343,4 @@ def main(argv: list[str]) -> int:
         f"peak RSS {result['peak_rss_gb']:.2f} GB",
         flush=True,
     )
-    publish(
-        "weightsync",
-        docs_body(cases, syn, result),
-        result,
-        "rollarc bench weightsync --json",
-        quick=args.quick,
-        no_docs=args.no_docs,
-    )
-    emit_json(result)
-    return 0
+    return finish("weightsync", docs_body(cases, syn, result), result, "rollarc bench weightsync --json", args)

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from rollarc.bench import async_
-from rollarc.bench.async_ import META_FILE, read_run, reread_runs
+from rollarc.bench.async_modes import curve_modes, modes
+from rollarc.bench.async_runs import META_FILE, read_run, reread_runs
 from rollarc.bench.report_file import publish
 
 
@@ -112,13 +113,13 @@ def test_from_runs_without_a_record_is_a_one_line_error(tmp_path: Path, capsys) 
 def test_in_flight_variants_run_as_their_own_modes_and_get_their_own_speed_up(tmp_path: Path, capsys) -> None:
     """``--in-flight abort`` adds ``async_k2_abort`` (same k, turns cut by an update resume on the new weights),
     over as many seeds as k = 2, with its time to target against the same synchronous runs."""
-    assert async_.modes([2], monolithic=False, in_flight=["abort"]) == [
+    assert modes([2], monolithic=False, in_flight=["abort"]) == [
         ("sync", ["async.mode=sync", "async.max_staleness=0"]),
         ("sync_full", ["async.mode=sync", "async.max_staleness=0", "algo.correction=none"]),
         ("async_k2", ["async.mode=async", "async.max_staleness=2"]),
         ("async_k2_abort", ["async.mode=async", "async.max_staleness=2", "async.in_flight_update=abort"]),
     ]
-    assert async_.curve_modes([2, 4], ["abort"]) == ["sync", "sync_full", "monolithic", "async_k2", "async_k2_abort"]
+    assert curve_modes([2, 4], ["abort"]) == ["sync", "sync_full", "monolithic", "async_k2", "async_k2_abort"]
     root = tmp_path / "runs"
     for s in range(2):
         suffix = "" if s == 0 else f"_s{s}"

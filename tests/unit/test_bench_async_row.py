@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from rollarc.bench.async_ import time_to_target
+from rollarc.bench.async_target import time_to_target
 from rollarc.bench.table import _async, readme_block, where
 
 REPO = Path(__file__).resolve().parents[2]

@@ -7,17 +7,17 @@ from pathlib import Path
 
 import pytest
 
-from rollarc.bench.async_ import (
-    DEFAULT_SEEDS,
+from rollarc.bench.async_ import DEFAULT_SEEDS
+from rollarc.bench.async_modes import (
     mode_setup,
     modes,
     no_correction,
     no_latency,
     quick_overrides,
-    time_to_target,
     whole_machine,
     workload,
 )
+from rollarc.bench.async_target import time_to_target
 from rollarc.bench.time_to_target import (
     Crossing,
     Ratio,
