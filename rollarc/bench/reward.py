@@ -48,7 +48,7 @@ from rollarc.bench.report_file import markdown_table
 from rollarc.config import ClusterConfig, PoolConfig, RoleConfig, RolesConfig, load_train_config
 from rollarc.envs.latency import PRESETS
 from rollarc.models.tokenizer import build_tokenizer
-from rollarc.ray_local_start import init_local_ray
+from rollarc.rayproc.local_start import init_local_ray
 from rollarc.rewards.arrivals import mean_rate, peak_rate, replicas_for, timeline_arrivals, wave_arrivals
 from rollarc.rewards.client import RewardClient
 from rollarc.rewards.config import AutoscalingConfig, BatchingConfig, RewardConfig, RewardTrainConfig, ServiceCostConfig

@@ -50,7 +50,7 @@ from rollarc.cluster.catalogue import load_catalogue
 from rollarc.diffusion.config import load_t2i_config
 from rollarc.diffusion.model import build_policy
 from rollarc.diffusion.resumable import advance, start
-from rollarc.placement import CATALOGUE
+from rollarc.rayproc.placement import CATALOGUE
 from rollarc.sim.spot import cost_ratio, monthly_to_hourly, simulate_fleet
 from rollarc.spotlight.fleet_sim import FleetResult, run_pull, run_push
 from rollarc.spotlight.preemption import at_rate

@@ -46,7 +46,7 @@ from rollarc.diffusion.sampling import sample_sde
 from rollarc.diffusion.tasks.base import split
 from rollarc.diffusion.tasks.registry import make_task
 from rollarc.diffusion.workers import reward_table, score
-from rollarc.placement import CATALOGUE
+from rollarc.rayproc.placement import CATALOGUE
 from rollarc.runtime.t2i_entry import run_t2i
 from rollarc.spotlight.kendall import kendall_tau
 

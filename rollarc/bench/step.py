@@ -46,9 +46,9 @@ from rollarc.bench.seed_stats import seed_stats
 from rollarc.bench.step_split import inprocess_split, phase_split, sync_split
 from rollarc.bench.step_timeline import read_spans, step_links
 from rollarc.config import Config, load_train_config
+from rollarc.config.plugin_path import plugin_pythonpath
 from rollarc.engine.config import EngineConfig
 from rollarc.models.checkpoint import load_tokenizer
-from rollarc.plugin_path import plugin_pythonpath
 from rollarc.runtime.entry import initial_policy
 from rollarc.train.generate_loop import run_generate_loop
 

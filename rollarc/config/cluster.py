@@ -63,7 +63,7 @@ class RolesConfig(FrozenModel):
 
 
 class CallDeadlines(FrozenModel):
-    """How long the driver waits on an actor before it counts as hung (``rollarc.ray_deadline``).
+    """How long the driver waits on an actor before it counts as hung (``rollarc.rayproc.deadline``).
 
     A dead actor is noticed at once; these bound the wait on one that is alive but does not answer."""
 

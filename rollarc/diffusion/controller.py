@@ -46,7 +46,7 @@ from rollarc.diffusion.tasks.registry import template_of
 from rollarc.diffusion.trainer_loss import restart_point
 from rollarc.models.checkpoint_retention import prune_checkpoints
 from rollarc.models.checkpoint_write import checkpoint_directory
-from rollarc.ray_deadline import Deadlines
+from rollarc.rayproc.deadline import Deadlines
 from rollarc.report.metrics import MetricsWriter
 from rollarc.report.run_dir import CHECKPOINTS, checkpoint_name
 from rollarc.spotlight.contrast import ContrastPlanner

@@ -38,7 +38,7 @@ from rollarc.config.cluster import CallDeadlines
 from rollarc.diffusion.model import TRANSFORMER_DIR
 from rollarc.diffusion.sp_member import SPMember
 from rollarc.diffusion.ulysses import largest_degree
-from rollarc.ray_deadline import Deadlines
+from rollarc.rayproc.deadline import Deadlines
 
 GROUP_TIMEOUT_S = 60.0  # a collective or the rendezvous with a silent peer fails after this (gloo)
 Placement = Callable[[int], dict[str, Any]]  # the n-th member ever started -> its Ray actor options

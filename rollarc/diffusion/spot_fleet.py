@@ -64,8 +64,8 @@ from rollarc.diffusion.sp_policy import SPPolicy
 from rollarc.diffusion.tasks.registry import make_task
 from rollarc.diffusion.weight_sync import DiTReceiver
 from rollarc.diffusion.workers import load_weights, reward_table, sampling_policy, score
-from rollarc.placement import CATALOGUE, pool_resource
-from rollarc.ray_deadline import Deadlines
+from rollarc.rayproc.deadline import Deadlines
+from rollarc.rayproc.placement import CATALOGUE, pool_resource
 from rollarc.spotlight.heartbeat import pipelined_beat
 from rollarc.spotlight.job_queue import Beat, JobQueue, JobSpec, Lease
 from rollarc.spotlight.preemption import Hit, Preemption, Target, at_rate, busy_slot, from_trace, what_is_hit

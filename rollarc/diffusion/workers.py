@@ -31,7 +31,7 @@ from rollarc.diffusion.tasks.registry import make_task
 from rollarc.diffusion.trainer import FlowGrpoTrainer, GroupBatch
 from rollarc.diffusion.weight_sync import DiTReceiver, Received, dit_publisher
 from rollarc.models.checkpoint import load_state_file, save_state_file
-from rollarc.ray_deadline import Deadlines
+from rollarc.rayproc.deadline import Deadlines
 from rollarc.sync.versions import WHOLE, VersionedUpdate
 
 

@@ -18,9 +18,9 @@ from pathlib import Path
 from ray.exceptions import RayTaskError
 from safetensors import SafetensorError
 
-from rollarc.disk_full import DISK_FULL_ERRNOS, DiskFull
 from rollarc.models.checkpoint import atomic_directory
 from rollarc.models.checkpoint_retention import complete_checkpoints
+from rollarc.report.disk_full import DISK_FULL_ERRNOS, DiskFull
 
 # safetensors (Rust) reports a failed write as "I/O error: No space left on device (os error 28)"
 _RUST_OS_ERROR = re.compile(r"\(os error (\d+)\)")

@@ -10,7 +10,7 @@ import errno
 from collections.abc import Iterator
 from pathlib import Path
 
-from rollarc.disk_full import DISK_FULL_ERRNOS, DiskFull
+from rollarc.report.disk_full import DISK_FULL_ERRNOS, DiskFull
 
 
 @contextlib.contextmanager

@@ -357,7 +357,7 @@ class JsonlAppender:
         self._file = path.open("a")
 
     def append(self, records: Iterable[Any]) -> None:
-        """A full disk raises :class:`~rollarc.disk_full.DiskFull`, one line (disk_full_guard.py)."""
+        """A full disk raises :class:`~rollarc.report.disk_full.DiskFull`, one line (disk_full_guard.py)."""
         with run_record(self.path):
             for record in records:
                 self._file.write(dumps(record) + "\n")

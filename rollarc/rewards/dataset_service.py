@@ -21,7 +21,7 @@ from rollarc.config.io import ConfigError
 from rollarc.data.config import DatasetConfig
 from rollarc.data.reward_deployment import DEPLOYMENT_NAME, DatasetReward, app_name
 from rollarc.data.served_client import ServedSettings
-from rollarc.placement import actor_options
+from rollarc.rayproc.placement import actor_options
 from rollarc.rewards.config import placement_problems
 from rollarc.rewards.deployment import QUIET_LOGS
 

@@ -25,7 +25,7 @@ from ray import serve
 from ray.serve.deployment import Application
 
 from rollarc.config.cluster import ClusterConfig
-from rollarc.placement import actor_options
+from rollarc.rayproc.placement import actor_options
 from rollarc.rewards.config import RewardConfig, ServiceCostConfig
 from rollarc.rewards.judge import load_judge
 

@@ -32,7 +32,7 @@ import simpy
 from rollarc.cluster.catalogue import GpuSpec, load_catalogue
 from rollarc.cluster.engine_cost import RooflineEngine, RooflineTrain
 from rollarc.cluster.workload import Efficiency, ModelSpec
-from rollarc.placement import CATALOGUE
+from rollarc.rayproc.placement import CATALOGUE
 
 DAY_S = 86400.0
 

@@ -60,7 +60,7 @@ from rollarc.policy.step_plan import (
     Sync,
     Train,
 )
-from rollarc.ray_deadline import hung
+from rollarc.rayproc.deadline import hung
 from rollarc.report.metrics import MetricsWriter, TimelineWriter
 from rollarc.report.progress import RunProgress
 from rollarc.report.run_dir import (

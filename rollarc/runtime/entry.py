@@ -14,10 +14,10 @@ import torch
 from rollarc.agent.local_eval import evaluate_local
 from rollarc.config import Config, load_train_config
 from rollarc.config.io import ConfigError
-from rollarc.disk_full import DiskFull
 from rollarc.models.checkpoint import checkpoint_adapter, load_policy, remove_partial_directories
 from rollarc.models.device import resolve_device, resolve_dtype
-from rollarc.ray_deadline import ActorHung
+from rollarc.rayproc.deadline import ActorHung
+from rollarc.report.disk_full import DiskFull
 from rollarc.report.metrics import MetricsWriter
 from rollarc.report.trackers import open_trackers
 from rollarc.runtime import stop_signals

@@ -36,7 +36,7 @@ from rollarc.config.harvest import HarvestConfig, SLOConfig
 from rollarc.config.io import ConfigError
 from rollarc.policy.dispatcher import BORROWED_POOL
 from rollarc.policy.lending import LendingPolicy
-from rollarc.ray_deadline import ActorHung, Deadlines, hung
+from rollarc.rayproc.deadline import ActorHung, Deadlines, hung
 from rollarc.report.durable import write_text_durably
 from rollarc.rose.calibration import (
     CALIBRATION_FILE,

@@ -24,8 +24,8 @@ When some pools' nodes join during the run (a spot pool, ``RayStart.joining_pool
 added (and removed, by the preemption injector) later. It is started, checked and stopped here too.
 
 A local cluster listens on the loopback interface when the ``rollarc`` command started it (see
-``rollarc.ray_loopback``), and :func:`stop_ray` makes sure its processes are gone; a watcher process
-(``rollarc.ray_reaper``) reaps them if the driver dies without stopping it.
+``rollarc.rayproc.loopback``), and :func:`stop_ray` makes sure its processes are gone; a watcher process
+(``rollarc.rayproc.reaper``) reaps them if the driver dies without stopping it.
 """
 
 from __future__ import annotations
@@ -42,12 +42,14 @@ from ray.cluster_utils import Cluster
 
 from rollarc.config.cluster import ClusterConfig, PoolConfig
 from rollarc.config.io import ConfigError
-from rollarc.placement import accelerator_resource, pool_resource
-from rollarc.placement import actor_options as actor_options  # re-exported: the runtime's workers import it here
-from rollarc.placement import is_gpu_kind as is_gpu_kind
-from rollarc.plugin_path import plugin_pythonpath as plugin_pythonpath
-from rollarc.ray_local_start import init_local_ray
-from rollarc.ray_reaper import reap, start_watcher, stop_watcher
+from rollarc.config.plugin_path import plugin_pythonpath as plugin_pythonpath
+from rollarc.rayproc.local_start import init_local_ray
+from rollarc.rayproc.placement import accelerator_resource, pool_resource
+from rollarc.rayproc.placement import (
+    actor_options as actor_options,  # re-exported: the runtime's workers import it here
+)
+from rollarc.rayproc.placement import is_gpu_kind as is_gpu_kind
+from rollarc.rayproc.reaper import reap, start_watcher, stop_watcher
 from rollarc.rose.pinning import available_cores, missing_cores, pin_threads_here, restore_threads_here
 
 WATCHER_STOP_S = 10.0

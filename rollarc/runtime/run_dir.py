@@ -186,7 +186,7 @@ def resume_point(
 
 def write_summary(run_dir: Path, summary: dict[str, Any]) -> None:
     """``summary.json``, through its schema (leniently: a mistyped value is kept, not lost), replaced atomically;
-    a full disk is :class:`~rollarc.disk_full.DiskFull`, one line."""
+    a full disk is :class:`~rollarc.report.disk_full.DiskFull`, one line."""
     with run_record(run_dir / SUMMARY):
         write_json(run_dir / SUMMARY, from_dict(Summary, summary, str(run_dir / SUMMARY), lenient=True))
 

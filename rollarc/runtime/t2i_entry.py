@@ -30,8 +30,8 @@ from rollarc.diffusion.tasks.base import split
 from rollarc.diffusion.tasks.registry import make_task
 from rollarc.diffusion.workers import T2ISampler, T2ITrainer
 from rollarc.models.checkpoint_write import DiskFull
-from rollarc.placement import pool_resource
-from rollarc.ray_deadline import ActorHung, Deadlines
+from rollarc.rayproc.deadline import ActorHung, Deadlines
+from rollarc.rayproc.placement import pool_resource
 from rollarc.report.metrics import MetricsWriter
 from rollarc.runtime import stop_signals
 from rollarc.runtime.ray_cluster import RayStart, local_nodes, start_cluster, stop_ray

@@ -30,7 +30,7 @@ from rollarc.config import Config
 from rollarc.models.checkpoint import REFERENCE_FILE, load_policy, load_state_file, save_state_file
 from rollarc.models.checkpoint_write import checkpoint_directory
 from rollarc.models.device import resolve_device
-from rollarc.ray_deadline import Deadlines
+from rollarc.rayproc.deadline import Deadlines
 from rollarc.report.metrics import process_rss_mb
 from rollarc.runtime.ray_cluster import actor_options
 from rollarc.runtime.train_worker import latest_payload, register_site, sync_span

@@ -18,7 +18,7 @@ from ray.exceptions import RayActorError
 from rollarc.config import Config, rollout_entry_replicas
 from rollarc.config.cluster import RoleConfig
 from rollarc.config.io import ConfigError
-from rollarc.ray_deadline import ActorHung, Deadlines
+from rollarc.rayproc.deadline import ActorHung, Deadlines
 from rollarc.runtime.env_worker import EnvWorker
 from rollarc.runtime.openai_replica import start_openai_backend, sync_openai
 from rollarc.runtime.ray_cluster import actor_options, uses_gpus

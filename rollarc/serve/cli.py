@@ -1,7 +1,7 @@
 """The ``rollarc serve`` command line: parse the flags, start (or join) Ray, deploy :mod:`rollarc.serve.app`.
 
 Its own module so that a local cluster is asked for loopback-only addresses before anything imports Ray
-(``rollarc.ray_loopback`` says why that must come first), as ``rollarc train`` does.
+(``rollarc.rayproc.loopback`` says why that must come first), as ``rollarc train`` does.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rollarc.ray_loopback import keep_local_ray_on_loopback
+from rollarc.rayproc.loopback import keep_local_ray_on_loopback
 from rollarc.serve.access import API_KEY_ENV, DEFAULT_MAX_BODY_BYTES, ServerAccess
 
 
@@ -61,12 +61,12 @@ def main(argv: list[str]) -> int:
         print(f"rollarc serve: {err}", file=sys.stderr)
         return 2
     if not args.address:
-        keep_local_ray_on_loopback()  # before Ray is imported (rollarc.ray_loopback says why)
+        keep_local_ray_on_loopback()  # before Ray is imported (rollarc.rayproc.loopback says why)
     import ray  # deferred: Ray, torch and the engine (Ray only after the loopback setting above)
     from ray import serve
 
     from rollarc.engine.config import EngineConfig
-    from rollarc.ray_local_start import init_local_ray
+    from rollarc.rayproc.local_start import init_local_ray
     from rollarc.serve.app import APP_NAME, start_server
 
     if args.address:

@@ -14,8 +14,8 @@ import torch
 from rollarc.agent.chat import ChatRenderer
 from rollarc.agent.local_eval import evaluate_local
 from rollarc.config import Config, load_train_config
+from rollarc.config.plugin_path import plugin_pythonpath
 from rollarc.models.checkpoint import load_policy, new_policy, remove_partial_directories, save_policy
-from rollarc.plugin_path import plugin_pythonpath
 from rollarc.train.demos import demonstrations
 from rollarc.train.preflight import preflight_sft
 from rollarc.train.sft import train_sft

@@ -1,6 +1,6 @@
 """A call to a hung actor (alive, not answering) ends within its deadline with one line naming the actor.
 
-Before ``rollarc.ray_deadline`` these waits were bare ``ray.get`` calls, which wait forever for such an actor.
+Before ``rollarc.rayproc.deadline`` these waits were bare ``ray.get`` calls, which wait forever for such an actor.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pytest
 import ray
 
 from rollarc.config.cluster import ClusterConfig
-from rollarc.ray_deadline import ActorHung, Deadlines
+from rollarc.rayproc.deadline import ActorHung, Deadlines
 from rollarc.runtime.ray_cluster import start_ray, stop_ray
 
 pytestmark = pytest.mark.slow

@@ -22,7 +22,7 @@ from rollarc.data.env import DatasetEnv
 from rollarc.data.reward_deployment import DEPLOYMENT_NAME, app_name
 from rollarc.data.reward_fn import RewardFunctionError
 from rollarc.envs.registry import make_env
-from rollarc.ray_local_start import init_local_ray
+from rollarc.rayproc.local_start import init_local_ray
 from rollarc.rewards.dataset_service import start_dataset_rewards
 from rollarc.rewards.meter import replica_states
 

@@ -28,7 +28,7 @@ from rollarc.engine.config import EngineConfig
 from rollarc.engine.engine import LLMEngine
 from rollarc.engine.types import SamplingParams
 from rollarc.models.checkpoint import load_policy
-from rollarc.ray_local_start import init_local_ray
+from rollarc.rayproc.local_start import init_local_ray
 from rollarc.serve.config import OpenAIBackendConfig
 from rollarc.serve.protocol import completion_request, parse_completion
 from rollarc.serve.weights import state_digest
@@ -160,7 +160,7 @@ def test_unreachable_server_and_failed_reload_give_clear_errors(server, tmp_path
 def test_a_run_whose_server_is_unreachable_stops_at_start_with_a_config_error(server, nano_policy_dir, tmp_path):
     from rollarc.config import Config
     from rollarc.config.io import ConfigError, validate
-    from rollarc.ray_deadline import Deadlines
+    from rollarc.rayproc.deadline import Deadlines
     from rollarc.runtime.openai_replica import start_openai_backend
     from rollarc.runtime.router import Router
 

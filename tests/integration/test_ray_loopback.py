@@ -12,18 +12,18 @@ import time
 
 import pytest
 
-from rollarc.ray_reaper import session_processes
+from rollarc.rayproc.reaper import session_processes
 
 pytestmark = pytest.mark.slow
 
 START = """
 import json, os, sys, time
-from rollarc.ray_loopback import keep_local_ray_on_loopback
+from rollarc.rayproc.loopback import keep_local_ray_on_loopback
 assert keep_local_ray_on_loopback()  # what `rollarc train` does before Ray is imported
 import psutil, ray
 from rollarc.config.cluster import ClusterConfig
 from rollarc.runtime import ray_cluster
-from rollarc.ray_reaper import session_processes
+from rollarc.rayproc.reaper import session_processes
 
 ray_cluster.start_ray(ClusterConfig(num_cpus=1))
 session_dir = ray_cluster._local_session[0]

@@ -19,7 +19,7 @@ from ray import serve
 from rollarc.agent.runner import RewardFailure
 from rollarc.config import ClusterConfig
 from rollarc.models.tokenizer import build_tokenizer
-from rollarc.ray_local_start import init_local_ray
+from rollarc.rayproc.local_start import init_local_ray
 from rollarc.rewards.client import RewardClient
 from rollarc.rewards.config import RewardConfig
 from rollarc.rewards.deployment import DEPLOYMENT_NAME

@@ -34,7 +34,7 @@ from rollarc.engine.config import EngineConfig
 from rollarc.engine.engine import LLMEngine
 from rollarc.engine.types import Completion, SamplingParams
 from rollarc.models.checkpoint import load_policy
-from rollarc.ray_local_start import init_local_ray
+from rollarc.rayproc.local_start import init_local_ray
 from rollarc.runtime.replica_protocol import STATS_KEYS, CatchUp
 from rollarc.runtime.weight_sync import SyncPayload
 from rollarc.serve.config import OpenAIBackendConfig, VLLMBackendConfig

@@ -28,7 +28,7 @@ from rollarc.engine.engine import LLMEngine
 from rollarc.engine.sampling import filtered_sorted_logprobs
 from rollarc.engine.types import SamplingParams
 from rollarc.models.checkpoint import load_policy
-from rollarc.ray_local_start import init_local_ray
+from rollarc.rayproc.local_start import init_local_ray
 from rollarc.runtime.weight_sync import SyncPayload
 from rollarc.serve.config import VLLMBackendConfig
 from rollarc.serve.vllm_weights import digest

@@ -48,7 +48,10 @@ TORCH = "Linear.forward (torch/nn/modules/linear.py:134)"
         ([ROOT, "run (runner.py:120)", "step (reverse_word_env.py:50)"], "env steps"),
         ([ROOT, "publish (train_worker.py:74)", "latest_payload (train_worker.py:125)"], "sync"),
         ([ROOT, RAY], "idle"),
-        ([ROOT, "<module> (rollarc/cli.py:1)", "_find_and_load (<frozen importlib._bootstrap>:1)"], "start-up"),
+        (
+            [ROOT, "<module> (rollarc/cli/__init__.py:1)", "_find_and_load (<frozen importlib._bootstrap>:1)"],
+            "start-up",
+        ),
         ([ROOT, "mystery (somewhere.py:1)"], "other"),
     ],
 )

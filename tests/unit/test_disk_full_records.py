@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from rollarc.cli import _guarded
-from rollarc.disk_full import DiskFull
+from rollarc.report.disk_full import DiskFull
 from rollarc.report.disk_full_guard import run_record
 from rollarc.report.metrics import MetricsWriter
 from rollarc.report.run_dir import METRICS

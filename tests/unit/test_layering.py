@@ -30,13 +30,8 @@ LAYERS: list[tuple[str, set[str]]] = [
             "rollarc",
             "config.io",
             "config.cluster",
-            "plugin_path",
-            "placement",
-            "ray_loopback",
-            "ray_reaper",
-            "ray_local_start",
-            "ray_deadline",
-            "disk_full",
+            "config.plugin_path",
+            "rayproc",
         },
     ),
     ("policy", {"policy"}),
@@ -59,7 +54,7 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("train-and-plan", {"cluster", "sim", "train", "rose"}),
     ("diffusion", {"diffusion"}),
     ("runtime", {"runtime"}),
-    ("entry", {"cli", "reward_cli", "config.docs", "bench"}),
+    ("entry", {"cli", "config.docs", "bench"}),
 ]
 LAYER_OF = {unit: rank for rank, (_, units) in enumerate(LAYERS) for unit in units}
 # Packages whose modules sit in different layers: each module is a unit of its own ("config.io"). rollarc.config

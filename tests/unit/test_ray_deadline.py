@@ -6,7 +6,7 @@ import pytest
 
 from rollarc.config.cluster import ClusterConfig
 from rollarc.diffusion.config import T2IClusterConfig
-from rollarc.ray_deadline import ActorHung, Deadlines
+from rollarc.rayproc.deadline import ActorHung, Deadlines
 
 
 def test_the_deadlines_come_from_the_cluster_section_of_either_path():

@@ -6,11 +6,11 @@ import os
 import subprocess
 import sys
 
-from rollarc.ray_loopback import LOOPBACK_ENV
+from rollarc.rayproc.loopback import LOOPBACK_ENV
 
 PROGRAM = """
 import os, sys
-from rollarc.ray_loopback import LOOPBACK_ENV, keep_local_ray_on_loopback
+from rollarc.rayproc.loopback import LOOPBACK_ENV, keep_local_ray_on_loopback
 if sys.argv[1] == "after-ray":
     import ray
 print(keep_local_ray_on_loopback(), os.environ.get(LOOPBACK_ENV))

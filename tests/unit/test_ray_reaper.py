@@ -18,7 +18,7 @@ from collections.abc import Iterator
 import psutil
 import pytest
 
-from rollarc.ray_reaper import session_processes, start_watcher, stop_watcher
+from rollarc.rayproc.reaper import session_processes, start_watcher, stop_watcher
 
 SETTLE_S = 3.0  # longer than the old watcher's 1 s poll: a wrong reap would have happened by then
 DEADLINE_S = 60.0
@@ -70,7 +70,7 @@ def test_stopping_the_watcher_does_not_reap_and_closes_the_pipe(watched):
 
 DRIVER = """
 import sys, time
-from rollarc.ray_reaper import start_watcher
+from rollarc.rayproc.reaper import start_watcher
 watcher = start_watcher(sys.argv[1])
 print(watcher.pid, flush=True)
 time.sleep(600)

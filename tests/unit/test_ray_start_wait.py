@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from rollarc import ray_local_start
 from rollarc.config import ClusterConfig
-from rollarc.ray_local_start import gcs_start_timeout_session, init_local_ray
+from rollarc.rayproc import local_start as ray_local_start
+from rollarc.rayproc.local_start import gcs_start_timeout_session, init_local_ray
 from rollarc.runtime import ray_cluster
 
 CLUSTER = ClusterConfig.model_validate(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from rollarc.cluster.catalogue import load_catalogue
-from rollarc.placement import CATALOGUE
+from rollarc.rayproc.placement import CATALOGUE
 from rollarc.rose.sim_scenario import DAY_S, Scenario, diurnal, simulate
 
 

@@ -15,7 +15,7 @@ from typing import Any
 from rollarc.config.cluster import ClusterConfig, PoolConfig, RoleConfig
 from rollarc.config.io import ConfigError, read_yaml
 
-CATALOGUE = Path(__file__).resolve().parents[1] / "configs" / "cluster" / "hardware.yaml"
+CATALOGUE = Path(__file__).resolve().parents[2] / "configs" / "cluster" / "hardware.yaml"
 # Ray's accelerator_type resources are a presence marker; asking a sliver of one restricts placement to such nodes.
 ACCELERATOR_MARKER = 0.001
 

@@ -16,8 +16,8 @@ from pathlib import Path
 
 from rollarc.config.docs import render, stale_message
 from rollarc.config.io import ConfigError, dump_yaml, read_yaml
-from rollarc.disk_full import DiskFull
-from rollarc.ray_loopback import keep_local_ray_on_loopback
+from rollarc.rayproc.loopback import keep_local_ray_on_loopback
+from rollarc.report.disk_full import DiskFull
 from rollarc.runtime.stop_signals import RunStopped, stop_on_signals
 
 BENCHMARKS = {
@@ -93,14 +93,14 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
     if is_t2i(args.config):  # `kind: t2i`: text-to-image Flow-GRPO (docs/diffusion.md)
         if args.address is None and load_t2i_config(args.config, args.overrides).cluster.address is None:
-            keep_local_ray_on_loopback()  # before Ray is imported (rollarc.ray_loopback says why)
+            keep_local_ray_on_loopback()  # before Ray is imported (rollarc.rayproc.loopback says why)
         from rollarc.runtime.t2i_entry import train_t2i_main  # deferred: Ray, torch and diffusers are heavy
 
         return train_t2i_main(args.config, args.overrides, address=args.address)
     from rollarc.config import load_train_config  # deferred: the training config imports torch
 
     if args.address is None and load_train_config(args.config, args.overrides).cluster.address is None:
-        keep_local_ray_on_loopback()  # before Ray is imported (rollarc.ray_loopback says why)
+        keep_local_ray_on_loopback()  # before Ray is imported (rollarc.rayproc.loopback says why)
     from rollarc.runtime.entry import train_main  # deferred: Ray and torch are heavy
 
     return train_main(args.config, args.overrides, address=args.address)
@@ -187,7 +187,7 @@ def build_parser() -> argparse.ArgumentParser:
         "reward", help="model-based reward: train the judge (rollarc reward train CONFIG)", add_help=False
     )
     p.add_argument("rest", nargs=argparse.REMAINDER)
-    p.set_defaults(func=lambda a: _passthrough("rollarc.reward_cli")(a.rest))
+    p.set_defaults(func=lambda a: _passthrough("rollarc.cli.reward")(a.rest))
 
     p = sub.add_parser(
         "serve", help="OpenAI-compatible completions server of a model (rollarc serve MODEL_DIR)", add_help=False
@@ -212,7 +212,7 @@ def build_parser() -> argparse.ArgumentParser:
 PASSTHROUGH = {
     "plan": "rollarc.sim.plan_cli",
     "simulate": "rollarc.sim.cli",
-    "reward": "rollarc.reward_cli",
+    "reward": "rollarc.cli.reward",
     "serve": "rollarc.serve.cli",
     "loadgen": "rollarc.bench.loadgen",
 }

@@ -15,7 +15,7 @@ clock's boot time: a step of the clock (a VM restored, the clock set) changed th
 watcher took the live driver for dead and reaped its cluster, and the driver exited with status 1
 a minute later, without a word under pytest's capture (a CI run of the suite ended so).
 
-Usage (internal): ``python -m rollarc.ray_reaper SESSION_DIR``, standard input the driver's pipe.
+Usage (internal): ``python -m rollarc.rayproc.reaper SESSION_DIR``, standard input the driver's pipe.
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ def start_watcher(session_dir: str) -> subprocess.Popen[bytes]:
     processes the driver starts with exec, so Ray's daemons do not keep the watcher waiting.
     """
     return subprocess.Popen(
-        [sys.executable, "-m", "rollarc.ray_reaper", session_dir],
+        [sys.executable, "-m", "rollarc.rayproc.reaper", session_dir],
         stdin=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

@@ -20,7 +20,7 @@ from typing import Any
 
 import ray
 
-from rollarc.ray_reaper import reap
+from rollarc.rayproc.reaper import reap
 
 GCS_PORT_WAIT_ENV = "RAY_gcs_server_port_wait_time_s"
 GCS_PORT_WAIT_S = 120

@@ -1,0 +1,7 @@
+"""``python -m rollarc.cli``: the ``rollarc`` command."""
+
+import sys
+
+from rollarc.cli import main
+
+sys.exit(main())
