@@ -57,11 +57,17 @@ def _rlvr(d: dict[str, Any]) -> Row:
             f" (goal: median ≥ {points(goal['gain_final_median'])}, each ≥ {points(goal['gain_final_min'])}, "
             f"within {goal['wall_s_max']:.0f} s: {'met' if d['goal_met'] else 'not met'})"
         )
-    nods = d.get("companions", {}).get("rlvr_nods")
-    if nods is not None and nods.get("gain_final_median") is not None:
-        text += (
-            f"; without dynamic sampling {points(nods['gain_final_median'])} ([why](docs/algorithms.md#the-rlvr-demo))"
+    companions = d.get("companions", {})
+    others = [
+        f"{label} {points(c['gain_final_median'])}"
+        for label, c in (
+            ("without dynamic sampling", companions.get("rlvr_nods")),
+            ("LoRA", companions.get("rlvr_lora")),
         )
+        if c is not None and c.get("gain_final_median") is not None
+    ]
+    if others:
+        text += f"; {', '.join(others)} ([why](docs/algorithms.md#the-rlvr-demo))"
     return text, "`rollarc bench demo --config configs/rlvr.yaml --publish-as rlvr`"
 
 
@@ -367,7 +373,7 @@ ROWS: list[tuple[str, str, Callable[[dict[str, Any]], Row]]] = [
 COMPANIONS: dict[str, list[str]] = {
     "rose": ["rose_window1800"],
     "async": ["async_nolatency"],
-    "rlvr": ["rlvr_nods"],
+    "rlvr": ["rlvr_nods", "rlvr_lora"],
 }
 
 

@@ -91,7 +91,7 @@ def test_the_rose_row_states_its_companion_windows_figures(tmp_path):
     assert "a heavier window (7.2 req/s) **1.88×** at 0.981 vs 1.000" in row
 
 
-def test_the_rlvr_row_states_its_goal_and_the_run_without_dynamic_sampling(tmp_path):
+def test_the_rlvr_row_states_its_goal_the_run_without_dynamic_sampling_and_lora(tmp_path):
     seeds = [{"wall_s": 300.0}, {"wall_s": 420.4}, {"wall_s": 350.0}]
     rlvr = {"date": "d", "machine": "m", "per_seed": seeds, "gain_final": [0.8, 0.5, 0.6], "gain_final_median": 0.6}
     rlvr |= {"goal": {"gain_final_min": 0.15, "wall_s_max": 600.0, "gain_final_median": 0.25}, "goal_met": True}
@@ -102,6 +102,9 @@ def test_the_rlvr_row_states_its_goal_and_the_run_without_dynamic_sampling(tmp_p
     (tmp_path / "rlvr_nods.json").write_text(json.dumps({**rlvr, "gain_final_median": 0.125}))
     row = next(line for line in render(tmp_path).splitlines() if line.startswith("| your dataset"))
     assert "; without dynamic sampling +12.5 ([why](docs/algorithms.md#the-rlvr-demo))" in row
+    (tmp_path / "rlvr_lora.json").write_text(json.dumps({**rlvr, "gain_final_median": 0.331}))
+    row = next(line for line in render(tmp_path).splitlines() if line.startswith("| your dataset"))
+    assert "; without dynamic sampling +12.5, LoRA +33.1 ([why](docs/algorithms.md#the-rlvr-demo))" in row
 
 
 def test_the_rose_row_gives_the_median_of_the_default_loads_repeats_and_finds_its_rate_by_time_scale(tmp_path):
