@@ -231,27 +231,27 @@ def _spot(d: dict[str, Any]) -> Row:
         d.get("throughput_ratio_pull_vs_push_high_modelled", d.get("throughput_ratio_pull_vs_push_high", 0))
     )
     measured = (
-        f"pull vs push measured on Ray {times(d['throughput_ratio_pull_vs_push'])} under the config's trace; "
+        f"pull vs push on Ray {times(d['throughput_ratio_pull_vs_push'])} under the config's trace, "
         if "throughput_ratio_pull_vs_push" in d
-        else ""
+        else "pull vs push "
     )
     return (
-        f"{d['lost_jobs']} lost and {d['duplicate_jobs']} duplicated jobs under preemption; {measured}pull vs push at "
-        f"the high preemption rate {times(modelled)} (prediction of the fleet model); elastic SP "
-        f"regroup {d['recovery_s_elastic']:.3f} s vs {_sp_baseline(d)}"
-        + _in_training(d.get("recovery_speedup_training")),
+        f"{d['lost_jobs']} lost and {d['duplicate_jobs']} duplicated jobs under preemption; {measured}"
+        f"{times(modelled)} at a high preemption rate (fleet-model prediction); {_sp_recovery(d)}",
         "`rollarc bench spot`",
     )
 
 
-def _sp_baseline(d: dict[str, Any]) -> str:
-    """The regroup's baseline: the warm restart at the same degree (members on separate nodes), else, in a JSON
-    from before it, the cold restart."""
+def _sp_recovery(d: dict[str, Any]) -> str:
+    """The SP regroup against a warm restart at the same degree (members on separate nodes), else, in a JSON from
+    before it, against the cold restart, with the ratio a training run timed (also against a cold restart)."""
     if "recovery_s_warm_restart" not in d:
-        return f"{d['recovery_s_cold']:.1f} s cold restart"
+        return f"elastic SP regroup {d['recovery_s_elastic']:.3f} s vs {d['recovery_s_cold']:.1f} s cold restart" + (
+            _in_training(d.get("recovery_speedup_training"))
+        )
     return (
-        f"{d['recovery_s_warm_restart']:.3f} s warm restart at the same degree ({times(d['recovery_speedup'])}; "
-        f"cold restart {d['recovery_s_cold']:.1f} s)"
+        f"SP regroup after a member's loss {d['recovery_s_elastic']:.3f} s vs {d['recovery_s_warm_restart']:.3f} s "
+        f"warm restart ({times(d['recovery_speedup'])})"
     )
 
 
