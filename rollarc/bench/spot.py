@@ -42,7 +42,8 @@ from typing import Any
 
 import torch
 
-from rollarc.bench.report_file import add_docs_flag, emit_json, markdown_table, publish
+from rollarc.bench.harness import bench_parser, finish
+from rollarc.bench.report_file import markdown_table
 from rollarc.bench.spot_ray import pull_vs_push_measured
 from rollarc.bench.spot_sp import sp_recovery
 from rollarc.bench.spot_train import train_and_time_recovery
@@ -177,11 +178,13 @@ def _accounting_sentence(measured: dict[str, Any]) -> str:
     return f"Slot-seconds, {part('pull')}; {part('push')}."
 
 
-def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="rollarc bench spot", description=__doc__.split("\n")[0])
-    parser.add_argument("--config", default="configs/t2i_spot.yaml", help="t2i config: model size, roles, pools")
-    parser.add_argument(
-        "--quick", action="store_true", help="fewer jobs, one SP node loss on a tiny DiT (a few minutes)"
+def _parser() -> argparse.ArgumentParser:
+    parser = bench_parser(
+        "bench spot",
+        __doc__,
+        quick="fewer jobs, one SP node loss on a tiny DiT (a few minutes)",
+        config="configs/t2i_spot.yaml",
+        config_help="t2i config: model size, roles, pools",
     )
     parser.add_argument("--sp", type=int, default=3, help="SP group size before each loss (one member lost)")
     parser.add_argument("--sp-rounds", type=int, default=3, help="node losses of the SP group (--quick: 1)")
@@ -210,17 +213,17 @@ def main(argv: list[str]) -> int:
         default="configs/t2i_spot_sp.yaml",
         help="t2i spot config with cluster.sp_degree > 1 whose training run times SP recovery ('' skips it)",
     )
-    parser.add_argument("--json", action="store_true", help="(the JSON line is always printed last)")
-    add_docs_flag(parser)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str]) -> int:
+    args = _parser().parse_args(argv)
     cfg = load_t2i_config(args.config)
     mc, tc = cfg.model, cfg.train
     torch.set_num_threads(mc.threads)
     step_s = measure_step_s(mc.width, mc.layers, mc.heads, cfg.explore.candidates)
     jobs = 200 if args.quick else 1000
     runs = fleet_runs(jobs, tc.sample_steps, args.slots, args.notice_steps, 2 * tc.sample_steps, 2, args.seed)
-    pulls = [r["pull"] for r in runs.values()]
-    high = runs["high_notice"]
     with tempfile.TemporaryDirectory(prefix="rollarc-bench-spot-") as tmp:
         sp = sp_recovery(
             args.sp,
@@ -232,7 +235,6 @@ def main(argv: list[str]) -> int:
             mc.threads,
             Path(tmp),
         )
-    elastic_s, warm_s = statistics.median(sp["elastic_s"]), statistics.median(sp["warm_restart_s"])
     with tempfile.TemporaryDirectory(prefix="rollarc-bench-spot-ray-") as tmp:
         measured = pull_vs_push_measured(cfg, Path(tmp), 16 if args.quick else args.ray_jobs, args.ray_steps)
     in_training = None
@@ -242,6 +244,28 @@ def main(argv: list[str]) -> int:
                 args.train_config, Path(tmp) / "runs", quick_training(Path(tmp)) if args.quick else []
             )
     slowdown = runs["low_no_notice"]["pull"].ticks / runs["none"]["pull"].ticks
+    result = _result(args, cfg, runs, measured, sp, in_training, step_s, jobs, slowdown)
+    body = _body(runs, step_s, measured, sp, in_training, args.train_config, result, slowdown)
+    command = shlex.join(["rollarc", "bench", "spot", *argv])  # the arguments change what is measured (--ray-jobs)
+    return finish("spot", body, result, command, args)
+
+
+def _result(
+    args: argparse.Namespace,
+    cfg: Any,
+    runs: dict[str, dict[str, FleetResult]],
+    measured: dict[str, Any],
+    sp: dict[str, Any],
+    in_training: dict[str, Any] | None,
+    step_s: float,
+    jobs: int,
+    slowdown: float,
+) -> dict[str, Any]:
+    """The JSON: the fleet model's runs, the measured pull vs push, SP recovery, and the cost of spot capacity."""
+    tc = cfg.train
+    pulls = [r["pull"] for r in runs.values()]
+    high = runs["high_notice"]
+    elastic_s, warm_s = statistics.median(sp["elastic_s"]), statistics.median(sp["warm_restart_s"])
     cat = load_catalogue(CATALOGUE)
     on_demand, spot = cat.price_per_hour(args.price_kind), cat.price_per_hour(args.price_kind, spot=True)
     roles = cfg.cluster.roles
@@ -249,7 +273,7 @@ def main(argv: list[str]) -> int:
     explorers = cfg.cluster.pools[roles.explorer.pool].count
     cost_on_demand = fixed + explorers * on_demand  # USD per hour of run
     cost_spot = slowdown * (fixed + explorers * spot)
-    result = {
+    return {
         "lost_jobs": sum(p.lost_jobs for p in pulls) + measured["pull"]["lost_jobs"],
         "duplicate_jobs": sum(p.duplicates for p in pulls) + measured["pull"]["duplicate_jobs"],
         "throughput_ratio_pull_vs_push": measured["throughput_ratio"],
@@ -281,6 +305,20 @@ def main(argv: list[str]) -> int:
         "slots": args.slots,
         "price_kind": args.price_kind,
     }
+
+
+def _body(
+    runs: dict[str, dict[str, FleetResult]],
+    step_s: float,
+    measured: dict[str, Any],
+    sp: dict[str, Any],
+    in_training: dict[str, Any] | None,
+    train_config: str,
+    result: dict[str, Any],
+    slowdown: float,
+) -> str:
+    """The published block: the fleet model's table, then the measured sentences."""
+    elastic_s, warm_s = statistics.median(sp["elastic_s"]), statistics.median(sp["warm_restart_s"])
     rows = [_row(k, r["pull"], r["push"], step_s) for k, r in runs.items()]
     body = markdown_table(
         [
@@ -309,11 +347,8 @@ def main(argv: list[str]) -> int:
         f"{warm_s:.3f} s ({sp['recovery_speedup']:.1f}×); cold restart (new actors) {sp['cold_restart_s']:.3f} s "
         f"({sp['recovery_speedup_vs_cold']:.1f}×); Ray saw each loss in "
         f"{statistics.median(sp['detect_s']):.2f} s (not in either time). "
-        f"{_training_sentence(in_training, args.train_config)}"
+        f"{_training_sentence(in_training, train_config)}"
         f"Spot vs on-demand exploration cost ratio {result['cost_ratio_spot_vs_ondemand']:.2f}× "
         f"(run slowed {slowdown:.3f}× at the low rate)."
     )
-    command = shlex.join(["rollarc", "bench", "spot", *argv])  # the arguments change what is measured (--ray-jobs)
-    publish("spot", body, result, command, quick=args.quick, no_docs=args.no_docs)
-    emit_json(result)
-    return 0
+    return body

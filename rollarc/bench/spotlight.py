@@ -36,7 +36,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from rollarc.bench.report_file import add_docs_flag, emit_json, markdown_table, publish
+from rollarc.bench.harness import RUNS_HELP, add_overrides, bench_parser, finish
+from rollarc.bench.report_file import markdown_table
 from rollarc.bench.time_to_target import first_crossing, median_time, select_target, speedup, spread
 from rollarc.cluster.catalogue import load_catalogue
 from rollarc.diffusion.config import CACHE, T2IConfig, load_t2i_config
@@ -272,9 +273,15 @@ def markdown_body(result: dict[str, Any]) -> str:
     )
 
 
-def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="rollarc bench spotlight", description=__doc__.split("\n")[0])
-    parser.add_argument("--config", default="configs/t2i_quickstart.yaml")
+def _parser() -> argparse.ArgumentParser:
+    parser = bench_parser(
+        "bench spotlight",
+        __doc__,
+        quick="a short run: 12 steps of 8 groups of 8, 2 explored images per trained one",
+        config="configs/t2i_quickstart.yaml",
+        runs=RUNS_HELP,
+    )
+    add_overrides(parser, "every mode")
     parser.add_argument("--seeds", type=int, default=3, help="RL seeds per mode (at least 2)")
     parser.add_argument("--planner", choices=PLANNERS, default="contrast", help="explore.planner of the planner mode")
     parser.add_argument(
@@ -283,16 +290,14 @@ def main(argv: list[str]) -> int:
         help="comma-separated modes to run (baseline always runs: it sets the target)",
     )
     parser.add_argument(
-        "--quick", action="store_true", help="a short run: 12 steps of 8 groups of 8, 2 explored images per trained one"
-    )
-    parser.add_argument(
         "--fraction", type=float, default=0.8, help="target = s0 + fraction × (lowest baseline peak − s0)"
     )
     parser.add_argument("--price-kind", default="h800", help="catalogue device that prices every pool unit")
-    parser.add_argument("--json", action="store_true", help="(the JSON line is always printed last)")
-    add_docs_flag(parser)
-    parser.add_argument("--runs", default=None, help="where the runs go (default: a temporary directory)")
-    parser.add_argument("overrides", nargs="*", help="key=value overrides applied to every mode")
+    return parser
+
+
+def main(argv: list[str]) -> int:
+    parser = _parser()
     args = parser.parse_args(argv)
     if args.seeds < 2:
         parser.error(f"--seeds {args.seeds}: the spread needs at least 2 RL seeds per mode")
@@ -332,6 +337,4 @@ def main(argv: list[str]) -> int:
     )
     body = markdown_body(result)
     partial = modes != list(MODES)  # an ablation over some modes is not the benchmark's figure
-    publish("spotlight", body, result, "rollarc bench spotlight", quick=args.quick, no_docs=args.no_docs or partial)
-    emit_json(result)
-    return 0
+    return finish("spotlight", body, result, "rollarc bench spotlight", args, publishable=not partial)
