@@ -159,7 +159,9 @@ def test_hostile_calls_through_the_episode_runner_leave_its_trajectories_ok(tmp_
             "reward": [{"function": "rollarc.data.math_reward:accuracy"}],
             "tool_column": "tool",
             "tool_format": "hermes",
-            "tools": {"python": {"function": "rollarc.data.sandbox:python", "kwargs": {"wall_s": 2, "cpu_s": 1}}},
+            "tools": {
+                "python": {"function": "rollarc.data.sandbox:python", "kwargs": {"wall_s": 10, "cpu_s": 1}}
+            },  # wall well above cpu: a loaded machine must still hit the CPU limit first
             "template_plain_prompts": True,
         },
         agent=AgentConfig(max_tokens_per_turn=128, max_turns=3),
