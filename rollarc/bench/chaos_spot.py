@@ -27,7 +27,7 @@ import ray
 
 from rollarc.bench import chaos
 from rollarc.diffusion.config import load_t2i_config
-from rollarc.diffusion.spot_fleet import QUEUE_NAME
+from rollarc.diffusion.spot_queue import QUEUE_NAME
 from rollarc.runtime.t2i_entry import TRAINER_NAME, run_t2i
 
 ROLES = ("spot", "queue", "trainer")  # killed in this order

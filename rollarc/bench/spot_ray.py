@@ -35,7 +35,10 @@ import ray
 from rollarc.diffusion.config import T2IConfig
 from rollarc.diffusion.model import build_policy
 from rollarc.diffusion.push_fleet import push_all
-from rollarc.diffusion.spot_fleet import HEAD_RESOURCE, SpotFleet, preemption_schedule, slot_of, spot_slots
+from rollarc.diffusion.spot_explorer import slot_of
+from rollarc.diffusion.spot_fleet import SpotFleet
+from rollarc.diffusion.spot_queue import HEAD_RESOURCE
+from rollarc.diffusion.spot_setup import preemption_schedule, spot_slots
 from rollarc.diffusion.tasks.registry import make_task, vocabulary
 from rollarc.runtime.ray_cluster import RayStart, local_nodes, start_cluster, stop_ray
 from rollarc.spotlight.job_queue import JobSpec

@@ -11,16 +11,10 @@ GCS's draining nodes, and a drain of a spot worker's node (``ray drain-node --re
 DRAIN_NODE_REASON_PREEMPTION``, the autoscaler's, KubeRay's, or the injector's) is Spotlight's notice to every
 worker on it. The injector notices by draining the node through the same API, then removes it at the deadline.
 
-- :class:`SpotQueue` (on the head node, which is never preempted) wraps the pure
-  :class:`~rollarc.spotlight.job_queue.JobQueue` with a monotonic clock, and keeps, for the last two
-  weight versions, the object-store references of the trainer's ``rollarc.sync`` update (the delta from
-  the version before) and of a full copy. A worker holding the version before takes the delta; any other
-  (one that missed a version, or a replacement that just joined with the run's start weights) takes the
-  full copy; either way from memory rather than from disk, and the bytes are counted (``sync_bytes``,
-  ``sync_full_copies``).
-- :class:`SpotExplorer` pulls a job (a prompt's candidate seeds), samples it one denoising step at a
-  time, heartbeats every ``heartbeat_every`` steps, commits its in-flight latent on a NOTICE, and hands in the rewards
-  and takes its next lease in one round trip (``complete_and_pull``).
+- :class:`~rollarc.diffusion.spot_queue.SpotQueue` (on the head node, which is never preempted) holds the job queue,
+  the leases and the weight references the workers fetch (:mod:`rollarc.diffusion.spot_queue`).
+- :class:`~rollarc.diffusion.spot_explorer.SpotExplorer` pulls a job, samples it one denoising step at a time,
+  heartbeats, and commits its in-flight latent on a notice (:mod:`rollarc.diffusion.spot_explorer`).
 - :class:`SpotFleet` (driver side) starts one worker per spot slot, runs the injector's schedule in a
   thread (drain with reason preemption → node removal ``notice_s`` later → replacement at least ``replacement_s`` after that,
   started on the driver's main thread), and counts node-seconds per worker for the cost.
@@ -32,371 +26,37 @@ preemption *with notice* of a slot whose group has more than one member takes on
 it obeys between two denoising steps (the survivors regroup with the weights they hold, and the job goes
 on); ``replacement_s`` later a ``grow`` order, obeyed between jobs, adds a member that takes the weights
 from a peer.
+
+One concept, although over 500 lines: the driver's view of the fleet's slots (``nodes``, under one lock), which three
+threads change together: the injector (notices and node removals on schedule), the drain watcher (notices from
+Ray) and the driver's main thread (replacements, crashes, the queue's restarts, waiting for a round). The config's
+side of the fleet (slots, schedule, local cluster, cost) is :mod:`rollarc.diffusion.spot_setup`.
 """
 
 from __future__ import annotations
 
-import statistics
 import threading
 import time
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field
-from functools import partial
-from pathlib import Path
 from typing import Any
 
 import ray
-import torch
 from ray.cluster_utils import Cluster
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from rollarc.cluster.catalogue import load_catalogue
 from rollarc.config.cluster import CallDeadlines
-from rollarc.config.io import ConfigError, read_yaml
-from rollarc.diffusion.config import T2IConfig
+from rollarc.config.io import ConfigError
 from rollarc.diffusion.drain_watcher import DrainWatcher, drain
 from rollarc.diffusion.joined_nodes import JoinedNodes
 from rollarc.diffusion.queue_ledger import QueueLedger
-from rollarc.diffusion.resumable import InFlight, advance, prepare, start
-from rollarc.diffusion.sampling import to_images
-from rollarc.diffusion.sp_policy import SPPolicy
-from rollarc.diffusion.tasks.registry import make_task
-from rollarc.diffusion.weight_sync import DiTReceiver
-from rollarc.diffusion.workers import load_weights, reward_table, sampling_policy, score
+from rollarc.diffusion.spot_explorer import POLL_S, SpotExplorer, worker_name
+from rollarc.diffusion.spot_queue import HEAD_RESOURCE, QUEUE_NAME, SpotQueue
 from rollarc.rayproc.deadline import Deadlines
-from rollarc.rayproc.placement import CATALOGUE, pool_resource
-from rollarc.spotlight.heartbeat import pipelined_beat
-from rollarc.spotlight.job_queue import Beat, JobQueue, JobSpec, Lease
-from rollarc.spotlight.preemption import Hit, Preemption, Target, at_rate, busy_slot, from_trace, what_is_hit
+from rollarc.spotlight.job_queue import JobSpec
+from rollarc.spotlight.preemption import Hit, Preemption, Target, busy_slot, what_is_hit
 from rollarc.spotlight.spot_nodes import place
-from rollarc.sync.codec import state_checksums
-
-HEAD_RESOURCE = "spot_head"
-POLL_S = 0.05
-QUEUE_NAME = "spot-queue"  # the queue actor's Ray name, before its fleet's tag
-QUEUE_TIMEOUT_S = 60.0  # a call to the queue (on the head node) that takes longer means it is gone
-
-
-def worker_name(slot: int, generation: int) -> str:
-    """The name of the worker of ``slot``'s ``generation``-th node (0: the first; each replacement adds one)."""
-    return f"spot{slot}-g{generation}"
-
-
-def slot_of(worker: str) -> int:
-    """The slot of a worker named by :func:`worker_name`."""
-    return int(worker.removeprefix("spot").split("-g")[0])
-
-
-def _answer(ref: Any) -> Beat | None:
-    """A heartbeat's answer if it is back, else None (never waits)."""
-    ready, _ = ray.wait([ref], timeout=0)
-    return ray.get(ready[0], timeout=QUEUE_TIMEOUT_S) if ready else None  # ready: only a transfer
-
-
-def recovery_speedup(cold_s: list[float], regroup_s: list[float]) -> float | None:
-    """Median cold start over median regroup, both measured in this run (``None`` until both happened)."""
-    if not cold_s or not regroup_s:
-        return None
-    return statistics.median(cold_s) / max(statistics.median(regroup_s), 1e-9)
-
-
-@ray.remote
-class SpotQueue:
-    def __init__(self, lease_s: float):
-        self.incarnation = uuid.uuid4().hex  # new when Ray restarts the actor (empty): the fleet refills it
-        self.queue = JobQueue(lease_s)
-        self.weights: dict[int, tuple[int | None, list[Any]]] = {}
-        self.synced: list[tuple[str, int, int, bool]] = []  # (worker, version, bytes, full copy)
-        self.holds: dict[str, tuple[int, dict[str, int]]] = {}  # worker -> (version, checksums of its weights)
-        self.closed = False
-        self.sp_orders: dict[str, list[str]] = {}
-        self.sp_done: list[tuple[str, str, int, float]] = []  # (worker, order, degree after it, seconds)
-        self.sp_cold: list[tuple[str, float]] = []  # (worker, seconds its SP group took to start cold)
-
-    def submit(self, jobs: list[JobSpec]) -> None:
-        for job in jobs:
-            self.queue.submit(job)
-
-    def incarnation_id(self) -> str:
-        return self.incarnation
-
-    def refill(self, jobs: list[JobSpec]) -> None:
-        """``submit`` after a restart, skipping the jobs this incarnation already has (a submit that was retried
-        on it after the restart)."""
-        self.submit([job for job in jobs if job.job_id not in self.queue.jobs])
-
-    def pull(self, worker: str) -> Lease | None:
-        return None if self.closed else self.queue.pull(worker, time.monotonic())
-
-    def heartbeat(self, job_id: int, token: int, step: int) -> Beat:
-        return self.queue.heartbeat(job_id, token, step, time.monotonic())
-
-    def complete(self, job_id: int, token: int, result: dict[str, Any]) -> bool:
-        return self.queue.complete(job_id, token, result)
-
-    def commit(self, job_id: int, token: int, state: InFlight, step: int) -> bool:
-        return self.queue.commit(job_id, token, state, step)
-
-    def complete_and_pull(
-        self, job_id: int, token: int, result: dict[str, Any], worker: str
-    ) -> tuple[Lease | None, list[str]]:
-        """``complete``, then ``worker``'s SP orders, then ``pull``, in one round trip (a pull worker's between
-        jobs). No lease when an order is a grow: a joiner can take longer than a lease, so the worker grows
-        first and pulls after."""
-        self.complete(job_id, token, result)
-        orders = self.take_sp_orders(worker, True)
-        return (None if "grow" in orders else self.pull(worker)), orders
-
-    def notice(self, worker: str) -> None:
-        self.queue.notice(worker)
-
-    def gone(self, worker: str) -> None:
-        self.queue.gone(worker)
-
-    def results(self, job_ids: list[int]) -> list[Any] | None:
-        """The results of ``job_ids`` once all are in (expiring dead leases first), else None."""
-        self.queue.expire(time.monotonic())
-        if any(j not in self.queue.results for j in job_ids):
-            return None
-        return [self.queue.results[j] for j in job_ids]
-
-    def order_sp(self, worker: str, order: str) -> None:
-        """Tell ``worker`` to ``shrink`` its SP group (a member's notice) or ``grow`` it (a member joined)."""
-        self.sp_orders.setdefault(worker, []).append(order)
-
-    def take_sp_orders(self, worker: str, grow: bool) -> list[str]:
-        """``worker``'s pending orders: every shrink, and the grows only if ``grow`` (the worker is between jobs)."""
-        orders = self.sp_orders.pop(worker, [])
-        kept = [o for o in orders if o == "grow" and not grow]
-        if kept:
-            self.sp_orders[worker] = kept
-        return [o for o in orders if o == "shrink" or grow]
-
-    def sp_done_by(self, worker: str, order: str, degree: int, seconds: float) -> None:
-        self.sp_done.append((worker, order, degree, seconds))
-
-    def sp_cold_start_by(self, worker: str, seconds: float) -> None:
-        """A worker's SP group started cold (new processes, weights from disk): the regroup's baseline."""
-        self.sp_cold.append((worker, seconds))
-
-    def put_weights(self, version: int, base: int | None, wrapped_refs: list[Any]) -> None:
-        """Keep the references (wrapped in a list so Ray does not resolve them) of one weight version's update
-        from ``base`` (None: the update is itself a full copy) and of its full copy."""
-        self.weights[version] = (base, wrapped_refs)
-        for old in [v for v in self.weights if v < version - 1]:
-            del self.weights[old]
-
-    def weights_of(self, version: int) -> tuple[int | None, list[Any]] | None:
-        return self.weights.get(version)
-
-    def synced_by(self, worker: str, version: int, nbytes: int, full: bool, checksums: dict[str, int]) -> None:
-        """Record a worker's sync, with the checksums of the weights it now holds (an audit: a delta's
-        application already checks its base)."""
-        self.synced.append((worker, version, nbytes, full))
-        self.holds[worker] = (version, checksums)
-
-    def held_weights(self, worker: str) -> tuple[int, dict[str, int]] | None:
-        """The version and weight checksums ``worker`` reported at its last sync (None: it has not synced)."""
-        return self.holds.get(worker)
-
-    def held(self) -> dict[int, tuple[str, int]]:
-        """Leased jobs: id -> (worker, steps it reported done)."""
-        return {j: (h.lease.worker, h.step) for j, h in self.queue.held.items()}
-
-    def stats(self) -> dict[str, Any]:
-        s = self.queue.stats
-        return {
-            "submitted": len(self.queue.jobs),
-            "completed": len(set(s.completions)),
-            "duplicate_jobs": len(s.completions) - len(set(s.completions)),
-            "lost_jobs": len(self.queue.jobs) - len(self.queue.results),
-            "committed_on_notice": s.committed_on_notice,
-            "requeued_on_expiry": s.requeued_on_expiry,
-            "lost_steps": s.lost_steps,
-            "resumed_steps": s.resumed_steps,
-            "stale_refused": s.stale_refused,
-            "heartbeats": s.heartbeats,
-            "sp_regroups": sum(1 for _, order, _, _ in self.sp_done if order == "shrink"),
-            "sp_joins": sum(1 for _, order, _, _ in self.sp_done if order == "grow"),
-            "sp_regroup_s": [round(sec, 4) for _, order, _, sec in self.sp_done if order == "shrink"],
-            "sp_degrees_after": [degree for _, _, degree, _ in self.sp_done],
-            "sp_cold_start_s": [round(sec, 4) for _, sec in self.sp_cold],
-            "sp_recovery_speedup": recovery_speedup(
-                [sec for _, sec in self.sp_cold], [sec for _, order, _, sec in self.sp_done if order == "shrink"]
-            ),
-            "sync_bytes": sum(nbytes for _, _, nbytes, _ in self.synced),
-            "sync_full_copies": sum(1 for _, _, _, full in self.synced if full),
-            "syncs": len(self.synced),
-            "explorer_nodes": sorted({r["node"] for r in self.queue.results.values() if isinstance(r, dict)}),
-        }
-
-    def close(self) -> None:
-        self.closed = True
-
-    def is_closed(self) -> bool:
-        return self.closed
-
-
-@ray.remote(max_restarts=0)
-class SpotExplorer:
-    def __init__(
-        self,
-        name: str,
-        policy_dir: str,
-        tasks: list[str],
-        cache_dir: str,
-        threads: int,
-        version: int,
-        sp_degree: int = 1,
-    ):
-        torch.set_num_threads(threads)
-        self.name = name
-        self.policy = sampling_policy(policy_dir, sp_degree, threads)
-        self.table = reward_table([make_task(t, Path(cache_dir)) for t in tasks])
-        self.version = version
-        self.receiver = DiTReceiver(self.policy.transformer.state_dict(), version)
-        self.deadlines = Deadlines.of(CallDeadlines())  # the fleet passes the run's to serve
-        self.node_id = ray.get_runtime_context().get_node_id()  # in each result: where explorers really ran
-
-    def serve(
-        self, queue: Any, noise_level: float, heartbeat_every: int = 1, deadlines: Deadlines | None = None
-    ) -> str:
-        """Pull and run jobs until the queue closes ("closed") or a notice arrives ("noticed").
-
-        ``heartbeat_every``: denoising steps between heartbeats. Heartbeats are pipelined
-        (:func:`~rollarc.spotlight.heartbeat.pipelined_beat`): the answer to one is read at the next, so the
-        loop never waits for the queue, and a notice reaches the worker up to two intervals later; those
-        steps must stay well inside the notice and the lease (``spot.lease_s``).
-        """
-        self.deadlines = deadlines or self.deadlines
-        if isinstance(self.policy, SPPolicy):
-            self.deadlines.get(
-                "call",
-                queue.sp_cold_start_by.remote(self.name, self.policy.cold_start_s),
-                "the spot queue",
-                "sp_cold_start_by",
-            )
-        lease: Any = None  # the next job's Lease, or None (pull one)
-        while True:
-            if lease is None:
-                self._obey_sp_orders(queue, between_jobs=True)
-                lease = self.deadlines.get("call", queue.pull.remote(self.name), "the spot queue", "pull")
-                if lease is None:
-                    if self.deadlines.get("call", queue.is_closed.remote(), "the spot queue", "is_closed"):
-                        return "closed"
-                    time.sleep(POLL_S)
-                    continue
-            if not self._use_version(queue, lease.job.version):
-                lease = None  # the queue was restarted empty: its fleet puts the weights and the job back
-                continue
-            began = time.perf_counter()
-            job = lease.job
-            state = lease.progress
-            if state is None:
-                prompts = [job.prompt] * len(job.seeds)
-                state = start(self.policy, prompts, list(job.seeds), job.steps, noise_level, job.version)
-            beat, in_flight = Beat.OK, None
-            prepared = prepare(self.policy, state)  # once per job, not per step
-            while not state.finished:
-                advance(self.policy, state, 1, prepared)
-                if state.finished:
-                    break
-                self._obey_sp_orders(queue, between_jobs=False)
-                if state.step % heartbeat_every:
-                    continue
-                send = partial(queue.heartbeat.remote, job.job_id, lease.token, state.step)
-                beat, in_flight = pipelined_beat(in_flight, send, _answer)
-                if beat is not Beat.OK:
-                    break
-            if beat is Beat.NOTICE:
-                self.deadlines.get(
-                    "call", queue.commit.remote(job.job_id, lease.token, state, state.step), "the spot queue", "commit"
-                )
-                return "noticed"
-            if beat is Beat.LOST:
-                lease = None
-                continue
-            result = self._result(job, state, began)
-            # one round trip between jobs: the result handed in, the next lease and any SP orders back
-            ref = queue.complete_and_pull.remote(job.job_id, lease.token, result, self.name)
-            lease, orders = self.deadlines.get("call", ref, "the spot queue", "complete_and_pull")
-            self._apply_sp_orders(queue, orders)
-
-    def ready(self) -> str:
-        """Answers once the worker has loaded its DiT (a benchmark starts its clock after that)."""
-        return self.name
-
-    def run_job(self, job: JobSpec, noise_level: float) -> dict[str, Any]:
-        """The push baseline (``push_fleet``): run ``job`` start to finish; no lease, heartbeat or commit."""
-        if job.version != self.version:
-            raise ValueError(
-                f"{self.name} holds weights of version {self.version}, job {job.job_id} needs {job.version}"
-            )
-        began = time.perf_counter()
-        state = start(self.policy, [job.prompt] * len(job.seeds), list(job.seeds), job.steps, noise_level, job.version)
-        advance(self.policy, state, job.steps)
-        return self._result(job, state, began)
-
-    def _result(self, job: JobSpec, state: InFlight, began: float) -> dict[str, Any]:
-        """A finished job's result: its rewards, and for the benchmark's time accounting the seconds this worker
-        spent on it (sampling and scoring, from ``began``) and when it finished (``done_at``, the epoch clock)."""
-        rewards = score(self.table, state.prompts, to_images(state.x))
-        return {
-            "rewards": rewards,
-            "version": job.version,
-            "images": len(rewards),
-            "worker": self.name,
-            "node": self.node_id,
-            "seconds": time.perf_counter() - began,
-            "done_at": time.time(),
-        }
-
-    def _obey_sp_orders(self, queue: Any, between_jobs: bool) -> None:
-        """Shrink or grow the SP group as the fleet ordered (between denoising steps, never mid-forward).
-
-        A shrink is obeyed at once, mid-job too: the member's device is going away. A grow waits until the
-        worker is between jobs: a joiner is a new process (imports, weights by broadcast), which can take
-        longer than a lease, and a worker busy joining sends no heartbeat.
-        """
-        if not isinstance(self.policy, SPPolicy):
-            return
-        orders = self.deadlines.get(
-            "call", queue.take_sp_orders.remote(self.name, between_jobs), "the spot queue", "take_sp_orders"
-        )
-        self._apply_sp_orders(queue, orders)
-
-    def _apply_sp_orders(self, queue: Any, orders: list[str]) -> None:
-        """Carry out SP orders already taken from the queue, reporting each one's seconds."""
-        if not orders or not isinstance(self.policy, SPPolicy):
-            return
-        for order in orders:
-            seconds = self.policy.shrink() if order == "shrink" else self.policy.grow()
-            self.deadlines.get(
-                "call",
-                queue.sp_done_by.remote(self.name, order, self.policy.degree, seconds),
-                "the spot queue",
-                "sp_done_by",
-            )
-
-    def _use_version(self, queue: Any, version: int) -> bool:
-        """Bring the weights to ``version``: the delta if it starts at the held version, else a full copy. False
-        if the queue has none of that version: it was restarted (empty) since the lease was given."""
-        if version == self.version:
-            return True
-        kept = self.deadlines.get("call", queue.weights_of.remote(version), "the spot queue", "weights_of")
-        if kept is None:
-            return False
-        base, (update, full) = kept
-        ref = update if base is None or base == self.receiver.version else full
-        sent = self.deadlines.get("train", ref, "the trainer", "publish")
-        got = self.receiver.sync(sent, lambda _have: self.deadlines.get("train", full, "the trainer", "full"))
-        load_weights(self.policy, self.receiver.state)
-        self.version = got.version
-        checksums = state_checksums(self.receiver.state)
-        ref = queue.synced_by.remote(self.name, got.version, got.nbytes, got.full, checksums)
-        self.deadlines.get("call", ref, "the spot queue", "synced_by")
-        return True
 
 
 @dataclass
@@ -913,57 +573,3 @@ class SpotFleet:
             self.injector.join(timeout=30)
         self.watcher.join(timeout_s=30)
         self.deadlines.get("call", self.queue.close.remote(), "the spot queue", "close")
-
-
-def spot_slots(cfg: T2IConfig) -> tuple[str, int]:
-    """The spot pool's Ray resource and its node count (one explorer per node)."""
-    pool = cfg.cluster.roles.explorer.pool
-    return pool_resource(pool, cfg.cluster.pools[pool]), cfg.cluster.pools[pool].count
-
-
-def preemption_schedule(cfg: T2IConfig) -> list[Preemption]:
-    """The trace named by ``spot.trace``, else preemptions drawn at ``spot.rate_per_hour`` (seeded by ``seed``)."""
-    sc, slots = cfg.spot, spot_slots(cfg)[1]
-    if sc.trace is None:
-        return at_rate(sc.rate_per_hour, slots, sc.horizon_s, sc.notice_s, sc.replacement_s, cfg.seed)
-    rows = read_yaml(sc.trace).get("preemptions")
-    if not isinstance(rows, list):
-        raise ConfigError(f"spot.trace {sc.trace}: needs a 'preemptions:' list of {{at_s, slot, notice_s}}")
-    try:
-        return from_trace(rows, slots)
-    except ValueError as err:
-        raise ConfigError(f"spot.trace {sc.trace}: {err}") from err
-
-
-def start_local_cluster(cfg: T2IConfig) -> Cluster:
-    """A head node with every non-spot pool (and the queue's resource); spot nodes are added by the fleet."""
-    spot_resource = spot_slots(cfg)[0]
-    resources = {pool_resource(n, p): float(p.count) for n, p in cfg.cluster.pools.items()}
-    resources.pop(spot_resource)
-    resources[HEAD_RESOURCE] = 1.0
-    return Cluster(
-        initialize_head=True,
-        head_node_args={"num_cpus": cfg.cluster.num_cpus or 1, "resources": resources, "include_dashboard": False},
-    )
-
-
-def cost_summary(cfg: T2IConfig, rl_wall_s: float, spot_node_seconds: dict[str, float]) -> dict[str, float]:
-    """USD of the run: trainer and sampler on demand for the RL time; explorers at the spot price per node-hour.
-
-    ``explorers_on_demand_usd`` prices the same explorer slots on demand for the whole RL time, which is
-    what exploration costs without spot capacity.
-    """
-    cat = load_catalogue(CATALOGUE)
-    pools, roles = cfg.cluster.pools, cfg.cluster.roles
-    hours = rl_wall_s / 3600.0
-    fixed = sum(
-        getattr(roles, r).units * cat.price_per_hour(pools[getattr(roles, r).pool].kind) for r in ("trainer", "sampler")
-    )
-    spot_pool = pools[roles.explorer.pool]
-    spot_hours = sum(spot_node_seconds.values()) / 3600.0
-    return {
-        "on_demand_roles_usd": fixed * hours,
-        "explorers_spot_usd": spot_hours * cat.price_per_hour(spot_pool.kind, spot=True),
-        "explorers_on_demand_usd": spot_pool.count * hours * cat.price_per_hour(spot_pool.kind),
-        "spot_node_hours": spot_hours,
-    }

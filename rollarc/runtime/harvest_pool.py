@@ -1,7 +1,7 @@
 """HarvestPool: the driver's side of borrowed serving capacity (``harvest:``, docs/rose.md).
 
 It starts the co-serving replicas (the borrowed site) and, before any is lent, settles the SLO their guards keep
-(``harvest.slo_source``: measured by a calibration, read from a recorded one, or fixed; ``rollarc.rose.calibration``).
+(``harvest.slo_source``: measured by a calibration, read from a recorded one, or fixed; :mod:`rollarc.runtime.harvest_slo`).
 The calibration runs during the run's first ``calibration_s``, under the run's own load (the trainer and the
 dedicated rollouts at work) with nothing lent: serving as it is without borrowing, the SLO lending must then keep.
 A replica reports no headroom until it holds the SLO. Then it asks each for its headroom every ``harvest.poll_s``,
@@ -22,7 +22,6 @@ of every shard. Plumbing only: the decisions are the pure policy's.
 from __future__ import annotations
 
 import contextlib
-import json
 import time
 from collections import Counter
 from pathlib import Path
@@ -32,25 +31,19 @@ import ray
 from ray.exceptions import GetTimeoutError, RayActorError
 
 from rollarc.config import Config
-from rollarc.config.harvest import HarvestConfig, SLOConfig
+from rollarc.config.harvest import HarvestConfig
 from rollarc.config.io import ConfigError
 from rollarc.policy.dispatcher import BORROWED_POOL
 from rollarc.policy.lending import LendingPolicy
-from rollarc.rayproc.deadline import ActorHung, Deadlines, hung
-from rollarc.report.durable import write_text_durably
+from rollarc.rayproc.deadline import ActorHung, Deadlines
 from rollarc.rose.calibration import (
-    CALIBRATION_FILE,
-    Calibration,
-    calibration_key,
-    read_calibration,
     serving_record,
-    slo_record,
-    too_few,
 )
 from rollarc.rose.guard_actions import guard_actions
 from rollarc.rose.pinning import missing_cores
 from rollarc.rose.slo import RequestTiming, latencies
 from rollarc.runtime.coserving_replica import CoServingReplica
+from rollarc.runtime.harvest_slo import SiteSLO
 from rollarc.runtime.ray_cluster import uses_gpus
 from rollarc.runtime.site_relay import site_bytes
 from rollarc.runtime.weight_sync import SyncPayload
@@ -169,112 +162,16 @@ class HarvestPool:
         self._syncs: dict[Any, str] = {}
         self._last_poll = 0.0
         self._joining: dict[Any, tuple[str, Any]] = {}  # catch-up ref -> (name, handle) of a starting replacement
-        self.slo: SLOConfig | None = None  # the SLO every replica's guard keeps, once settled
-        self.slo_record: dict[str, Any] = {}  # summary.json's harvest_slo
-        self._calibration_key = self._recorded_slo()  # None: settled without measuring
-        self._calibrating: dict[str, Any] = {}  # replica name -> its serve_alone ref, while the calibration runs
-        self._calibration_due = 0.0  # monotonic time by which every sample must be in
-        self._started = time.monotonic()
+        self.site_slo = SiteSLO(self.harvest, self.deadlines, run_dir, "cuda" if self._gpus() else "cpu")
         self._start_all(version)
-
-    # ---- the SLO ----------------------------------------------------------------------------------------
-    def _recorded_slo(self) -> dict[str, Any] | None:
-        """Settle the SLO without measuring where one is given or recorded; else the key to calibrate it under.
-
-        ``fixed``: ``harvest.slo``. ``file``: ``harvest.slo_file``. ``calibrate``: the run directory's own recording
-        when there is one (a resumed run: the same numbers, not a second calibration), else a calibration."""
-        harvest = self.harvest
-        if harvest.slo_source == "fixed":
-            assert harvest.slo is not None  # the config requires it
-            self._settle(harvest.slo, "fixed", None)
-            return None
-        key = calibration_key(harvest, "cuda" if self._gpus() else "cpu")
-        if harvest.slo_source == "file":
-            assert harvest.slo_file is not None  # the config requires it
-            path = Path(harvest.slo_file)
-            recorded = read_calibration(path)
-            recorded.check(key, f"harvest.slo_file {path}")
-            self._settle(recorded.slo(harvest.slo_alone_factor), "file", recorded, file=str(path), reused=True)
-            return None
-        path_in_run = self.run_dir / CALIBRATION_FILE if self.run_dir is not None else None
-        if path_in_run is None or not path_in_run.is_file():
-            return key
-        recorded = read_calibration(path_in_run)
-        recorded.check(key, f"the run's recorded calibration {path_in_run}")
-        self._settle(recorded.slo(harvest.slo_alone_factor), "calibrate", recorded, file=str(path_in_run), reused=True)
-        return None
 
     def _start_all(self, version: int) -> None:
         """The site's replicas; while the SLO is unsettled, their first ``calibration_s`` is its sample."""
-        calibrate = self._calibration_key is not None and self.slo is None
+        calibrate = self.site_slo.sampling
         for _ in range(self.harvest.replicas):
             self._start(version, calibration_s=self.harvest.calibration_s if calibrate else None)
         if calibrate:
-            self._calibrating = {name: handle.serve_alone.remote() for name, handle in self.replicas.items()}
-            # the sample's requests arrive within calibration_s; the last ones finish within a control call's deadline
-            self._calibration_due = time.monotonic() + self.harvest.calibration_s + self.deadlines.call_s
-
-    def _calibration_tick(self) -> None:
-        """Settle the SLO once every replica's sample is in (the run trains meanwhile; nothing is lent before)."""
-        if not self._calibrating:
-            return
-        refs = list(self._calibrating.values())
-        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
-        if len(ready) == len(refs):
-            self._calibrate()
-        elif time.monotonic() > self._calibration_due:
-            late = ", ".join(name for name, ref in self._calibrating.items() if ref not in ready)
-            budget = self.harvest.calibration_s + self.deadlines.call_s
-            raise hung(late, "serve_alone (the SLO's calibration)", budget, self.deadlines.key("call"))
-
-    def _finish_calibration(self) -> None:
-        """At the run's end (a run shorter than the calibration): wait for the samples until they are due, so that
-        the summary states the SLO serving was scored against; a sample still missing leaves it unsettled."""
-        if not self._calibrating:
-            return
-        refs = list(self._calibrating.values())
-        left = max(0.0, self._calibration_due - time.monotonic())
-        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=left)
-        if len(ready) == len(refs):
-            self._calibrate()
-
-    def _calibrate(self) -> None:
-        """The SLO is ``slo_alone_factor`` x the p99s of the samples' requests pooled (every one is in), recorded in
-        the run directory and pushed to all. A replica that died meanwhile is replaced; the survivors' samples
-        count (too few requests then stop the run in one line)."""
-        harvest, key = self.harvest, self._calibration_key
-        assert key is not None
-        refs, self._calibrating = self._calibrating, {}
-        samples = []
-        for name, ref in refs.items():
-            try:
-                samples.append(self.deadlines.get("call", ref, name, "serve_alone (the SLO's calibration)"))  # ready
-            except RayActorError:
-                self._on_death(name)
-        requests = tuple((float(ttft), tpot) for sample in samples for ttft, tpot in sample)
-        problem = too_few(len(requests), harvest.calibration_min_requests, harvest.calibration_s, len(refs))
-        if problem is not None:
-            raise ConfigError(problem)
-        calibration = Calibration(key, requests, harvest.calibration_s, tuple(refs))
-        # seconds from the site's start to the SLO: the run trained meanwhile and lent nothing
-        where: dict[str, Any] = {"reused": False, "settled_after_s": round(time.monotonic() - self._started, 3)}
-        if self.run_dir is not None:
-            path = self.run_dir / CALIBRATION_FILE
-            write_text_durably(path, json.dumps(calibration.to_json(), indent=1))
-            where["file"] = str(path)
-        self._settle(calibration.slo(harvest.slo_alone_factor), "calibrate", calibration, **where)
-
-    def _settle(self, slo: SLOConfig, source: str, calibration: Calibration | None, **where: Any) -> None:
-        """The run's SLO from now on: pushed to every replica (replacements get it when they join)."""
-        factor = None if source == "fixed" else self.harvest.slo_alone_factor
-        self.slo, self.slo_record = slo, slo_record(slo, source, factor, calibration, **where)
-        for name, handle in self.replicas.items():
-            self._push_slo(name, handle)
-
-    def _push_slo(self, name: str, handle: Any) -> None:
-        """Set the run's SLO in a replica's guard and wait until it holds it (its ``stats`` report it)."""
-        assert self.slo is not None
-        self.deadlines.get("call", handle.set_slo.remote(self.slo.ttft_p99_ms, self.slo.tpot_p99_ms), name, "set_slo")
+            self.site_slo.sample(self.replicas)
 
     def _register(self) -> None:
         """Have the trainer encode every update in ``harvest.replicas`` shards, from its next version on.
@@ -295,7 +192,7 @@ class HarvestPool:
         return 1 if uses_gpus(self.cfg.cluster, self.cfg.model.device) else 0
 
     def _start(self, version: int | None, calibration_s: float | None = None) -> str:
-        """``calibration_s``: the replica's first requests are the SLO's serving-alone sample (``_calibrate``)."""
+        """``calibration_s``: the replica's first requests are the SLO's serving-alone sample (:class:`~rollarc.runtime.harvest_slo.SiteSLO`)."""
         name = f"borrowed-{self._serial}"
         self._serial += 1
         gpus = self._gpus()
@@ -320,8 +217,10 @@ class HarvestPool:
             self._joining[handle.catch_up.remote()] = (name, handle)
             return name
         self.deadlines.get("start", handle.start.remote(calibration_s), name, "start")
-        if self.slo is not None:  # settled (a restart from a checkpoint, or a given SLO): held before it may be lent
-            self._push_slo(name, handle)
+        if (
+            self.site_slo.slo is not None
+        ):  # settled (a restart from a checkpoint, or a given SLO): held before it may be lent
+            self.site_slo.push(name, handle)
         self._join(name, handle)
         return name
 
@@ -341,8 +240,8 @@ class HarvestPool:
             try:
                 caught = self.deadlines.get("call", ref, name, "catch_up")  # ready
                 self.deadlines.get("start", handle.start.remote(), name, "start")
-                if self.slo is not None:  # the run's SLO, before it may be lent
-                    self._push_slo(name, handle)
+                if self.site_slo.slo is not None:  # the run's SLO, before it may be lent
+                    self.site_slo.push(name, handle)
             except RayActorError:
                 self.counters["deaths"] += 1
                 if self.harvest.replace_dead:
@@ -407,14 +306,13 @@ class HarvestPool:
         self.hops.clear()
         self.trainer, self.policy_dir = trainer, policy_dir
         self._register()  # the new trainer encodes the site's shards too
-        self._calibrating = {}  # a calibration under way starts over with the new replicas
         self._start_all(version)
         self.counters["restarts"] += 1
 
     # ---- lending ----------------------------------------------------------------------------------------
     def tick(self) -> None:
         """Collect the headroom reports that arrived, act on the lending decisions, and ask again every poll_s."""
-        self._calibration_tick()
+        self.site_slo.tick(self.replicas, self._on_death)
         self._joined()
         if self._headroom:
             ready, _ = ray.wait(list(self._headroom), num_returns=len(self._headroom), timeout=0)
@@ -573,7 +471,8 @@ class HarvestPool:
         """summary.json's harvest keys: ``harvest`` (the run's counters and each live replica's serving SLO),
         ``harvest_slo`` (the SLO the guards kept, and its calibration), ``harvest_guard_actions`` (by cause) and
         ``harvest_serving`` (the requests the live replicas served after the calibration, against that SLO)."""
-        self._finish_calibration()
+        self.site_slo.finish(self.replicas, self._on_death)
+        slo = self.site_slo.slo
         replicas = []
         served: list[RequestTiming] = []
         refs = {name: (handle.stats.remote(), handle.served_timings.remote()) for name, handle in self.replicas.items()}
@@ -592,7 +491,7 @@ class HarvestPool:
                 "lent_at_end": self.lent(),
                 "replicas": replicas,
             },
-            "harvest_slo": self.slo_record,
+            "harvest_slo": self.site_slo.record,
             "harvest_guard_actions": self.guard_actions(totals),
-            "harvest_serving": serving_record(latencies(served), self.slo) if self.slo is not None else None,
+            "harvest_serving": None if slo is None else serving_record(latencies(served), slo),
         }

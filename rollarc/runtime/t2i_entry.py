@@ -25,7 +25,9 @@ from rollarc.diffusion.controller import T2IController, T2IWorkers
 from rollarc.diffusion.joined_nodes import JoinedNodes
 from rollarc.diffusion.pretrain import load_or_pretrain
 from rollarc.diffusion.report import build_t2i_report
-from rollarc.diffusion.spot_fleet import HEAD_RESOURCE, SpotFleet, cost_summary, preemption_schedule, spot_slots
+from rollarc.diffusion.spot_fleet import SpotFleet
+from rollarc.diffusion.spot_queue import HEAD_RESOURCE
+from rollarc.diffusion.spot_setup import cost_summary, preemption_schedule, spot_slots
 from rollarc.diffusion.tasks.base import split
 from rollarc.diffusion.tasks.registry import make_task
 from rollarc.diffusion.workers import T2ISampler, T2ITrainer

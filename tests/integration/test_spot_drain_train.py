@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from ray.scripts.scripts import cli as ray_cli
 
 from rollarc.cli import main
-from rollarc.diffusion.spot_fleet import QUEUE_NAME
+from rollarc.diffusion.spot_queue import QUEUE_NAME
 from tests.integration.test_t2i_train import tiny_overrides
 
 SAMPLE_STEPS = 200  # long enough on the tiny DiT that the drain lands mid-job

@@ -12,7 +12,8 @@ from ray.cluster_utils import Cluster
 
 from rollarc.diffusion.model import build_policy
 from rollarc.diffusion.sampling import sample_sde
-from rollarc.diffusion.spot_fleet import HEAD_RESOURCE, SpotFleet
+from rollarc.diffusion.spot_fleet import SpotFleet
+from rollarc.diffusion.spot_queue import HEAD_RESOURCE
 from rollarc.diffusion.tasks.registry import make_task, vocabulary
 from rollarc.diffusion.workers import reward_table, score
 

@@ -4,7 +4,7 @@ own summary, and the ratio is the medians' (hand-computed here)."""
 import pytest
 
 from rollarc.bench.spot_train import recovery_in_run
-from rollarc.diffusion.spot_fleet import recovery_speedup
+from rollarc.diffusion.spot_queue import recovery_speedup
 
 
 def test_recovery_speedup_is_the_ratio_of_medians() -> None:

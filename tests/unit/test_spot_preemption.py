@@ -6,7 +6,7 @@ import pytest
 
 from rollarc.config.io import ConfigError
 from rollarc.diffusion.config import load_t2i_config
-from rollarc.diffusion.spot_fleet import cost_summary, preemption_schedule, spot_slots
+from rollarc.diffusion.spot_setup import cost_summary, preemption_schedule, spot_slots
 from rollarc.spotlight.fleet_sim import run_pull, run_push
 from rollarc.spotlight.preemption import Preemption, at_rate, busy_slot, from_trace, what_is_hit
 

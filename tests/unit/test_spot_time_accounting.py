@@ -3,7 +3,7 @@
 import pytest
 
 from rollarc.bench.spot_ray import time_accounting
-from rollarc.diffusion.spot_fleet import slot_of, worker_name
+from rollarc.diffusion.spot_explorer import slot_of, worker_name
 
 
 def test_worker_names_carry_their_slot():
