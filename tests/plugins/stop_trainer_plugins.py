@@ -20,7 +20,11 @@ TRAINER = "train-0"  # Workers names the single TrainWorker so
 FOREVER_S = 3600.0
 
 
-def _hang(actor: Any) -> None:
+STARTED_WAIT_S = 120.0  # bounded: the trainer runs the hang before this reset returns
+
+
+def _hang(actor: Any, started: str) -> None:
+    Path(started).write_text("hanging")
     time.sleep(FOREVER_S)
 
 
@@ -36,5 +40,11 @@ class StopTrainerEnv(ScriptedEnv):
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         if ray.is_initialized() and seed is not None and seed < self.below_seed and not self.marker.exists():
             self.marker.write_text("hung")
-            ray.get_actor(TRAINER).__ray_call__.remote(_hang)  # never waited for: it never returns
+            started = self.marker.with_name(self.marker.name + ".started")
+            ray.get_actor(TRAINER).__ray_call__.remote(_hang, str(started))  # never waited for: it never returns
+            # Wait until the trainer runs it: calls from different callers are not ordered, so without this the
+            # controller's train_step of step 1 could reach the trainer first under load (CI once: step 2 hung).
+            deadline = time.monotonic() + STARTED_WAIT_S
+            while not started.exists() and time.monotonic() < deadline:
+                time.sleep(0.05)
         return super().reset(seed=seed, options=options)
