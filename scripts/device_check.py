@@ -27,6 +27,12 @@ time budget, so one failure or overrun does not lose the others:
 - ``coserve``: ROSE's co-serving on the device (``scripts/device_check_coserve.py``): serving alone, then the
   same serving requests beside harvested rollout turns under the SLO guard, at 1.5x alone's p99 as the SLO;
   attainment of each, the guard's actions, harvested vs dedicated rollout tokens/s (about 3 minutes).
+- ``t2i``: the text-to-image path on the device (``scripts/device_check_t2i.py``, in a process of its own since it
+  imports Ray and diffusers): one Flow-GRPO step of the DiT, and one elastic SP regroup (two member actors
+  sharing the GPU, degree 2 -> 1) with each forward compared to the single-process velocity (under a minute). On
+  the CPU dry run its process starts with the first section and runs beside the others (mostly waiting on Ray's
+  start), so the dry run grows by less than the section alone takes; on a GPU it runs alone, after the others.
+  "not available" without diffusers; its SP part is "not available" without Ray.
 
 Exit status: 0 when every section succeeded, 1 when any recorded an error (listed in ``sections_failed``;
 the JSON is written either way). ``--only SECTION ...`` reruns some sections. Without a GPU it exits 2
@@ -48,7 +54,9 @@ import math
 import os
 import platform
 import signal
+import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -71,6 +79,7 @@ from rollarc.sync.codec import apply_delta, encode_delta, state_checksums
 from rollarc.train.policy_trainer import PolicyTrainer
 
 FSDP_HOOK = REPO / "scripts" / "device_check_fsdp.py"
+T2I_SCRIPT = REPO / "scripts" / "device_check_t2i.py"
 FORBIDDEN = ("ray", "gymnasium", "simpy")
 
 
@@ -144,6 +153,7 @@ GPU = Sizes(
         "codec": 60,
         "vllm": 300,
         "coserve": 240,
+        "t2i": 120,
     },
 )
 TINY = Sizes(
@@ -165,7 +175,16 @@ TINY = Sizes(
     grpo_group_size=4,
     grpo_prompt=16,
     grpo_reply=16,
-    budgets_s={"agreement": 60, "throughput": 90, "grpo_step": 60, "fsdp2": 60, "codec": 60, "vllm": 60, "coserve": 60},
+    budgets_s={
+        "agreement": 60,
+        "throughput": 90,
+        "grpo_step": 60,
+        "fsdp2": 60,
+        "codec": 60,
+        "vllm": 60,
+        "coserve": 60,
+        "t2i": 90,
+    },
 )
 
 
@@ -491,6 +510,45 @@ def section_coserve(sizes: Sizes, device: torch.device) -> dict[str, Any]:
     )
 
 
+class T2IProcess:
+    """The ``t2i`` section's process (``scripts/device_check_t2i.py``): started by :meth:`start`, read by
+    :meth:`result`, killed by :meth:`stop` if it is still running (its Ray cluster's reaper then stops Ray)."""
+
+    def __init__(self, sizes: Sizes, device: torch.device):
+        self.out = Path(tempfile.mkdtemp(prefix="device-check-t2i-")) / "t2i.json"
+        args = ["--device", device.type, "--out", str(self.out)] + (["--tiny"] if sizes is TINY else [])
+        self.proc = subprocess.Popen(
+            [sys.executable, str(T2I_SCRIPT), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+
+    def result(self) -> dict[str, Any]:
+        try:
+            _, err = self.proc.communicate()
+        finally:
+            self.stop()
+        if self.proc.returncode != 0:
+            lines = [line for line in err.splitlines() if line.strip()]
+            raise RuntimeError(f"{T2I_SCRIPT.name} exited {self.proc.returncode}: {lines[-1] if lines else ''}")
+        result: dict[str, Any] = json.loads(self.out.read_text())
+        return result
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+_early: dict[str, T2IProcess] = {}  # the t2i process of a CPU dry run, started with the first section
+
+
+def section_t2i(sizes: Sizes, device: torch.device) -> dict[str, Any] | str:
+    """One Flow-GRPO step and one SP regroup of the DiT on the device (``scripts/device_check_t2i.py``)."""
+    if importlib.util.find_spec("diffusers") is None:
+        return "not available (diffusers is not installed: the DiT is diffusers' PixArtTransformer2DModel)"
+    started = _early.pop("t2i", None) or T2IProcess(sizes, device)
+    return started.result()
+
+
 SECTIONS: dict[str, Callable[[Sizes, torch.device], Any]] = {
     "agreement": section_agreement,
     "throughput": section_throughput,
@@ -499,6 +557,7 @@ SECTIONS: dict[str, Callable[[Sizes, torch.device], Any]] = {
     "codec": section_codec,
     "vllm": section_vllm,
     "coserve": section_coserve,
+    "t2i": section_t2i,
 }
 
 
@@ -511,6 +570,24 @@ def run(sizes: Sizes, device: torch.device, only: list[str] | None = None) -> di
         "sizes": "tiny" if sizes is TINY else "full",
         "sections_failed": [],
     }
+    wants_t2i = "t2i" in SECTIONS and (not only or "t2i" in only) and importlib.util.find_spec("diffusers") is not None
+    if device.type == "cpu" and wants_t2i:
+        _early["t2i"] = T2IProcess(sizes, device)  # beside the others: on a GPU it would skew their times
+    try:
+        _run_sections(report, sizes, device, only)
+    finally:
+        for early in _early.values():
+            early.stop()
+        _early.clear()
+    vllm, throughput = report.get("vllm"), report.get("throughput")
+    if isinstance(vllm, dict) and "tokens_per_s" in vllm and isinstance(throughput, dict) and "engine_s" in throughput:
+        vllm["vllm_over_engine"] = vllm["tokens_per_s"] / throughput["engine_tokens_per_s"]
+        vllm["vllm_over_hf_generate"] = vllm["tokens_per_s"] / throughput["hf_generate_tokens_per_s"]
+    report["forbidden_imports"] = [m for m in FORBIDDEN if m in sys.modules]
+    return report
+
+
+def _run_sections(report: dict[str, Any], sizes: Sizes, device: torch.device, only: list[str] | None) -> None:
     for name, section in SECTIONS.items():
         if only and name not in only:
             continue
@@ -528,12 +605,6 @@ def run(sizes: Sizes, device: torch.device, only: list[str] | None = None) -> di
             report[name]["section_s"] = time.perf_counter() - t0
         if device.type == "cuda":
             torch.cuda.empty_cache()
-    vllm, throughput = report.get("vllm"), report.get("throughput")
-    if isinstance(vllm, dict) and "tokens_per_s" in vllm and isinstance(throughput, dict) and "engine_s" in throughput:
-        vllm["vllm_over_engine"] = vllm["tokens_per_s"] / throughput["engine_tokens_per_s"]
-        vllm["vllm_over_hf_generate"] = vllm["tokens_per_s"] / throughput["hf_generate_tokens_per_s"]
-    report["forbidden_imports"] = [m for m in FORBIDDEN if m in sys.modules]
-    return report
 
 
 def main(argv: list[str] | None = None) -> int:

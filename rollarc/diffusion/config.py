@@ -17,6 +17,7 @@ from rollarc.config.cluster import CallDeadlines, PoolConfig, RoleConfig
 from rollarc.config.io import FrozenModel, load_config, read_yaml
 from rollarc.diffusion.tasks.base import TASK_SIZE
 from rollarc.diffusion.tasks.registry import TASKS
+from rollarc.models.device import DeviceName
 
 CACHE = Path("artifacts") / "t2i"  # pretrained bases and the digit reader, shared by runs and benchmarks
 
@@ -37,6 +38,12 @@ class T2IModelConfig(FrozenModel):
     layers: int = Field(4, ge=1, description="DiT transformer blocks")
     heads: int = Field(4, ge=1, description="attention heads (width must divide by it)")
     threads: int = Field(1, ge=1, description="torch threads of in-process work (pretraining, benchmark τ)")
+    device: DeviceName = Field(
+        "cpu",
+        description="where the trainer, the sampler, the explorers and the SP members compute, as on the LLM path: "
+        "auto = cuda in an actor that sees a GPU (roles on GPU-kind pools reserve one), else cpu; cuda fails at "
+        "start-up without a GPU (docs/gpu.md#text-to-image)",
+    )
 
     @model_validator(mode="after")
     def _heads_divide_width(self) -> T2IModelConfig:
@@ -302,7 +309,9 @@ class T2IConfig(FrozenModel):
         if self.pretrain.checkpoint is not None:
             return Path(self.pretrain.checkpoint)
         key = (
-            self.pretrain.model_dump_json() + self.model.model_dump_json(exclude={"path", "threads"}) + str(self.tasks)
+            self.pretrain.model_dump_json()
+            + self.model.model_dump_json(exclude={"path", "threads", "device"})
+            + str(self.tasks)
         )
         return CACHE / f"base-{hashlib.sha256(key.encode()).hexdigest()[:10]}"
 

@@ -56,7 +56,8 @@ class PromptEncoder(ModelMixin, ConfigMixin):
     def forward(self, prompts: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
         ids, mask = self.tokenize(prompts)
         hidden = self.embed(ids.to(self.position.device)) + self.position
-        return self.layer(hidden, src_key_padding_mask=~mask.to(hidden.device)), mask
+        mask = mask.to(hidden.device)
+        return self.layer(hidden, src_key_padding_mask=~mask), mask
 
 
 class T2IPolicy(nn.Module):
@@ -71,6 +72,11 @@ class T2IPolicy(nn.Module):
     @property
     def image_size(self) -> int:
         return int(self.transformer.config.sample_size)
+
+    @property
+    def device(self) -> torch.device:
+        """Where the DiT's weights are (``model.device``, resolved in the actor that holds the policy)."""
+        return torch.device(next(self.transformer.parameters()).device)
 
     def encode(self, prompts: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
         return self.encoder(prompts)

@@ -10,6 +10,9 @@ index: Flow-GRPO's noise sequence is a pure function of the seed (``flow_sde.noi
 step-``i`` noise is regenerated exactly on any worker, and nothing about a ``torch.Generator`` has to
 travel. The prompt context is re-encoded (deterministic under the same weights).
 
+**Devices.** The state stays on the CPU (it is committed through Ray to a worker that may have no GPU);
+each step runs on the policy's device and brings the new latent back.
+
 **Same image.** Resuming runs the same operations on the same tensors in the same batch as an
 uninterrupted run, so on the same device, thread count and weights the result is bitwise equal
 (tests/unit/test_spot_resume.py checks ``torch.equal`` on the real DiT).
@@ -70,7 +73,7 @@ class Prepared:
 def prepare(policy: T2IPolicy, state: InFlight) -> Prepared:
     size = policy.image_size
     _, noise = seeded_noise(state.seeds, (3, size, size), state.steps)
-    return Prepared(noise, time_grid(state.steps).tolist(), policy.encode(state.prompts))
+    return Prepared(noise.to(policy.device), time_grid(state.steps).tolist(), policy.encode(state.prompts))
 
 
 @torch.no_grad()
@@ -79,11 +82,13 @@ def advance(policy: T2IPolicy, state: InFlight, count: int = 1, prepared: Prepar
 
     ``prepared``: this state's :func:`prepare` under ``policy``'s weights (made here when None)."""
     ready = prepare(policy, state) if prepared is None else prepared
-    noise, grid, context = ready.noise, ready.grid, ready.context
+    noise, grid, context, device = ready.noise, ready.grid, ready.context, policy.device
     for _ in range(min(count, state.steps - state.step)):
         i = state.step
-        v = policy.velocity(state.x, torch.full((len(state.prompts),), grid[i]), context)
-        state.x, logp = sde_step(state.x, v, grid[i], grid[i + 1], noise[i], state.noise_level, grid[1])
+        x = state.x.to(device)
+        v = policy.velocity(x, torch.full((len(state.prompts),), grid[i], device=device), context)
+        x, logp = sde_step(x, v, grid[i], grid[i + 1], noise[i], state.noise_level, grid[1])
+        state.x, logp = x.cpu(), logp.cpu()
         state.states.append(state.x)
         state.logps.append(logp)
         state.step += 1

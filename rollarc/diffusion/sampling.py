@@ -19,7 +19,8 @@ from rollarc.diffusion.model import T2IPolicy
 
 @dataclass
 class Trajectories:
-    """A batch of SDE samples: states ``[B, T+1, 3, H, W]`` (noise first), log-probs ``[B, T]``."""
+    """A batch of SDE samples: states ``[B, T+1, 3, H, W]`` (noise first), log-probs ``[B, T]``; on the CPU
+    whatever device drew them (they travel through Ray to a trainer that may sit elsewhere)."""
 
     prompts: list[str]
     seeds: list[int]
@@ -33,7 +34,7 @@ class Trajectories:
 
 def to_images(x: torch.Tensor) -> np.ndarray:
     """Model space ``[B, 3, H, W]`` in [-1, 1] to images ``[B, H, W, 3]`` in [0, 1]."""
-    return ((x.clamp(-1, 1) + 1) / 2).permute(0, 2, 3, 1).float().numpy()
+    return ((x.clamp(-1, 1) + 1) / 2).permute(0, 2, 3, 1).float().cpu().numpy()
 
 
 def seeded_noise(seeds: list[int], shape: tuple[int, int, int], steps: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -46,28 +47,28 @@ def seeded_noise(seeds: list[int], shape: tuple[int, int, int], steps: int) -> t
 def sample_sde(
     policy: T2IPolicy, prompts: list[str], seeds: list[int], steps: int, noise_level: float, version: int
 ) -> Trajectories:
-    size = policy.image_size
-    x, noise = seeded_noise(seeds, (3, size, size), steps)
+    size, device = policy.image_size, policy.device
+    x, noise = (n.to(device) for n in seeded_noise(seeds, (3, size, size), steps))  # drawn on the CPU: same on any
     grid = time_grid(steps).tolist()
     context = policy.encode(prompts)
     states, logps = [x], []
     for i in range(steps):
         t, t_next = grid[i], grid[i + 1]
-        v = policy.velocity(x, torch.full((len(prompts),), t), context)
+        v = policy.velocity(x, torch.full((len(prompts),), t, device=device), context)
         x, logp = sde_step(x, v, t, t_next, noise[i], noise_level, grid[1])
         states.append(x)
         logps.append(logp)
-    return Trajectories(list(prompts), list(seeds), torch.stack(states, 1), torch.stack(logps, 1), version)
+    return Trajectories(list(prompts), list(seeds), torch.stack(states, 1).cpu(), torch.stack(logps, 1).cpu(), version)
 
 
 @torch.no_grad()
 def sample_ode(policy: T2IPolicy, prompts: list[str], seeds: list[int], steps: int) -> np.ndarray:
     """Deterministic Euler sampling from each seed's initial noise (evaluation); images in [0, 1]."""
-    size = policy.image_size
-    x, _ = seeded_noise(seeds, (3, size, size), 1)  # the initial noise is the same for any step count
+    size, device = policy.image_size, policy.device
+    x = seeded_noise(seeds, (3, size, size), 1)[0].to(device)  # the initial noise is the same for any step count
     grid = time_grid(steps).tolist()
     context = policy.encode(prompts)
     for i in range(steps):
-        v = policy.velocity(x, torch.full((len(prompts),), grid[i]), context)
+        v = policy.velocity(x, torch.full((len(prompts),), grid[i], device=device), context)
         x = ode_step(x, v, grid[i], grid[i + 1])
     return to_images(x)

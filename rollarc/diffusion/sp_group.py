@@ -1,8 +1,10 @@
 """An elastic sequence-parallel group of DiT members, each a Ray actor on its own node or device.
 
 Each member is an :class:`~rollarc.diffusion.sp_member.SPMember` actor holding the DiT in memory, placed by
-``place`` (on a node of its own in the benchmark and the tests; by default on the caller's node). The driver
-forms one ``torch.distributed`` gloo group across the actors (a fresh TCPStore rendezvous on rank 0's node
+``place`` (on a node of its own in the benchmark and the tests; by default on the caller's node), computing on
+``device`` (a ``model.device`` name) and reserving ``member_gpus`` GPUs. The driver forms one
+``torch.distributed`` group across the actors (gloo, or NCCL when each member has a GPU of its own:
+:func:`~rollarc.diffusion.t2i_device.sp_transport`; a fresh TCPStore rendezvous on rank 0's node
 per generation) of the largest SP degree the live members allow
 (:func:`~rollarc.diffusion.ulysses.largest_degree`); members beyond it wait as spares.
 
@@ -77,8 +79,11 @@ class ElasticSPGroup:
         threads: int = 1,
         place: Placement | None = None,
         deadlines: Deadlines | None = None,
+        device: str = "cpu",
+        member_gpus: float = 0.0,
     ):
         self.policy_dir, self.threads = Path(policy_dir), threads
+        self.device, self.member_gpus = device, member_gpus
         self.deadlines = deadlines or Deadlines.of(CallDeadlines())
         self.place = place or on_this_node()
         self.config = dict(PixArtTransformer2DModel.load_config(self.policy_dir / TRANSFORMER_DIR))
@@ -96,7 +101,11 @@ class ElasticSPGroup:
         new = []
         for _ in range(count):
             options = {"num_cpus": 0, **self.place(self.started)}
-            actor = SPMember.options(**options).remote(self.threads, GROUP_TIMEOUT_S)  # type: ignore[attr-defined]
+            if self.member_gpus:
+                options["num_gpus"] = self.member_gpus
+            actor = SPMember.options(**options).remote(  # type: ignore[attr-defined]
+                self.threads, GROUP_TIMEOUT_S, self.device, self.member_gpus
+            )
             new.append(Member(self.started, actor))
             self.started += 1
         self._each("start", [getattr(m.actor, how).remote(arg) for m in new], f"{how} (a new member)")
@@ -153,10 +162,10 @@ class ElasticSPGroup:
         return degree
 
     def forward(self, x: torch.Tensor, t: torch.Tensor, hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """The velocity by the current group; raises GroupBroken if a member is lost on the way."""
+        """The velocity by the current group, on the CPU; raises GroupBroken if a member is lost on the way."""
         if not self.group:
             raise GroupBroken("no SP group is formed")
-        args = [ray.put(a) for a in (x, t, hidden, mask)]
+        args = [ray.put(a.cpu()) for a in (x, t, hidden, mask)]  # members may sit on other devices
         refs = [m.actor.forward.remote(*args) for m in self.group]
         outs: list[Any] = []
         broken: str | None = None
@@ -177,7 +186,7 @@ class ElasticSPGroup:
 
     def set_weights(self, state: dict[str, torch.Tensor]) -> None:
         """Every member (spares too, since any may become rank 0 of a later group) takes ``state``."""
-        ref = ray.put(state)
+        ref = ray.put({k: v.cpu() for k, v in state.items()})
         self._each("train", [m.actor.set_weights.remote(ref) for m in self.members], "set_weights")
 
     def drop(self, member: Member) -> None:

@@ -1,9 +1,12 @@
-"""One member of an elastic SP group: a Ray actor holding the DiT, one rank of a gloo group across actors.
+"""One member of an elastic SP group: a Ray actor holding the DiT, one rank of a process group across actors.
 
 A member lives on its own node (or device) and its weights never leave its memory across regroups. The
 group's rendezvous is a ``torch.distributed.TCPStore`` that rank 0 opens on its own node at a port the OS
 picks (:meth:`SPMember.open_store`), fresh for each generation of the group, so a member of an older
 generation can never join a newer one. Every wait (store, collectives) is bounded by the group's timeout.
+
+The DiT sits on the member's ``model.device`` (resolved here: Ray shows the actor only the GPUs it reserved);
+tensors arrive and leave on the CPU. The backend is :func:`~rollarc.diffusion.t2i_device.sp_transport`'s.
 """
 
 from __future__ import annotations
@@ -19,7 +22,9 @@ import torch.distributed as dist
 from diffusers import PixArtTransformer2DModel
 
 from rollarc.diffusion.model import TRANSFORMER_DIR
+from rollarc.diffusion.t2i_device import sp_transport
 from rollarc.diffusion.ulysses import sp_forward, use_ulysses
+from rollarc.models.device import resolve_device
 
 
 def state_digest(state: dict[str, torch.Tensor]) -> str:
@@ -35,9 +40,13 @@ def state_digest(state: dict[str, torch.Tensor]) -> str:
 class SPMember:
     """A DiT and its rank in the current group; ``disk_loads`` counts every read of the checkpoint."""
 
-    def __init__(self, threads: int, timeout_s: float):
+    def __init__(self, threads: int, timeout_s: float, device: str = "cpu", gpus: float = 0.0):
         torch.set_num_threads(threads)
         self.timeout = timedelta(seconds=timeout_s)
+        self.device = resolve_device(device)
+        if self.device.type == "cuda":
+            torch.cuda.set_device(self.device)  # NCCL binds this rank to its device
+        self.transport = sp_transport(self.device.type, gpus)
         self.transformer: Any = None
         self.store: Any = None
         self.rank = self.size = 0
@@ -49,14 +58,16 @@ class SPMember:
     def load(self, policy_dir: str) -> None:
         """The weights from the checkpoint on disk (a cold start, or a warm restart's reload)."""
         self._leave()
-        self.transformer = PixArtTransformer2DModel.from_pretrained(
-            Path(policy_dir) / TRANSFORMER_DIR, low_cpu_mem_usage=False
-        ).eval()
+        self.transformer = (
+            PixArtTransformer2DModel.from_pretrained(Path(policy_dir) / TRANSFORMER_DIR, low_cpu_mem_usage=False)
+            .to(self.device)
+            .eval()
+        )
         self.disk_loads += 1
 
     def build(self, config: dict[str, Any]) -> None:
         """A joiner: the architecture only; the weights come from a peer when the group forms."""
-        self.transformer = PixArtTransformer2DModel.from_config(config).eval()
+        self.transformer = PixArtTransformer2DModel.from_config(config).to(self.device).eval()
 
     def open_store(self) -> tuple[str, int]:
         """As the next group's rank 0: drop the old group, open a fresh store; its address for the others."""
@@ -71,12 +82,13 @@ class SPMember:
         if rank != 0:
             self._leave()
             self.store = dist.TCPStore(host, port, is_master=False, timeout=self.timeout)
-        dist.init_process_group("gloo", store=self.store, rank=rank, world_size=size, timeout=self.timeout)
+        backend = self.transport.backend
+        dist.init_process_group(backend, store=self.store, rank=rank, world_size=size, timeout=self.timeout)
         self.rank, self.size = rank, size
-        if weights_from is not None:
+        if weights_from is not None:  # gloo broadcasts CUDA tensors too
             for tensor in self.transformer.state_dict().values():
                 dist.broadcast(tensor, src=weights_from)
-        use_ulysses(self.transformer, size, None)
+        use_ulysses(self.transformer, size, None, self.transport.staged)
 
     def leave(self) -> None:
         """A spare: out of any group (its weights stay)."""
@@ -89,11 +101,12 @@ class SPMember:
 
     def forward(self, x: torch.Tensor, t: torch.Tensor, hidden: torch.Tensor, mask: torch.Tensor) -> Any:
         """``("ok", velocity)`` on rank 0 (``None`` elsewhere), or ``("lost", why)`` if a peer died mid-collective."""
+        x, t, hidden, mask = (a.to(self.device) for a in (x, t, hidden, mask))
         try:
-            out = sp_forward(self.transformer, x, t, hidden, mask, self.rank, self.size, None)
-        except RuntimeError as err:  # gloo: a peer's connection closed, or the group's timeout
+            out = sp_forward(self.transformer, x, t, hidden, mask, self.rank, self.size, None, self.transport.staged)
+        except RuntimeError as err:  # gloo or NCCL: a peer's connection closed, or the group's timeout
             return "lost", str(err).splitlines()[0]
-        return "ok", out if self.rank == 0 else None
+        return "ok", out.cpu() if self.rank == 0 else None
 
     def set_weights(self, state: dict[str, torch.Tensor]) -> None:
         """A new weight version, in place (the architecture is unchanged)."""

@@ -28,12 +28,21 @@ from rollarc.diffusion.sp_group import ElasticSPGroup, GroupBroken
 
 class SPPolicy(T2IPolicy):
     """``policy``'s encoder in this process; its DiT velocity through an SP group of ``degree`` members (Ray
-    actors on this actor's node, standing for its devices)."""
+    actors on this actor's node, standing for its devices: each computes on ``device``, a ``model.device``
+    name, and reserves ``member_gpus``)."""
 
-    def __init__(self, policy: T2IPolicy, policy_dir: str | Path, degree: int, threads: int):
+    def __init__(
+        self,
+        policy: T2IPolicy,
+        policy_dir: str | Path,
+        degree: int,
+        threads: int,
+        device: str = "cpu",
+        member_gpus: float = 0.0,
+    ):
         super().__init__(policy.transformer, policy.encoder)
         t0 = time.perf_counter()
-        self.group = ElasticSPGroup(degree, policy_dir, threads)
+        self.group = ElasticSPGroup(degree, policy_dir, threads, device=device, member_gpus=member_gpus)
         self.regroups = 0
         self.joins = 0
         self.regroup_s: list[float] = []
@@ -51,10 +60,10 @@ class SPPolicy(T2IPolicy):
     def velocity(self, x: torch.Tensor, t: torch.Tensor, context: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
         hidden, mask = context
         try:
-            return self.group.forward(x, t, hidden, mask)
+            return self.group.forward(x, t, hidden, mask).to(x.device)
         except GroupBroken:  # a member died without a notice: the survivors regroup, the step runs again
             self._regroup(self.group.form)
-            return self.group.forward(x, t, hidden, mask)
+            return self.group.forward(x, t, hidden, mask).to(x.device)
 
     def set_weights(self, state: dict[str, torch.Tensor]) -> None:
         """A new DiT version, in this process and in every member."""

@@ -60,10 +60,12 @@ class SpotExplorer:
         threads: int,
         version: int,
         sp_degree: int = 1,
+        device: str = "cpu",
+        member_gpus: float = 0.0,
     ):
         torch.set_num_threads(threads)
         self.name = name
-        self.policy = sampling_policy(policy_dir, sp_degree, threads)
+        self.policy = sampling_policy(policy_dir, sp_degree, threads, device, member_gpus)
         self.table = reward_table([make_task(t, Path(cache_dir)) for t in tasks])
         self.version = version
         self.receiver = DiTReceiver(self.policy.transformer.state_dict(), version)

@@ -108,8 +108,11 @@ class SpotFleet:
         heartbeat_every: int = 1,
         deadlines: Deadlines | None = None,
         drain_poll_s: float = 0.1,
+        device: str = "cpu",
+        gpus: float = 0.0,
     ):
         self.deadlines = deadlines or Deadlines.of(CallDeadlines())  # `rollarc train` passes cluster:'s
+        self.device, self.gpus = device, gpus  # model.device, and GPUs each worker and SP member reserves
         self.spot_resource, self.slots = spot_resource, slots
         self.cluster = cluster if isinstance(cluster, Cluster) else None  # a local cluster: its nodes are ours
         self.joined = cluster if isinstance(cluster, JoinedNodes) else None  # a joined one: its nodes are not
@@ -199,6 +202,8 @@ class SpotFleet:
         gen = self.generation[slot]
         name = worker_name(slot, gen)
         options: dict[str, Any] = {"name": f"{name}@{self.tag}", "num_cpus": 0}
+        if self.gpus:
+            options["num_gpus"] = self.gpus
         node: Any = None
         if on_node is None:
             if self.cluster is None:
@@ -211,7 +216,7 @@ class SpotFleet:
             options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node_id, soft=False)
         policy_dir, tasks, cache, threads = self.worker_args
         worker = SpotExplorer.options(**options).remote(  # type: ignore[attr-defined]  # @ray.remote class
-            name, policy_dir, tasks, cache, threads, self.start_version, self.sp_degree
+            name, policy_dir, tasks, cache, threads, self.start_version, self.sp_degree, self.device, self.gpus
         )
         serving = (
             worker.serve.remote(self.queue, self.noise_level, self.heartbeat_every, self.deadlines)

@@ -5,7 +5,8 @@ the recorded ``x_{t_i}`` gives the transition's mean, and the recorded ``x_{t_{i
 The loss is the clipped ratio against the behaviour log-prob (recorded at sampling) times the image's
 group-relative advantage (std floored: ``floored_group_advantages``), averaged over images and steps, plus ``kl_coef`` × the KL of each step's
 Gaussian to the reference's. The groups are split into ``minibatches`` optimiser sub-steps, so every
-sub-step after the first sees a ratio ≠ 1 and the clip acts.
+sub-step after the first sees a ratio ≠ 1 and the clip acts. The step runs where the policy's weights are
+(``model.device``); the batch arrives on the CPU and is copied there.
 """
 
 from __future__ import annotations
@@ -43,9 +44,10 @@ class FlowGrpoTrainer:
         self.opt = torch.optim.AdamW(policy.transformer.parameters(), lr=cfg.lr, weight_decay=0.0)
 
     def step(self, batch: GroupBatch) -> dict[str, float]:
-        cfg, traj = self.cfg, batch.trajectories
+        cfg, traj, device = self.cfg, batch.trajectories, self.policy.device
         groups, size = batch.rewards.shape
-        adv = floored_group_advantages(batch.rewards.to(torch.float32), cfg.adv_std_floor).reshape(-1)
+        adv = floored_group_advantages(batch.rewards.to(torch.float32), cfg.adv_std_floor).reshape(-1).to(device)
+        states, behaviour = traj.states.to(device), traj.logps.to(device)
         steps = traj.logps.shape[1]
         grid = time_grid(steps).tolist()
         stats: dict[str, float] = {"loss": 0.0, "kl": 0.0}
@@ -56,21 +58,21 @@ class FlowGrpoTrainer:
             [r for part in parts[i :: cfg.minibatches] for r in part] for i in range(min(cfg.minibatches, groups))
         ]
         for rows in chunks:
-            index = torch.tensor(rows)
+            index = torch.tensor(rows, device=device)
             prompts = [traj.prompts[i] for i in rows]
             context = self.policy.encode(prompts)
             ref_context = self.reference.encode(prompts) if self.reference is not None else None
             self.opt.zero_grad()
-            total = torch.zeros(())
+            total = torch.zeros((), device=device)
             for i in range(steps):
                 t, t_next = grid[i], grid[i + 1]
-                x, x_next = traj.states[index, i], traj.states[index, i + 1]
-                tt = torch.full((len(rows),), t)
+                x, x_next = states[index, i], states[index, i + 1]
+                tt = torch.full((len(rows),), t, device=device)
                 v = self.policy.velocity(x, tt, context)
                 mean = sde_mean(x, v, t, t_next, cfg.noise_level, grid[1])
                 std = sde_std(t, t_next, cfg.noise_level, grid[1])
                 logp = gaussian_log_prob(x_next, mean, std)
-                loss, clipped = clipped_step_loss(logp, traj.logps[index, i], adv[index], cfg.clip)
+                loss, clipped = clipped_step_loss(logp, behaviour[index, i], adv[index], cfg.clip)
                 step_loss = loss.mean()
                 if self.reference is not None and ref_context is not None:
                     with torch.no_grad():
@@ -88,7 +90,7 @@ class FlowGrpoTrainer:
                     clip_first += frac / (len(chunks) * (steps // 2))
                 else:
                     clip_last += frac / (len(chunks) * (steps - steps // 2))
-                ratios.append(torch.exp(logp.detach() - traj.logps[index, i]).mean().item())
+                ratios.append(torch.exp(logp.detach() - behaviour[index, i]).mean().item())
             grad_norm = torch.nn.utils.clip_grad_norm_(self.policy.transformer.parameters(), cfg.max_grad_norm)
             self.opt.step()
             stats["loss"] += total.item() / len(chunks)

@@ -10,6 +10,10 @@ is what makes its exploration exactly one version stale.
 
 With ``sp_degree > 1`` a sampler's DiT forwards run through an elastic Ulysses SP group of that many
 member actors (:func:`sampling_policy`), one per device the role stands for (on the sampler's node).
+
+Each role computes on ``model.device``, resolved inside its actor (``device``); ``member_gpus`` is what each
+of its SP members reserves (the role's own share: :mod:`rollarc.diffusion.t2i_device`). Tensors cross Ray on
+the CPU.
 """
 
 from __future__ import annotations
@@ -31,14 +35,20 @@ from rollarc.diffusion.tasks.registry import make_task
 from rollarc.diffusion.trainer import FlowGrpoTrainer, GroupBatch
 from rollarc.diffusion.weight_sync import DiTReceiver, Received, dit_publisher
 from rollarc.models.checkpoint import load_state_file, save_state_file
+from rollarc.models.device import resolve_device
 from rollarc.rayproc.deadline import Deadlines
 from rollarc.sync.versions import WHOLE, VersionedUpdate
 
 
-def sampling_policy(policy_dir: str, sp_degree: int, threads: int) -> T2IPolicy:
-    """The DiT from ``policy_dir``, its forwards through an SP group when ``sp_degree > 1``."""
-    policy = load_policy(policy_dir).eval()
-    return SPPolicy(policy, policy_dir, sp_degree, threads) if sp_degree > 1 else policy
+def sampling_policy(
+    policy_dir: str, sp_degree: int, threads: int, device: str = "cpu", member_gpus: float = 0.0
+) -> T2IPolicy:
+    """The DiT from ``policy_dir`` on ``device`` (a ``model.device`` name), its forwards through an SP group of
+    members each reserving ``member_gpus`` when ``sp_degree > 1``."""
+    policy = load_policy(policy_dir).to(resolve_device(device)).eval()
+    if sp_degree == 1:
+        return policy
+    return SPPolicy(policy, policy_dir, sp_degree, threads, device=device, member_gpus=member_gpus)
 
 
 def load_weights(policy: T2IPolicy, state: dict[str, torch.Tensor]) -> None:
@@ -47,6 +57,17 @@ def load_weights(policy: T2IPolicy, state: dict[str, torch.Tensor]) -> None:
         policy.set_weights(state)
     else:
         policy.transformer.load_state_dict(state)
+
+
+def on_cpu(tree: Any) -> Any:
+    """The tensors of nested dicts and lists moved to the CPU (an optimiser state saved on a GPU loads anywhere)."""
+    if isinstance(tree, torch.Tensor):
+        return tree.cpu()
+    if isinstance(tree, dict):
+        return {k: on_cpu(v) for k, v in tree.items()}
+    if isinstance(tree, list):
+        return [on_cpu(v) for v in tree]
+    return tree
 
 
 def received_record(got: Received) -> dict[str, int]:
@@ -71,10 +92,18 @@ def score(table: dict[str, Task], prompts: list[str], images: np.ndarray) -> lis
 @ray.remote
 class T2ISampler:
     def __init__(
-        self, policy_dir: str, tasks: list[str], cache_dir: str, threads: int, version: int, sp_degree: int = 1
+        self,
+        policy_dir: str,
+        tasks: list[str],
+        cache_dir: str,
+        threads: int,
+        version: int,
+        sp_degree: int = 1,
+        device: str = "cpu",
+        member_gpus: float = 0.0,
     ):
         torch.set_num_threads(threads)
-        self.policy: T2IPolicy = sampling_policy(policy_dir, sp_degree, threads)
+        self.policy: T2IPolicy = sampling_policy(policy_dir, sp_degree, threads, device, member_gpus)
         self.table = reward_table([make_task(name, Path(cache_dir)) for name in tasks])
         self.version = version
         self.receiver = DiTReceiver(self.policy.transformer.state_dict(), version)
@@ -98,8 +127,8 @@ class T2ISampler:
         return self.version
 
     def weights(self) -> dict[str, torch.Tensor]:
-        """The DiT weights the sampler draws with (for checks)."""
-        return {k: v.detach().clone() for k, v in self.policy.transformer.state_dict().items()}
+        """The DiT weights the sampler draws with (for checks), on the CPU."""
+        return {k: v.detach().cpu().clone() for k, v in self.policy.transformer.state_dict().items()}
 
     def sample(self, prompts: list[str], seeds: list[int], steps: int, noise_level: float) -> dict[str, Any]:
         traj = sample_sde(self.policy, prompts, seeds, steps, noise_level, self.version)
@@ -136,10 +165,12 @@ class T2ISampler:
 
 @ray.remote
 class T2ITrainer:
-    def __init__(self, policy_dir: str, base_dir: str, cfg: RLConfig, threads: int, version: int):
+    def __init__(self, policy_dir: str, base_dir: str, cfg: RLConfig, threads: int, version: int, device: str = "cpu"):
         torch.set_num_threads(threads)
-        reference = load_policy(base_dir) if cfg.kl_coef > 0 else None  # the KL's reference is the base, also on resume
-        self.trainer = FlowGrpoTrainer(load_policy(policy_dir), cfg, reference)
+        on = resolve_device(device)
+        # the KL's reference is the base, also on resume
+        reference = load_policy(base_dir).to(on) if cfg.kl_coef > 0 else None
+        self.trainer = FlowGrpoTrainer(load_policy(policy_dir).to(on), cfg, reference)
         self.version = version
         self.publisher = dit_publisher(self.trainer.policy.transformer.state_dict(), version)
 
@@ -157,7 +188,7 @@ class T2ITrainer:
         return stats
 
     def weights(self) -> dict[str, torch.Tensor]:
-        return {k: v.detach().clone() for k, v in self.trainer.policy.transformer.state_dict().items()}
+        return {k: v.detach().cpu().clone() for k, v in self.trainer.policy.transformer.state_dict().items()}
 
     def publish(self) -> tuple[VersionedUpdate, ...]:
         """Publish the current weights as ``self.version``; returns the update a receiver one version behind
@@ -178,7 +209,7 @@ class T2ITrainer:
         out = Path(path)
         self.trainer.policy.save(out / "policy")
         tmp = out / "trainer.pt.tmp"
-        save_state_file({"optimizer": self.trainer.opt.state_dict(), "version": self.version}, tmp)
+        save_state_file({"optimizer": on_cpu(self.trainer.opt.state_dict()), "version": self.version}, tmp)
         tmp.replace(out / "trainer.pt")
 
     def load_optimizer(self, path: str) -> int:

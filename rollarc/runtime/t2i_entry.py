@@ -17,6 +17,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import ray
+import torch
 from ray.cluster_utils import Cluster
 
 from rollarc.config.io import ConfigError
@@ -28,12 +30,13 @@ from rollarc.diffusion.report import build_t2i_report
 from rollarc.diffusion.spot_fleet import SpotFleet
 from rollarc.diffusion.spot_queue import HEAD_RESOURCE
 from rollarc.diffusion.spot_setup import cost_summary, preemption_schedule, spot_slots
+from rollarc.diffusion.t2i_device import device_problem, role_gpus
 from rollarc.diffusion.tasks.base import split
 from rollarc.diffusion.tasks.registry import make_task
 from rollarc.diffusion.workers import T2ISampler, T2ITrainer
 from rollarc.models.checkpoint_write import DiskFull
 from rollarc.rayproc.deadline import ActorHung, Deadlines
-from rollarc.rayproc.placement import pool_resource
+from rollarc.rayproc.placement import is_gpu_kind, pool_resource
 from rollarc.report.metrics import MetricsWriter
 from rollarc.runtime import stop_signals
 from rollarc.runtime.ray_cluster import RayStart, local_nodes, start_cluster, stop_ray
@@ -55,18 +58,49 @@ def _log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def role_options(cluster: T2IClusterConfig, role: str) -> dict[str, Any]:
-    """Ray options of one replica: a unit of its pool's resource, no CPU, pinned torch threads."""
+def role_options(cluster: T2IClusterConfig, role: str, device: str = "cpu") -> dict[str, Any]:
+    """Ray options of one replica: a unit of its pool's resource, no CPU, pinned torch threads, and with
+    ``model.device`` not ``cpu`` on a GPU-kind pool its GPUs (:func:`~rollarc.diffusion.t2i_device.role_gpus`)."""
     spec = getattr(cluster.roles, role)
     threads = str(spec.threads)
     env = {"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads}
     if "PYTHONPATH" in os.environ:
         env["PYTHONPATH"] = os.environ["PYTHONPATH"]
-    return {
+    options: dict[str, Any] = {
         "num_cpus": 0,
         "resources": {pool_resource(spec.pool, cluster.pools[spec.pool]): spec.units} if spec.units else {},
         "runtime_env": {"env_vars": env},
     }
+    gpus = role_gpus_now(cluster, role, device)
+    if gpus:
+        options["num_gpus"] = gpus
+    return options
+
+
+def role_gpus_now(cluster: T2IClusterConfig, role: str, device: str) -> float:
+    """GPUs one replica of ``role`` (and each of its SP members) reserves in the Ray cluster running now."""
+    if device == "cpu":
+        return 0.0
+    spec = getattr(cluster.roles, role)
+    pool = cluster.pools[spec.pool]
+    cluster_gpus = float(ray.cluster_resources().get("GPU", 0.0))
+    return role_gpus(device, is_gpu_kind(pool.kind), spec.units, cluster.address is not None, cluster_gpus)
+
+
+def check_device_here(cfg: T2IConfig) -> None:
+    """``model.device`` that cannot hold (cuda without a GPU, or on CPU-kind pools) fails in one line, before
+    pretraining or Ray start (:func:`~rollarc.diffusion.t2i_device.device_problem`)."""
+    roles = ["trainer", "sampler"] + (["explorer"] if cfg.explore.enabled else [])
+    pools = {r: getattr(cfg.cluster.roles, r).pool for r in roles}
+    problem = device_problem(
+        cfg.model.device,
+        joined=cfg.cluster.address is not None,
+        has_cuda=torch.cuda.is_available(),
+        role_pools={r: (p, is_gpu_kind(cfg.cluster.pools[p].kind)) for r, p in pools.items()},
+        spot_local=cfg.spot.enabled and cfg.cluster.address is None,
+    )
+    if problem is not None:
+        raise ConfigError(problem)
 
 
 def ray_start(cfg: T2IConfig) -> RayStart:
@@ -112,11 +146,28 @@ def spot_nodes(cfg: T2IConfig) -> Cluster | JoinedNodes:
     return JoinedNodes(spot_slots(cfg)[0], cfg.spot.node_poll_s)
 
 
+def start_sampler(cfg: T2IConfig, role: str, policy_dir: Path, step: int) -> Any:
+    """A :class:`T2ISampler` as ``role`` (the sampler, or the explorer when not on spot) on its pool; each of its SP
+    members reserves the GPUs the role does."""
+    options = role_options(cfg.cluster, role, cfg.model.device)
+    return T2ISampler.options(**options).remote(  # type: ignore[attr-defined]  # @ray.remote class
+        str(policy_dir),
+        cfg.tasks,
+        str(CACHE),
+        getattr(cfg.cluster.roles, role).threads,
+        step,
+        cfg.cluster.sp_degree,
+        cfg.model.device,
+        options.get("num_gpus", 0.0),
+    )
+
+
 def run_t2i(cfg: T2IConfig) -> int:
     """Pretrain (cached) or load the base, then run Flow-GRPO; returns an exit code (``128 + signal`` when
     stopped by a signal). Writes summary.json."""
     start = time.time()
     check_joinable(cfg)
+    check_device_here(cfg)
     tasks = [make_task(name, CACHE) for name in cfg.tasks]
     base = Path(cfg.model.path) if cfg.model.path else load_or_pretrain(cfg, tasks, _log)
     state: dict[str, Any] | None = None
@@ -139,12 +190,11 @@ def run_t2i(cfg: T2IConfig) -> int:
     controller: T2IController | None = None
     stopped: RunStopped | None = None
     try:
-        start_cluster(ray_start(cfg), device="cpu")
+        device = cfg.model.device
+        start_cluster(ray_start(cfg), device=device)
         stop_signals.install()  # ray.init replaced the SIGTERM handler with one that exits mid-step
         cache, threads = str(CACHE), cfg.cluster.roles
-        sampler = T2ISampler.options(**role_options(cfg.cluster, "sampler")).remote(  # type: ignore[attr-defined]  # @ray.remote class
-            str(policy_dir), cfg.tasks, cache, threads.sampler.threads, step, cfg.cluster.sp_degree
-        )
+        sampler = start_sampler(cfg, "sampler", policy_dir, step)
         explorer = None
         if cfg.spot.enabled:
             fleet = SpotFleet(
@@ -163,11 +213,12 @@ def run_t2i(cfg: T2IConfig) -> int:
                 heartbeat_every=cfg.spot.heartbeat_every,
                 deadlines=Deadlines.of(cfg.cluster),
                 drain_poll_s=cfg.spot.drain_poll_s,
+                device=device,
+                # the local fleet's spot nodes have no GPUs (check_device_here refuses cuda there)
+                gpus=role_gpus_now(cfg.cluster, "explorer", device) if cfg.cluster.address is not None else 0.0,
             )
         elif cfg.explore.enabled:
-            explorer = T2ISampler.options(**role_options(cfg.cluster, "explorer")).remote(  # type: ignore[attr-defined]  # @ray.remote class
-                str(policy_dir), cfg.tasks, cache, threads.explorer.threads, step, cfg.cluster.sp_degree
-            )
+            explorer = start_sampler(cfg, "explorer", policy_dir, step)
         serials = itertools.count()
 
         def new_trainer(checkpoint: Path | None, version: int) -> Any:
@@ -175,9 +226,9 @@ def run_t2i(cfg: T2IConfig) -> int:
             ``t2i-trainer-N``, N counting the run's trainers (the chaos benchmark finds the newest by it)."""
             resumed_from = policy_dir.parent if state is not None else None  # the checkpoint resumed from
             policy, optimizer = (checkpoint / "policy", checkpoint) if checkpoint else (policy_dir, resumed_from)
-            options = {"name": f"{TRAINER_NAME}-{next(serials)}", **role_options(cfg.cluster, "trainer")}
+            options = {"name": f"{TRAINER_NAME}-{next(serials)}", **role_options(cfg.cluster, "trainer", device)}
             handle = T2ITrainer.options(**options).remote(  # type: ignore[attr-defined]  # @ray.remote class
-                str(policy), str(base), cfg.train, threads.trainer.threads, version
+                str(policy), str(base), cfg.train, threads.trainer.threads, version, device
             )
             if optimizer is not None:
                 ref = handle.load_optimizer.remote(str(optimizer))

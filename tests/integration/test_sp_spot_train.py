@@ -23,6 +23,7 @@ def test_a_notice_regroups_the_explorers_sp_group_during_training(tmp_path):
         f"spot.trace={trace}",
         "spot.target=slot",
         "spot.replacement_s=0.0",
+        "model.device=auto",  # each actor resolves it (here: the CPU); the local spot explorers reserve no GPU
     ]
     assert main(["train", "configs/t2i_spot.yaml", *overrides]) == 0
     (run_dir,) = list((tmp_path / "runs").iterdir())

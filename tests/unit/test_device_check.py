@@ -52,6 +52,11 @@ def test_cpu_dry_run_runs_every_section(tmp_path: Path) -> None:
     assert set(coserve["guard_actions"]) >= {"pauses", "preemptions"}
     fsdp = report["fsdp2"]
     assert fsdp == "not available" or "error" not in fsdp
+    step, sp = report["t2i"]["flow_grpo_step"], report["t2i"]["sp_regroup"]
+    assert step["weights_on"] == step["trajectories_on"] == "cpu" and step["finite"] and step["max_weight_change"] > 0
+    assert (sp["degree_before"], sp["degree_after"], sp["backend"], sp["staged_through_cpu"]) == (2, 1, "gloo", False)
+    assert sp["max_abs_diff_degree_before"] < 1e-4 and sp["max_abs_diff_degree_after"] < 1e-4
+    assert sp["checkpoint_reads_in_regroup"] == 0
 
 
 def test_section_errors_are_recorded_and_the_others_still_run(monkeypatch: pytest.MonkeyPatch) -> None:
