@@ -21,9 +21,10 @@ from rollarc.config.model import ModelConfig
 from rollarc.config.tasks import SamplingConfig, TaskConfig
 from rollarc.config.train import FSDPConfig, SFTConfig, TrainConfig
 from rollarc.engine.config import EngineConfig
+from rollarc.policy.in_flight import in_flight_problems
 from rollarc.report.trackers import TrackerName
 from rollarc.rewards.config import RewardConfig, placement_problems
-from rollarc.serve.config import RolloutConfig, backend_problems
+from rollarc.serve.config import RolloutConfig
 from rollarc.sync.config import SyncConfig
 
 
@@ -126,7 +127,7 @@ class Config(FrozenModel):
                 "cluster.roles.train.replicas > 1 or train.fsdp.on_one_replica: true"
             )
         problems = placement_problems(self.reward, self.cluster)
-        problems += backend_problems(self.rollout, self.async_.in_flight_update)
+        problems += in_flight_problems(self.async_.in_flight_update, self.rollout.backend)
         problems += elastic_problems(self.elastic, self.cluster, self.train.steps)
         if self.elastic and self.rollout.backend != "builtin":
             problems.append("elastic: rollout replicas can change only with rollout.backend: builtin")

@@ -20,7 +20,7 @@ import contextlib
 import itertools
 import logging
 import threading
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -31,6 +31,9 @@ from rollarc.engine.engine import LLMEngine
 from rollarc.engine.types import Completion, SamplingParams
 
 logger = logging.getLogger(__name__)
+
+# A streaming caller's callback: the new tokens' ids, log-probs and weight versions, called on its event loop.
+OnTokens = Callable[[list[int], list[float], list[int]], None]
 
 
 class EngineDeadError(RuntimeError):
@@ -52,6 +55,8 @@ class AsyncLLMEngine:
         self._cv = threading.Condition()
         self._commands: list[tuple[Any, ...]] = []
         self._waiters: dict[str, tuple[asyncio.AbstractEventLoop, asyncio.Future]] = {}
+        self._watchers: dict[str, OnTokens] = {}  # streaming requests (under _cv)
+        self._streamed: dict[str, int] = {}  # tokens already handed to each watcher (engine thread only)
         self._ids = itertools.count()
         self._stopping = False
         self._error: BaseException | None = None
@@ -66,10 +71,13 @@ class AsyncLLMEngine:
         params: SamplingParams | None = None,
         request_id: str | None = None,
         cache_key: Hashable | None = None,
+        on_tokens: OnTokens | None = None,
     ) -> Completion:
         """Generate for one prompt; resolves when the request finishes (any finish_reason).
 
-        Cancelling the awaiting task aborts the request. Bad arguments raise ``ValueError``.
+        Cancelling the awaiting task aborts the request. Bad arguments raise ``ValueError``. ``on_tokens`` (a
+        streaming server) is called on this event loop after each step with the tokens sampled since its last
+        call; the tokens of the step that finishes the request come only in the returned completion.
         """
         loop = asyncio.get_running_loop()
         future = loop.create_future()
@@ -79,6 +87,8 @@ class AsyncLLMEngine:
             if request_id in self._waiters:
                 raise ValueError(f"request_id {request_id!r} is already in use")
             self._waiters[request_id] = (loop, future)
+            if on_tokens is not None:
+                self._watchers[request_id] = on_tokens
             self._commands.append(("add", request_id, list(prompt_ids), params, cache_key))
             self._cv.notify()
         try:
@@ -223,6 +233,7 @@ class AsyncLLMEngine:
                 if self.engine.has_unfinished():
                     for completion in self.engine.step():
                         self._resolve(completion.request_id, completion, None)
+                    self._report_tokens()
                 self._stats = self.engine.stats()
         except BaseException as err:  # logged here and raised to every caller as EngineDeadError
             self._error = err
@@ -249,8 +260,25 @@ class AsyncLLMEngine:
             else:
                 done.set_result(None)
 
-    def _resolve(self, request_id: str, completion: Completion | None, error: BaseException | None) -> None:
+    def _report_tokens(self) -> None:
+        """Hand each streaming caller the tokens its request sampled since the last report, on its event loop."""
         with self._cv:
+            if not self._watchers:
+                return
+            watched = [(rid, callback, self._waiters.get(rid)) for rid, callback in self._watchers.items()]
+        for request_id, callback, waiter in watched:
+            start = self._streamed.get(request_id, 0)
+            ids, logprobs, versions = self.engine.new_output(request_id, start)
+            if waiter is None or not ids:
+                continue
+            self._streamed[request_id] = start + len(ids)
+            with contextlib.suppress(RuntimeError):  # the caller's event loop is closed: nobody is waiting any more
+                waiter[0].call_soon_threadsafe(callback, ids, logprobs, versions)
+
+    def _resolve(self, request_id: str, completion: Completion | None, error: BaseException | None) -> None:
+        self._streamed.pop(request_id, None)
+        with self._cv:
+            self._watchers.pop(request_id, None)
             waiter = self._waiters.pop(request_id, None)
         if waiter is None:
             return
@@ -263,6 +291,7 @@ class AsyncLLMEngine:
         with self._cv:
             self._stopping = True
             waiters, self._waiters = self._waiters, {}
+            self._watchers.clear()
             commands, self._commands = self._commands, []
         cause = self._error
         for request_id in waiters:

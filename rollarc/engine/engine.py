@@ -196,6 +196,14 @@ class LLMEngine:
         self._done.append(self._finish(request, "abort"))
         return True
 
+    def new_output(self, request_id: str, start: int) -> tuple[list[int], list[float], list[int]]:
+        """An unfinished request's tokens from output index ``start`` on: ids, log-probs, versions (a streaming
+        caller's delta after a step); empty lists when there are none or the request is not unfinished."""
+        request = self._requests.get(request_id)
+        if request is None:
+            return [], [], []
+        return request.output_ids[start:], request.logprobs[start:], request.token_versions[start:]
+
     def take_finished(self) -> list[Completion]:
         """The completions finished outside ``step()`` (aborts, rejections), now, without running a step."""
         finished, self._done = self._done, []

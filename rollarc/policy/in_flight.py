@@ -4,7 +4,9 @@ Every rollout engine (built-in, co-serving, vLLM, an OpenAI server) asks :func:`
 plan with its own means (a gate, an engine abort, vLLM's pause modes, cancelled HTTP requests), so the four
 replicas cannot drift apart on the rule. The one engine property that changes the plan is whether the engine
 labels each token with the version that produced it: one that does not (an external server) must have no turn
-running across the swap, or a turn's tokens would be credited to the wrong version.
+running across the swap, or a turn's tokens would be credited to the wrong version. Which rollout backend does is
+said here too (:data:`PER_TOKEN_VERSIONS`), so the config check (:func:`in_flight_problems`) and the replicas
+(:func:`plan_for_backend`) read one rule.
 """
 
 from __future__ import annotations
@@ -12,6 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 IN_FLIGHT_MODES = ("finish", "abort", "continue")  # async.in_flight_update's values
+# rollout.backend -> whether its engine labels every token with its weight version. An OpenAI-compatible server
+# need not (vLLM's reports none; rollarc serve does, but the backend takes any server), so it counts as not.
+PER_TOKEN_VERSIONS = {"builtin": True, "vllm": True, "openai": False}
 
 
 @dataclass(frozen=True)
@@ -31,14 +36,14 @@ class UpdatePlan:
         return "wait" if self.drain_running else "keep"
 
 
-def plan_update(mode: str, per_token_versions: bool = True) -> UpdatePlan:
+def plan_update(mode: str, per_token_versions: bool = True, engine: str = "this engine") -> UpdatePlan:
     """The plan for ``mode`` on an engine that does (or, ``per_token_versions`` False, does not) version each token.
 
     - ``finish``: hold new turns, let the running ones finish under the old weights, then swap.
     - ``abort``: end the running turns with their partial output and swap; an engine without per-token versions
       also holds new turns and waits for the aborted ones to end, so no turn spans the swap.
     - ``continue``: swap at the next decode step; running turns go on under the new weights with their cache.
-      Needs per-token versions (the config rejects it for the OpenAI backend: ``serve/config.py``).
+      Needs per-token versions (:func:`in_flight_problems` rejects it at config validation where they lack).
     """
     if mode == "finish":
         return UpdatePlan(hold_new=True, abort_running=False, drain_running=True, keep_cache=False)
@@ -48,7 +53,25 @@ def plan_update(mode: str, per_token_versions: bool = True) -> UpdatePlan:
     if mode == "continue":
         if not per_token_versions:
             raise ValueError(
-                "async.in_flight_update 'continue' needs an engine that versions each token; use finish or abort"
+                f"async.in_flight_update 'continue' needs an engine that versions each token, which {engine} "
+                "does not; use finish or abort"
             )
         return UpdatePlan(hold_new=False, abort_running=False, drain_running=False, keep_cache=True)
     raise ValueError(f"async.in_flight_update {mode!r}: use one of {', '.join(IN_FLIGHT_MODES)}")
+
+
+def plan_for_backend(mode: str, backend: str) -> UpdatePlan:
+    """The plan for ``mode`` on a replica of ``rollout.backend`` ``backend``."""
+    if backend not in PER_TOKEN_VERSIONS:
+        raise ValueError(f"rollout.backend {backend!r}: use one of {', '.join(PER_TOKEN_VERSIONS)}")
+    return plan_update(mode, PER_TOKEN_VERSIONS[backend], engine=f"rollout.backend {backend!r}")
+
+
+def in_flight_problems(mode: str, backend: str) -> list[str]:
+    """The config's cross-section rule: ``async.in_flight_update`` must have a plan on ``rollout.backend``'s engine
+    (one line each, naming both settings and the fix); empty when it has."""
+    try:
+        plan_for_backend(mode, backend)
+    except ValueError as err:
+        return [str(err)]
+    return []

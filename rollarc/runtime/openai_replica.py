@@ -2,18 +2,21 @@
 
 An :class:`OpenAIReplica` actor implements :class:`~rollarc.runtime.replica_protocol.RolloutReplica` (its weight
 updates are written checkpoints, not object-store buckets), so the router, the agent loop and the controller
-treat it like a built-in engine replica. ``generate`` posts one ``/v1/completions`` request
-(token ids in; token ids, log-probs and the server's version out, see :mod:`rollarc.serve.protocol`).
+treat it like a built-in engine replica. ``generate`` posts one streamed ``/v1/completions`` request
+(token ids in; token ids, log-probs and the server's version out, chunk by chunk as the server decodes them,
+see :mod:`rollarc.serve.stream`).
 
-Versions stay exact whatever the server: the server reports no per-token versions, so the in-flight plan
-(``rollarc.policy.in_flight``) holds new turns and either lets running turns finish
-(``async.in_flight_update: finish``) or aborts them (``abort``: the request is cancelled, the agent loop retries
-the turn), then calls the reload endpoint, and only then admits turns again. So every
+Versions stay exact whatever the server: a server need not report per-token versions (vLLM's does not), so the
+in-flight plan (``rollarc.policy.in_flight``) holds new turns and either lets running turns finish
+(``async.in_flight_update: finish``) or aborts them (``abort``: the stream is closed, the server aborts the
+request, and the turn ends ``"abort"`` with the tokens received so far, which the agent loop resumes from, as
+with the in-process engines), then calls the reload endpoint, and only then admits turns again. So every
 turn is generated under one version, the one the server reports (``rollarc_version``) or, for a server
 that reports none, the one the adapter last loaded.
 
-Failures never hang a run: every request has a timeout; an unreachable server, a timeout, an HTTP error or
-a reply without token ids/log-probs ends the turn with ``finish_reason="error"`` and a message naming the
+Failures never hang a run: every request has a timeout for the turn (``timeout_s``) and one for each silence of
+its stream (``chunk_timeout_s``); an unreachable server, a timeout, an HTTP error or a reply without token
+ids/log-probs ends the turn with ``finish_reason="error"`` and a message naming the
 server, which fails that trajectory (counted, and the run stops when every group fails). A failed reload
 fails the weight sync, which stops the run with that message (at start-up: a ConfigError naming
 ``rollout.openai.base_urls``).
@@ -33,7 +36,7 @@ from ray.exceptions import RayTaskError
 
 from rollarc.config.io import ConfigError
 from rollarc.engine.types import Completion, SamplingParams
-from rollarc.policy.in_flight import plan_update
+from rollarc.policy.in_flight import plan_for_backend
 from rollarc.runtime.replica_log import ReplicaLog
 from rollarc.runtime.replica_protocol import CatchUp, CheckpointWritten
 from rollarc.runtime.router import TurnArgs
@@ -42,7 +45,8 @@ from rollarc.runtime.turn_chunks import TurnChunk, chunks_as_completed
 from rollarc.runtime.weight_handoff import CheckpointHandOff
 from rollarc.serve.access import bearer_headers
 from rollarc.serve.config import OpenAIBackendConfig
-from rollarc.serve.protocol import completion_request, parse_completion
+from rollarc.serve.protocol import completion_request
+from rollarc.serve.stream import SSEDecoder, StreamAccumulator
 
 
 class ReloadError(RuntimeError):
@@ -58,7 +62,7 @@ class OpenAIReplica:
         self.base_url = base_url
         self.cfg = cfg
         self.pool = pool
-        self.update_plan = plan_update(in_flight_update, per_token_versions=False)
+        self.update_plan = plan_for_backend(in_flight_update, "openai")
         self.version = version
         self._session: aiohttp.ClientSession | None = None
         self._running: dict[str, tuple[asyncio.Future, str | None]] = {}
@@ -81,15 +85,24 @@ class OpenAIReplica:
     async def _post(self, path: str, body: dict[str, Any], timeout_s: float) -> dict[str, Any]:
         url = self.base_url + path
         async with self._client().post(url, json=body, timeout=aiohttp.ClientTimeout(total=timeout_s)) as response:
-            if response.status >= 400:
-                text = (await response.text())[:500]
-                raise aiohttp.ClientResponseError(
-                    response.request_info,
-                    (),
-                    status=response.status,
-                    message=f"HTTP {response.status} from {url}: {text}",
-                )
+            await _raise_for_status(response, url)
             return await response.json(content_type=None)
+
+    async def _stream(self, body: dict[str, Any], turn: StreamAccumulator) -> None:
+        """Post a streamed completion and fold its chunks into ``turn`` as they arrive, until ``data: [DONE]``.
+
+        Cancelling it (an abort) closes the connection, which makes the server abort the request; ``turn`` keeps
+        the tokens received."""
+        url = self.base_url + "/v1/completions"
+        timeout = aiohttp.ClientTimeout(total=self.cfg.timeout_s, sock_read=self.cfg.chunk_timeout_s)
+        async with self._client().post(url, json=body, timeout=timeout) as response:
+            await _raise_for_status(response, url)
+            events = SSEDecoder()
+            async for raw in response.content.iter_any():
+                for data in events.feed(raw):
+                    turn.add(data)
+                if turn.done:
+                    return
 
     async def generate(
         self,
@@ -102,23 +115,29 @@ class OpenAIReplica:
         await self._gate.wait()
         request_id = uuid.uuid4().hex
         t0 = time.perf_counter()
-        body = completion_request(self.cfg.model, prompt_ids, params)
+        body = completion_request(self.cfg.model, prompt_ids, params, stream=True)
+        turn = StreamAccumulator(len(prompt_ids), request_id, self.version, params.max_tokens)
         async with self._slots:
-            call = asyncio.ensure_future(self._post("/v1/completions", body, self.cfg.timeout_s))
+            call = asyncio.ensure_future(self._stream(body, turn))
             self._running[request_id] = (call, cache_key)
             try:
-                reply = await call
-                completion = parse_completion(reply, len(prompt_ids), request_id, self.version)
+                await call
+                completion = turn.completion()
             except asyncio.CancelledError:
                 if request_id not in self._aborted:
                     raise  # the caller itself was cancelled
-                completion = self._failed(request_id, prompt_ids, "abort", None)
-            except TimeoutError:
+                completion = turn.completion("abort")  # the tokens received before the stream was closed
+            except TimeoutError as err:
+                silent = isinstance(err, aiohttp.SocketTimeoutError)  # sock_read: no chunk for chunk_timeout_s
                 completion = self._failed(
                     request_id,
                     prompt_ids,
                     "error",
-                    f"no reply from {self.base_url} within {self.cfg.timeout_s:g} s (rollout.openai.timeout_s)",
+                    f"no chunk from {self.base_url} within {self.cfg.chunk_timeout_s:g} s "
+                    "(rollout.openai.chunk_timeout_s)"
+                    if silent
+                    else f"no complete reply from {self.base_url} within {self.cfg.timeout_s:g} s "
+                    "(rollout.openai.timeout_s)",
                 )
             except (aiohttp.ClientError, ValueError) as err:  # ValueError: ProtocolError, or a body that is not JSON
                 completion = self._failed(request_id, prompt_ids, "error", f"{self.base_url}: {err}")
@@ -185,8 +204,14 @@ class OpenAIReplica:
         )
 
     async def catch_up(self) -> CatchUp:
-        """The version the server holds. The server cannot fetch from the trainer: the hand-off's reload (at start,
-        ``start_openai_backend``, and at every sync) is what brings it up to date, so there is nothing to fetch."""
+        """The version the server holds; it fetches nothing, by design.
+
+        A built-in replica catches up by pulling the trainer's newest weights; an external server can only load a
+        checkpoint the hand-off wrote, and the hand-off writes one per sync, at start (``start_openai_backend``)
+        and at every step (``sync_openai``), each followed by a reload. So a server is never behind the newest
+        version handed to it, and writing a checkpoint here as well would race the step's own hand-off. Nothing
+        calls it on the training path either: a replica that joins mid-run (elastic, harvest) is a built-in
+        one, which the config requires (``rollout.backend: builtin``)."""
         return CatchUp(version=self.version)
 
     async def abort_key(self, cache_key: str) -> int:
@@ -268,3 +293,12 @@ def start_openai_backend(workers: Any, version: int) -> Any:
 def sync_openai(replicas: dict[str, Any], written: Any) -> list[Any]:
     """Each server reloads once the checkpoint is written (``written`` is the hand-off's reference)."""
     return [handle.update_weights.remote(written) for handle in replicas.values()]
+
+
+async def _raise_for_status(response: aiohttp.ClientResponse, url: str) -> None:
+    """An HTTP error status as a ClientResponseError carrying the start of the server's message."""
+    if response.status >= 400:
+        text = (await response.text())[:500]
+        raise aiohttp.ClientResponseError(
+            response.request_info, (), status=response.status, message=f"HTTP {response.status} from {url}: {text}"
+        )

@@ -2,7 +2,9 @@
 
 Endpoints (one Serve deployment, FastAPI ingress):
 
-- ``POST /v1/completions``: one prompt (token ids or text), ``n`` = 1; see :mod:`rollarc.serve.protocol`.
+- ``POST /v1/completions``: one prompt (token ids or text), ``n`` = 1; see :mod:`rollarc.serve.protocol`. With
+  ``stream: true`` the reply is server-sent events, a chunk per engine step (:mod:`rollarc.serve.stream`); a
+  client that disconnects mid-stream aborts its request in the engine.
 - ``GET /v1/models``: the served model, with ``rollarc_version`` and ``rollarc_weights_sha256``.
 - ``POST /update_weights_from_disk`` (SGLang's name; ``/reload`` is the same): body
   ``{"model_path": DIR, "version": V}`` loads the HF checkpoint at DIR (which must lie inside ``--reload-dir``)
@@ -22,20 +24,22 @@ import asyncio
 import json
 import threading
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import torch
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, StreamingResponse
 from ray import serve
 
 from rollarc.engine.async_engine import AsyncLLMEngine, EngineDeadError
 from rollarc.engine.config import EngineConfig
 from rollarc.models.checkpoint import load_policy
 from rollarc.serve.access import AccessError, ServerAccess
-from rollarc.serve.protocol import RequestError, RequestLimits, completion_response, parse_request
+from rollarc.serve.protocol import ParsedRequest, RequestError, RequestLimits, completion_response, parse_request
 from rollarc.serve.request_fields import int_field
+from rollarc.serve.stream import SSE_DONE, ChunkWriter, sse_error, sse_event
 from rollarc.serve.weights import state_digest
 
 APP_NAME = "rollarc-serve"
@@ -122,13 +126,15 @@ class CompletionServer:
                         "root": self.model_path,
                         "rollarc_version": self.engine.version,
                         "rollarc_weights_sha256": self.digest,
+                        "rollarc_requests": self._unfinished(),
+                        "rollarc_aborted": int(self.engine.stats()["abort"]),  # requests aborted (streams left)
                     }
                 ],
             }
         )
 
-    @api.post("/v1/completions")
-    async def completions(self, request: Request) -> JSONResponse:
+    @api.post("/v1/completions", response_model=None)  # a JSON reply, or server-sent events with stream: true
+    async def completions(self, request: Request) -> JSONResponse | StreamingResponse:
         try:
             body = await self._json_body(request)
             # Off the event loop: a text prompt is tokenised here (after its character cap).
@@ -137,6 +143,10 @@ class CompletionServer:
             return _error(err.status, str(err))
         except RequestError as err:
             return _error(400, str(err))
+        if parsed.stream:
+            return StreamingResponse(
+                self._stream(parsed), media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
+            )
         try:
             completion = await self.engine.generate(parsed.prompt_ids, parsed.params)
         except ValueError as err:  # the engine refused the request's arguments
@@ -146,9 +156,65 @@ class CompletionServer:
         if completion.finish_reason == "error":
             return _error(500, f"generation failed: {completion.error}", "server_error")
         ids = list(completion.token_ids)
-        text = str(self.tokenizer.decode(ids, skip_special_tokens=True))
-        pieces = [str(self.tokenizer.decode([t])) for t in ids] if parsed.logprobs and not parsed.tokens_as_ids else []
+        text = self._decode(ids)
+        pieces = [self._piece(t) for t in ids] if parsed.logprobs and not parsed.tokens_as_ids else []
         return JSONResponse(completion_response(completion, parsed, self.model_name, text, pieces))
+
+    async def _stream(self, parsed: ParsedRequest) -> AsyncIterator[bytes]:
+        """The completion as server-sent events: a chunk per engine step that sampled tokens (the steps a slow
+        reader let pile up go out as one), then the final one.
+
+        The queue holds at most one entry per token of ``max_tokens``. When the client goes away, Starlette (or
+        Ray Serve's proxy) cancels this generator and ``finally`` cancels the generation: the engine aborts it.
+        """
+        steps: asyncio.Queue[tuple[list[int], list[float], list[int]] | None] = asyncio.Queue()
+        task = asyncio.ensure_future(
+            self.engine.generate(
+                parsed.prompt_ids,
+                parsed.params,
+                on_tokens=lambda ids, logprobs, versions: steps.put_nowait((ids, logprobs, versions)),
+            )
+        )
+        task.add_done_callback(lambda _: steps.put_nowait(None))
+        chunks = ChunkWriter(self.model_name, parsed, self._decode, self._piece)
+        try:
+            ended = False
+            while not ended:
+                pending = [await steps.get()]
+                while not steps.empty():  # one chunk for every step a slow reader let pile up
+                    pending.append(steps.get_nowait())
+                ended = pending[-1] is None  # the end comes after every step's tokens (one loop, in order)
+                new = [step for step in pending if step is not None]
+                if new:
+                    ids = [t for step in new for t in step[0]]
+                    logprobs = [x for step in new for x in step[1]]
+                    yield sse_event(chunks.tokens(ids, logprobs, [v for step in new for v in step[2]]))
+            try:
+                completion = task.result()
+            except ValueError as err:  # the engine refused the request's arguments
+                yield sse_error(400, str(err), "invalid_request_error")
+            except EngineDeadError as err:
+                yield sse_error(503, str(err))
+            else:
+                if completion.finish_reason == "error":
+                    yield sse_error(500, f"generation failed: {completion.error}")
+                else:
+                    yield sse_event(chunks.final(completion))
+            yield SSE_DONE
+        finally:
+            task.cancel()  # a no-op once it finished; else the client left and the engine aborts the request
+
+    def _unfinished(self) -> int:
+        """Requests in the engine (running or waiting) as of its latest step: 0 once every stream has ended."""
+        stats = self.engine.stats()
+        return int(stats["running"]) + int(stats["waiting"])
+
+    def _decode(self, ids: list[int]) -> str:
+        return str(self.tokenizer.decode(ids, skip_special_tokens=True))
+
+    def _piece(self, token: int) -> str:
+        """One token's text as ``logprobs.tokens`` shows it (special tokens included)."""
+        return str(self.tokenizer.decode([token]))
 
     @api.post("/update_weights_from_disk")
     async def update_weights_from_disk(self, request: Request) -> JSONResponse:

@@ -35,6 +35,12 @@ class OpenAIBackendConfig(FrozenModel):
         "({name} is the run name)",
     )
     timeout_s: float = Field(120.0, gt=0.0, description="seconds one completion request may take before the turn fails")
+    chunk_timeout_s: float = Field(
+        60.0,
+        gt=0.0,
+        description="seconds a turn's stream may stay silent (the wait for its first token included) before the "
+        "turn fails; timeout_s still bounds the whole turn",
+    )
     reload_timeout_s: float = Field(
         300.0, gt=0.0, description="seconds one reload call may take before the weight sync fails"
     )
@@ -107,16 +113,3 @@ class RolloutConfig(FrozenModel):
                 "(e.g. http://127.0.0.1:8000, started with `rollarc serve MODEL_DIR`)"
             )
         return self
-
-
-def backend_problems(rollout: RolloutConfig, in_flight_update: str) -> list[str]:
-    """Cross-section rules: an external server reports one version per completion, so no mid-turn swaps
-    (vLLM in process reports a version per token, so it takes every ``in_flight_update``)."""
-    if rollout.backend == "openai" and in_flight_update == "continue":
-        return [
-            (
-                "async.in_flight_update 'continue' needs per-token versions, which an OpenAI server does not "
-                "report; use 'finish' or 'abort' with rollout.backend: openai"
-            )
-        ]
-    return []

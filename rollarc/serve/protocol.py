@@ -2,7 +2,8 @@
 
 Client side (the ``openai`` rollout backend): :func:`completion_request` builds the JSON body for one turn,
 :func:`parse_completion` turns the server's reply into the engine's :class:`Completion`. Server side
-(``rollarc serve``): :func:`parse_request` and :func:`completion_response`.
+(``rollarc serve``): :func:`parse_request` and :func:`completion_response`. A streamed reply (``stream: true``)
+carries the same fields per chunk, for that chunk's tokens: :mod:`rollarc.serve.stream`.
 
 Token ids travel as vLLM does it: the prompt is a list of ints; the reply carries the sampled ids in
 ``choices[0].token_ids`` (vLLM's ``return_token_ids``) and, with ``return_tokens_as_token_ids``, as
@@ -41,8 +42,11 @@ class ProtocolError(ValueError):
 
 
 # ---------------------------------------------------------------------------------------------- client side
-def completion_request(model: str, prompt_ids: Sequence[int], params: SamplingParams) -> dict[str, Any]:
-    """The JSON body asking for one completion of ``prompt_ids`` with its token ids and log-probs."""
+def completion_request(
+    model: str, prompt_ids: Sequence[int], params: SamplingParams, stream: bool = False
+) -> dict[str, Any]:
+    """The JSON body asking for one completion of ``prompt_ids`` with its token ids and log-probs (``stream``: as
+    server-sent events, one chunk per batch of new tokens)."""
     body: dict[str, Any] = {
         "model": model,
         "prompt": [int(t) for t in prompt_ids],
@@ -52,7 +56,7 @@ def completion_request(model: str, prompt_ids: Sequence[int], params: SamplingPa
         "n": 1,
         "logprobs": 0,  # the sampled token's log-prob, no alternatives
         "echo": False,
-        "stream": False,
+        "stream": stream,
         "return_token_ids": True,
         "return_tokens_as_token_ids": True,
     }
@@ -77,7 +81,36 @@ def parse_completion(body: dict[str, Any], prompt_len: int, request_id: str, fal
         raise ProtocolError("reply has no choices[0]") from None
     if not isinstance(choice, dict):
         raise ProtocolError("reply's choices[0] is not an object")
+    version = reply_version(body, fallback_version)
+    token_ids, values, versions = choice_tokens(choice, version)
+    finish = choice.get("finish_reason")
+    finish_reason: FinishReason = finish if finish in FINISH_REASONS else "stop"
+    return Completion(
+        request_id=request_id,
+        prompt_len=prompt_len,
+        token_ids=token_ids,
+        logprobs=values,
+        token_versions=versions,
+        version=min(versions, default=version),
+        finish_reason=finish_reason,
+        stop_reason=choice.get("stop_reason"),
+    )
+
+
+def reply_version(body: dict[str, Any], fallback: int) -> int:
+    """The weight version a reply (or chunk) reports as ``rollarc_version``; ``fallback`` when it reports none."""
+    version = body.get("rollarc_version", fallback)
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise ProtocolError(f"reply's rollarc_version is not an integer: {str(version)[:40]}")
+    return version
+
+
+def choice_tokens(choice: dict[str, Any], version: int) -> tuple[list[int], list[float], list[int]]:
+    """A reply's (or a streamed chunk's) ``choices[0]``: its token ids, their log-probs and versions (``version``
+    for each when the server reports none); raises :class:`ProtocolError` when one is missing or malformed."""
     logprobs = choice.get("logprobs") or {}
+    if not isinstance(logprobs, dict):
+        raise ProtocolError("reply's choices[0].logprobs is not an object")
     token_ids = choice.get("token_ids")
     if token_ids is None:
         tokens = logprobs.get("tokens")
@@ -90,32 +123,23 @@ def parse_completion(body: dict[str, Any], prompt_len: int, request_id: str, fal
     try:
         token_ids = [int(t) for t in token_ids]
     except (TypeError, ValueError):
-        raise ProtocolError(f"reply has token ids that are not integers: {token_ids[:5]}") from None
+        raise ProtocolError(f"reply has token ids that are not integers: {str(token_ids)[:80]}") from None
     values = logprobs.get("token_logprobs")
-    if values is None or len(values) != len(token_ids):
+    if not isinstance(values, list) or len(values) != len(token_ids):
         raise ProtocolError(
             f"reply has {len(token_ids)} token ids but "
-            f"{'no' if values is None else len(values)} logprobs.token_logprobs"
+            f"{len(values) if isinstance(values, list) else 'no'} logprobs.token_logprobs"
         )
-    if any(v is None or not math.isfinite(float(v)) for v in values):
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in values):
         raise ProtocolError("reply has a missing or non-finite entry in logprobs.token_logprobs")
-    version = int(body.get("rollarc_version", fallback_version))
     versions = choice.get("rollarc_token_versions")
-    versions = [version] * len(token_ids) if versions is None else [int(v) for v in versions]
+    if versions is None:
+        versions = [version] * len(token_ids)
+    elif not isinstance(versions, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in versions):
+        raise ProtocolError("reply's rollarc_token_versions is not a list of integers")
     if len(versions) != len(token_ids):
         raise ProtocolError(f"reply has {len(token_ids)} token ids but {len(versions)} rollarc_token_versions")
-    finish = choice.get("finish_reason")
-    finish_reason: FinishReason = finish if finish in FINISH_REASONS else "stop"
-    return Completion(
-        request_id=request_id,
-        prompt_len=prompt_len,
-        token_ids=token_ids,
-        logprobs=[float(v) for v in values],
-        token_versions=versions,
-        version=min(versions, default=version),
-        finish_reason=finish_reason,
-        stop_reason=choice.get("stop_reason"),
-    )
+    return token_ids, [float(v) for v in values], versions
 
 
 # ---------------------------------------------------------------------------------------------- server side
@@ -153,6 +177,7 @@ class ParsedRequest:
     params: SamplingParams
     logprobs: bool
     tokens_as_ids: bool
+    stream: bool = False  # answer with server-sent events (rollarc.serve.stream)
 
 
 def parse_request(
@@ -169,8 +194,7 @@ def parse_request(
     model = body.get("model", served_model)
     if model != served_model:
         raise RequestError(f"model {show(model)} is not served here (served: {served_model!r})")
-    if bool_field(body, "stream"):
-        raise RequestError("stream: true is not supported; send stream: false")
+    stream = bool_field(body, "stream")
     if bool_field(body, "echo"):
         raise RequestError("echo: true is not supported")
     n = body.get("n")
@@ -204,7 +228,7 @@ def parse_request(
     bool_field(body, "return_token_ids")  # always returned; checked so that a bad value is not silently taken
     tokens_as_ids = bool_field(body, "return_tokens_as_token_ids")
     prompt_ids = _prompt_ids(body.get("prompt"), tokenize, limits)
-    return ParsedRequest(prompt_ids, params, logprobs is not None, tokens_as_ids)
+    return ParsedRequest(prompt_ids, params, logprobs is not None, tokens_as_ids, stream)
 
 
 def _prompt_ids(prompt: Any, tokenize: Callable[[str], list[int]], limits: RequestLimits) -> list[int]:
@@ -235,6 +259,18 @@ def _prompt_ids(prompt: Any, tokenize: Callable[[str], list[int]], limits: Reque
     return token_ids_field(ids, "prompt", limits.vocab_size, most, allow_empty=False)
 
 
+def logprobs_block(
+    ids: Sequence[int], logprobs: Sequence[float], request: ParsedRequest, token_strings: Sequence[str], offset: int
+) -> dict[str, Any]:
+    """OpenAI's ``choices[0].logprobs`` for ``ids``, whose text starts at character ``offset`` of the completion."""
+    tokens = [f"{TOKEN_ID_PREFIX}{t}" for t in ids] if request.tokens_as_ids else list(token_strings)
+    offsets, at = [], offset
+    for piece in token_strings:
+        offsets.append(at)
+        at += len(piece)
+    return {"tokens": tokens, "token_logprobs": list(logprobs), "top_logprobs": None, "text_offset": offsets}
+
+
 def completion_response(
     completion: Completion, request: ParsedRequest, model: str, text: str, token_strings: Sequence[str]
 ) -> dict[str, Any]:
@@ -250,17 +286,7 @@ def completion_response(
         "logprobs": None,
     }
     if request.logprobs:
-        tokens = [f"{TOKEN_ID_PREFIX}{t}" for t in ids] if request.tokens_as_ids else list(token_strings)
-        offsets, at = [], 0
-        for piece in token_strings:
-            offsets.append(at)
-            at += len(piece)
-        choice["logprobs"] = {
-            "tokens": tokens,
-            "token_logprobs": list(completion.logprobs),
-            "top_logprobs": None,
-            "text_offset": offsets,
-        }
+        choice["logprobs"] = logprobs_block(ids, completion.logprobs, request, token_strings, 0)
     return {
         "id": f"cmpl-{uuid.uuid4().hex}",
         "object": "text_completion",

@@ -264,6 +264,7 @@ def test_reload_with_abort_ends_the_running_turn_and_serves_the_new_version(serv
     replica = OpenAIReplica.options(num_cpus=0, max_concurrency=100).remote(
         "aborting", server["url"], cfg, "abort", "compute", 0
     )
+    serving_version = requests.get(server["url"] + "/v1/models", timeout=30).json()["data"][0]["rollarc_version"]
     long_turn = replica.generate.remote([1, 2], SamplingParams(max_tokens=250, ignore_eos=True))
     deadline = time.monotonic() + 60.0
     while ray.get(replica.stats.remote())["running"] == 0:  # the request is on the wire before the reload
@@ -272,7 +273,9 @@ def test_reload_with_abort_ends_the_running_turn_and_serves_the_new_version(serv
         time.sleep(0.01)
     ray.get(replica.update_weights.remote({"path": str(nano_policy_dir), "version": 100}))
     aborted = ray.get(long_turn)
-    assert aborted.finish_reason == "abort" and aborted.token_ids == []
+    kept = len(aborted.token_ids)  # the tokens streamed before the abort closed the stream (none, if it came first)
+    assert aborted.finish_reason == "abort" and kept < 250
+    assert len(aborted.logprobs) == kept and aborted.token_versions == [serving_version] * kept
     after = ray.get(replica.generate.remote([1, 2], SamplingParams(temperature=0.0, max_tokens=3)))
     assert after.finish_reason == "length" and after.token_versions == [100, 100, 100] and after.version == 100
     ray.kill(replica)

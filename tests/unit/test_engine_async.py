@@ -192,3 +192,35 @@ def test_generate_many_rejects_mismatched_lengths_and_cancelling_aborts_every_re
         assert _run(main()) == 3
     finally:
         engine.shutdown()
+
+
+def test_on_tokens_streams_each_steps_tokens_and_the_completion_holds_the_rest(model) -> None:
+    """A streaming server's view (rollarc serve, stream: true): a call per step with that step's new tokens, in order;
+    the finishing step's token comes only in the completion; a cancelled stream leaves no watcher behind."""
+    prompt = random_prompts([5])[0]
+    engine = AsyncLLMEngine(model, EngineConfig(max_num_seqs=4))
+    steps: list[tuple[list[int], list[float], list[int]]] = []
+
+    async def main():
+        done = await engine.generate(prompt, GREEDY, on_tokens=lambda *new: steps.append(new))
+        cancelled = asyncio.create_task(
+            engine.generate(prompt, SamplingParams(max_tokens=200), on_tokens=lambda *_: None)
+        )
+        while engine.stats()["generated_tokens"] < 12:
+            await asyncio.sleep(0.001)
+        cancelled.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await cancelled
+        while engine._watchers or engine._streamed:  # the abort resolves it at the next step; a leak times out
+            await asyncio.sleep(0.001)
+        assert engine.stats()["abort"] == 1
+        return done
+
+    try:
+        done = _run(main())
+    finally:
+        engine.shutdown()
+    assert [len(ids) for ids, _, _ in steps] == [1] * (GREEDY.max_tokens - 1)  # one token per decode step
+    assert [t for ids, _, _ in steps for t in ids] == done.token_ids[:-1]
+    assert [p for _, lps, _ in steps for p in lps] == done.logprobs[:-1]
+    assert [v for _, _, vs in steps for v in vs] == [0] * (GREEDY.max_tokens - 1)

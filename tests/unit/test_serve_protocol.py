@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -139,7 +140,7 @@ def test_server_parses_token_ids_text_and_sampling():
         ({"prompt": [1], "n": 2}, "n must be 1"),
         ({"prompt": []}, "prompt must be"),
         ({"prompt": [1, "a"]}, "prompt must hold integer token ids"),
-        ({"prompt": [1], "stream": True}, "stream"),
+        ({"prompt": [1], "stream": "yes"}, "stream must be true or false"),
         ({"prompt": [1], "logprobs": 5}, "logprobs must be"),
         ({"prompt": [1], "temperature": -1}, "temperature"),
     ],
@@ -199,7 +200,11 @@ def test_openai_backend_config_loads_and_checks(tmp_path):
         load_train_config(CONFIGS / "openai_backend.yaml", ["rollout.openai.base_urls=[]"])
     with pytest.raises(ConfigError, match="must start with http"):
         load_train_config(CONFIGS / "openai_backend.yaml", ["rollout.openai.base_urls=[localhost:8000]"])
-    with pytest.raises(ConfigError, match="in_flight_update 'continue'"):
+    refusal = (  # the in-flight policy's one rule (rollarc.policy.in_flight), at config validation
+        "async.in_flight_update 'continue' needs an engine that versions each token, which rollout.backend "
+        "'openai' does not; use finish or abort"
+    )
+    with pytest.raises(ConfigError, match=re.escape(refusal)):
         load_train_config(CONFIGS / "openai_backend.yaml", ["async.in_flight_update=continue"])
     assert load_train_config(CONFIGS / "quickstart.yaml").rollout.backend == "builtin"
 

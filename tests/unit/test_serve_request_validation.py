@@ -72,7 +72,6 @@ def parse(**fields: Any) -> ParsedRequest:
         ({"logprobs": 5}, "logprobs must be null, 0 or 1"),
         ({"logprobs": True}, "logprobs must be null, 0 or 1"),
         ({"stream": "no"}, "stream must be true or false, got 'no'"),
-        ({"stream": True}, "stream: true is not supported"),
         ({"echo": 1}, "echo must be true or false, got 1"),
         ({"ignore_eos": "true"}, "ignore_eos must be true or false"),
         ({"return_tokens_as_token_ids": 1}, "return_tokens_as_token_ids must be true or false"),
@@ -171,6 +170,7 @@ def assert_runnable(parsed: ParsedRequest) -> None:
     assert all(type(t) is int and 0 <= t < VOCAB for t in params.stop_token_ids)
     assert len(params.stop) <= 16 and all(type(s) is str and 0 < len(s) <= 256 for s in params.stop)
     assert type(params.ignore_eos) is bool and type(parsed.logprobs) is bool and type(parsed.tokens_as_ids) is bool
+    assert type(parsed.stream) is bool
 
 
 @settings(max_examples=400, deadline=None)
