@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import functools
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -226,7 +225,22 @@ class EpisodeRunner:
                 kind="threads_exhausted",
             )
         loop = asyncio.get_running_loop()
-        future = self._executor.submit(functools.partial(_guarded, fn, *args, **kwargs))
+        started = asyncio.Event()
+
+        def call() -> tuple[str, Any]:
+            _wake(loop, started)
+            return _guarded(fn, *args, **kwargs)
+
+        future = self._executor.submit(call)
+        future.add_done_callback(lambda f: _wake(loop, started) if f.cancelled() else None)  # cancelled unrun
+        # ``timeout_s`` bounds the call from when a thread takes it up, not its wait for a free thread: when many
+        # episodes reach a slow tool at once, queued calls used to time out unrun (failing held-out episodes under
+        # load) and count as stuck threads. The wait itself ends with the trajectory (async.trajectory_timeout_s).
+        try:
+            await started.wait()
+        except asyncio.CancelledError:
+            future.cancel()  # the trajectory is gone: a call still queued never runs
+            raise
         try:
             outcome, value = await asyncio.wait_for(asyncio.wrap_future(future, loop=loop), timeout_s)
         except TimeoutError:
@@ -281,6 +295,12 @@ class EpisodeRunner:
 
     def close(self) -> None:
         self._executor.shutdown(cancel_futures=True)
+
+
+def _wake(loop: asyncio.AbstractEventLoop, event: asyncio.Event) -> None:
+    """Set ``event`` from any thread (nothing to wake once its loop has closed)."""
+    if not loop.is_closed():
+        loop.call_soon_threadsafe(event.set)
 
 
 def _guarded(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[str, Any]:

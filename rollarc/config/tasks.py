@@ -81,8 +81,9 @@ class TaskConfig(FrozenModel):
     step_timeout_s: float = Field(
         30.0,
         gt=0.0,
-        description="seconds an env reset or step may take; past it the "
-        "trajectory fails and the stuck thread is counted",
+        description="seconds an env reset, step or tool call may run, counted from when a thread takes it up "
+        "(its wait for a free thread is bounded by async.trajectory_timeout_s); past it the trajectory fails "
+        "and the stuck thread is counted",
     )
     latency: LatencyConfig = Field(
         LatencyConfig(), description="injected env-step delay and failures, a model of slow, flaky tools"

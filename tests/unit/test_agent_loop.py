@@ -336,3 +336,53 @@ def test_inline_env_steps_run_on_the_event_loop_with_the_same_outcomes(inline: b
     assert bad.failure_kind == "env_step_error:RuntimeError"
     on_loop = [t == threading.get_ident() for t in ThreadRecordingEnv.threads]
     assert len(on_loop) == 4 and all(on_loop) == inline and (any(on_loop) == inline)
+
+
+def test_step_timeout_counts_from_when_a_thread_takes_the_call_not_from_its_wait_in_the_queue():
+    # Regression: 100 held-out episodes reaching a sandboxed tool call at once on a 2-thread EnvWorker timed out
+    # while still queued (step_timeout_s counted the wait for a free thread), failing a third of them under load,
+    # and each was counted as a stuck thread. Here 6 steps of 0.2 s share one thread under a 0.5 s step limit:
+    # the last waits 1 s in the queue, yet every step runs well inside its own limit.
+    cfg = task(turns=1, hang_on_seed_mod=1, hang_s=0.2, step_timeout_s=0.5)
+
+    async def go():
+        runner = EpisodeRunner({cfg.name: cfg}, RENDERER, ScriptedEngine(), SAMPLING, max_env_threads=1)
+        try:
+            return await asyncio.gather(*[runner.run(EpisodeSpec(f"t{i}", cfg.name, i + 1)) for i in range(6)])
+        finally:
+            runner.close()
+
+    trajs = asyncio.run(go())
+    assert [t.status for t in trajs] == ["ok"] * 6
+    assert [t.failure_reason for t in trajs] == [None] * 6
+
+
+def test_a_call_still_queued_when_its_trajectory_is_cancelled_never_runs():
+    # The wait for a free thread is bounded by the trajectory's own timeout, which cancels it: the call must go too.
+    cfg = task(turns=1)
+    steps: list[int] = []
+
+    class Env:
+        def step(self, seed: int) -> int:
+            steps.append(seed)
+            return seed
+
+    async def go():
+        runner = EpisodeRunner({cfg.name: cfg}, RENDERER, ScriptedEngine(), SAMPLING, max_env_threads=1)
+        env = Env()
+        blocker = threading.Event()
+        try:
+            first = asyncio.ensure_future(runner._call_in_thread(blocker.wait, 5.0))  # holds the only thread
+            queued = asyncio.ensure_future(runner._call_in_thread(env.step, 5.0, 2))
+            await asyncio.sleep(0.05)
+            queued.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await queued
+            blocker.set()
+            assert await first is True
+            return await runner._call_in_thread(env.step, 5.0, 3)
+        finally:
+            runner.close()
+
+    assert asyncio.run(go()) == 3
+    assert steps == [3]
