@@ -1,7 +1,8 @@
 """``rollarc bench chaos``: train through env failures, hangs and the loss of one worker of every role.
 
 Per seed (``--seeds``, default 2), two runs of the same config and seed (``configs/quickstart.yaml`` by
-default, shortened), from one SFT warm start:
+default, shortened), from one SFT warm start (``--quick``, a smoke run of the chaos path: the chaos run alone,
+its clean side null; ``compare`` is tested on given runs in tests/unit/test_bench_chaos_aggregate.py):
 
 - ``clean``: no injected fault (the config's own env latency, if any, is kept);
 - ``chaos``: every env step first waits, instead of the config's own delay, a heavy-tailed delay resampled
@@ -69,10 +70,12 @@ QUICK = [
     "train.groups_per_step=2",
     "train.group_size=4",
     "train.eval_every=0",
-    "train.eval_episodes=16",
+    "train.eval_episodes=4",  # a smoke run: held-out success is reported, not compared
     "tasks.0.env.kwargs.size=4",
     "tasks.0.agent.max_turns=8",
-    "async.trajectory_timeout_s=30",
+    # as FULL: each hang (two a run at seed 0) costs a whole timeout; a trajectory cut by a kill is retried, not timed
+    # out, so the timeout needs to outlast one trajectory only (a second or two here, under load)
+    "async.trajectory_timeout_s=10",
 ]
 FULL = ["train.steps=30", "train.eval_every=0", "async.trajectory_timeout_s=10"]
 HANG_S = 10_000.0
@@ -342,7 +345,9 @@ def aggregate(per_seed: list[dict[str, Any]]) -> dict[str, Any]:
         "success_gap": gap,
         "noise_2se": noise,
         "within_noise": (abs(gap) <= noise) if gap is not None and noise is not None else None,
-        "clean_crashed": any(r["clean_crashed"] for r in per_seed),
+        "clean_crashed": None  # no clean run (--quick)
+        if all(r["clean_crashed"] is None for r in per_seed)
+        else any(r["clean_crashed"] for r in per_seed),
         "per_seed": per_seed,
     }
 
@@ -357,14 +362,20 @@ def _sum_known(values: Any) -> int | None:
     return sum(known) if known else None
 
 
-def run_seed(config_path: str, overrides: list[str], seed: int, runs: Path) -> dict[str, Any]:
-    """The clean and the chaos run of one seed, and their comparison."""
+# what compare() reads of a clean run that did not run (--quick): nothing, so every clean figure is null
+NO_CLEAN_RUN: dict[str, Any] = {"crashed": None, "error": None, "summary": {}}
+
+
+def run_seed(config_path: str, overrides: list[str], seed: int, runs: Path, clean_run: bool = True) -> dict[str, Any]:
+    """The clean and the chaos run of one seed, and their comparison (``clean_run=False``: the chaos run alone)."""
     overrides = [*overrides, f"seed={seed}"]
     base = load_train_config(config_path, overrides)
     runs.mkdir(parents=True, exist_ok=True)
     trace = write_latency_trace(runs / "latency_trace.txt", base.seed)
-    print(f"== seed {seed}: clean", flush=True)
-    clean = run_one(config_path, overrides, "clean", runs)
+    clean = NO_CLEAN_RUN
+    if clean_run:
+        print(f"== seed {seed}: clean", flush=True)
+        clean = run_one(config_path, overrides, "clean", runs)
     print(f"== seed {seed}: chaos", flush=True)
     killer = Killer(runs, kill_schedule(base.train.steps))
     chaos = run_one(config_path, [*overrides, *chaos_overrides(trace)], "chaos", runs, killer)
@@ -377,7 +388,7 @@ def main(argv: list[str]) -> int:
     parser = bench_parser(
         "bench chaos",
         __doc__,
-        quick="a short smoke run (nano model, 6 steps, 1 seed); publishes nothing",
+        quick="a short smoke run (nano model, 6 steps, 1 seed, the chaos run alone); publishes nothing",
         config_help="default: configs/quickstart.yaml (llm), the path's own",
         seeds="run seeds 0 … N-1 (default 2; 1 with --quick)",
         runs=RUNS_HELP,
@@ -403,7 +414,7 @@ def main(argv: list[str]) -> int:
     policy, _ = initial_policy(base)  # one SFT warm start for every run
     overrides.append(f"model.path={policy}")
     runs = runs_folder(args.runs, "chaos")
-    per_seed = [run_seed(args.config, overrides, seed, runs / f"seed{seed}") for seed in range(seeds)]
+    per_seed = [run_seed(args.config, overrides, seed, runs / f"seed{seed}", not args.quick) for seed in range(seeds)]
     result = aggregate(per_seed)
     return finish("chaos", docs_body(result, per_seed, base), result, "rollarc bench chaos", args)
 

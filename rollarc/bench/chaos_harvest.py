@@ -32,6 +32,7 @@ QUICK = [
     "train.groups_per_step=2",
     "train.group_size=4",
     "train.eval_every=0",
+    "train.eval_episodes=4",  # not the config's 200: nothing here reads held-out success
     "tasks.0.env.kwargs.size=4",
     "tasks.0.agent.max_turns=8",
     "harvest.serving.preset=nano",

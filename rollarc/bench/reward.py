@@ -103,7 +103,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--waves", type=int, default=None, help="rollout waves (training steps); default 3, quick 2")
     p.add_argument("--trajectories", type=int, default=None, help="trajectories per wave; default 128, quick 16")
     p.add_argument("--turns", type=int, default=None, help="turns per trajectory; default 8, quick 3")
-    p.add_argument("--period-s", type=float, default=None, help="seconds between waves; default 30, quick 4")
+    p.add_argument("--period-s", type=float, default=None, help="seconds between waves; default 30, quick 2")
     p.add_argument("--fixed-s", type=float, default=0.2, help="service cost per batch (seconds)")
     p.add_argument("--per-item-s", type=float, default=0.025, help="service cost per trajectory in a batch (seconds)")
     p.add_argument("--max-batch-size", type=int, default=4)
@@ -115,7 +115,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--model", default=None, help="judge directory (default: the shipped config's, else trained)")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
-    for name, full, small in [("waves", 3, 2), ("trajectories", 128, 16), ("turns", 8, 3), ("period_s", 30.0, 4.0)]:
+    for name, full, small in [("waves", 3, 2), ("trajectories", 128, 16), ("turns", 8, 3), ("period_s", 30.0, 2.0)]:
         setattr(args, name, quick_or(getattr(args, name), args.quick, full, small))
     return args
 
@@ -379,7 +379,7 @@ def measure(
     serve.start(proxy_location="Disabled", logging_config={"log_level": "WARNING"})
     try:
         cost = ServiceCostConfig(fixed_s=args.fixed_s, per_item_s=args.per_item_s)
-        seconds = 2.0 if args.quick else 5.0
+        seconds = 1.0 if args.quick else 5.0  # quick: a smoke run, whose capacity (a few batches) is only rough
         real_capacity, real_latency = measure_capacity(args, model, tokens, ServiceCostConfig(), seconds)
         capacity, _capacity_latency = measure_capacity(args, model, tokens, cost, seconds)
         peak, mean = replicas_for(peak_r, capacity), replicas_for(mean_r, capacity)

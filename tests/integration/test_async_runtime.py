@@ -130,7 +130,7 @@ def test_elastic_schedule_adds_a_replica_with_the_current_weights_and_removes_on
     bitwise (regression: it served the start weights labelled as the current version), one leaves after step 2."""
     from rollarc.models import load_policy
     from rollarc.runtime.controller import Controller
-    from rollarc.runtime.ray_cluster import start_ray
+    from rollarc.runtime.ray_cluster import start_ray, stop_ray
     from rollarc.runtime.workers import Workers
 
     cfg = config(
@@ -165,7 +165,7 @@ def test_elastic_schedule_adds_a_replica_with_the_current_weights_and_removes_on
         workers = Workers(cfg, str(nano_policy_dir))
         summary = Observed(cfg, run_dir, workers).run()
     finally:
-        ray.shutdown()
+        stop_ray()  # reaps the cluster's processes: left to exit alone, they held up the next module's start by ~15 s
     start = load_policy(nano_policy_dir)[0].state_dict()
     assert seen["added"].keys() == seen["trainer"].keys()
     assert all(torch.equal(seen["added"][n], seen["trainer"][n]) for n in seen["trainer"])

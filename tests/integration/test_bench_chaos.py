@@ -40,6 +40,9 @@ def test_quick_chaos_run_finishes_without_losing_trajectories(tmp_path, capsys, 
     assert result["trainer_losses"] >= 1 and result["steps_lost"] <= result["trainer_losses"]
     assert result["trajectories_lost"] == 0
     assert result["trajectories_started"] > 0 and result["steps"] == 6
+    # --quick runs the chaos run alone (compare() is unit-tested on given runs): the clean side is null, not made up
+    assert (result["heldout_success_clean"], result["clean_crashed"], result["success_gap"]) == (None, None, None)
+    assert result["per_seed"][0]["rl_wall_s"]["clean"] is None and result["per_seed"][0]["rl_wall_s"]["chaos"] > 0
     assert not (tmp_path / "docs").exists()  # --quick publishes nothing
 
 

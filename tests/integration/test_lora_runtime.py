@@ -13,7 +13,7 @@ from transformers import AutoModelForCausalLM
 
 from rollarc.agent.chat import ChatRenderer, Message
 from rollarc.models import load_policy, load_tokenizer
-from rollarc.runtime.ray_cluster import start_ray
+from rollarc.runtime.ray_cluster import start_ray, stop_ray
 from rollarc.runtime.workers import Workers
 from rollarc.sync.codec import full_nbytes
 from rollarc.train.lora import adapter_state, apply_lora
@@ -60,7 +60,7 @@ def test_lora_syncs_only_the_adapter_bit_exact_and_resumes_from_its_peft_checkpo
         )
         ray.get(w.trainer.save_checkpoint.remote(str(ck), {"version": 2}))
     finally:
-        ray.shutdown()
+        stop_ray()  # reaps the cluster's processes (left to exit alone, they held up the next start)
     # policy/ is the base, byte for byte; adapter/ is PEFT's format and peft merges it into the same weights
     assert filecmp.cmp(nano_policy_dir / "model.safetensors", ck / "policy" / "model.safetensors", shallow=False)
     loaded = peft.PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(ck / "policy"), ck / "adapter")
@@ -71,4 +71,4 @@ def test_lora_syncs_only_the_adapter_bit_exact_and_resumes_from_its_peft_checkpo
         assert ray.get(resumed.trainer.version.remote()) == 2
         assert_same(ray.get(resumed.rollout["rollout-0"].engine_weights.remote()), merged)
     finally:
-        ray.shutdown()
+        stop_ray()  # reaps the cluster's processes (left to exit alone, they held up the next start)

@@ -64,9 +64,16 @@ def metrics(run: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
 
 
-def test_two_steps_end_to_end_with_reports(nano_policy_dir, tmp_path):
-    assert run_training(config(nano_policy_dir, tmp_path)) == 0
-    run = only_run(tmp_path)
+def test_two_steps_end_to_end_with_reports_and_the_same_seed_gives_the_same_trajectories_and_weights(
+    nano_policy_dir, tmp_path
+):
+    """One two-step run checked end to end (metrics, summary, report, checkpoints), then a second run of the same
+    config and seed: the same trajectories and weights. (The first run serves both checks: one Ray start fewer.)"""
+    runs = []
+    for i in range(2):
+        assert run_training(config(nano_policy_dir, tmp_path / f"r{i}")) == 0
+        runs.append(only_run(tmp_path / f"r{i}"))
+    run = runs[0]
     rows = metrics(run)
     assert [r["step"] for r in rows] == [1, 2]
     assert all(r["staleness_max"] == 0 and r["trajectories"] == 4 for r in rows)
@@ -87,12 +94,7 @@ def test_two_steps_end_to_end_with_reports(nano_policy_dir, tmp_path):
     first = AutoModelForCausalLM.from_pretrained(run / "checkpoints" / "step_000001" / "policy")
     assert not torch.equal(final.model.embed_tokens.weight, first.model.embed_tokens.weight)
 
-
-def test_same_seed_gives_the_same_trajectories_and_weights(nano_policy_dir, tmp_path):
-    runs = []
-    for i in range(2):
-        assert run_training(config(nano_policy_dir, tmp_path / f"r{i}")) == 0
-        runs.append(only_run(tmp_path / f"r{i}"))
+    # the same seed: the same trajectories, and the same weights to float rounding
     keys = ["batch_digest", "reward", "generated_tokens", "prompt_tokens", "turns"]
     assert [[r[k] for k in keys] for r in metrics(runs[0])] == [[r[k] for k in keys] for r in metrics(runs[1])]
     a = AutoModelForCausalLM.from_pretrained(runs[0] / "checkpoints" / "step_000002" / "policy").state_dict()
@@ -117,7 +119,7 @@ def test_interrupted_and_resumed_run_equals_the_uninterrupted_one(nano_policy_di
 
     ``max_num_seqs: 1`` makes every rollout forward pass a batch of one, so the engine's log-probs do not depend
     on which sequences happen to share a batch (the one source of float differences between two runs, see
-    test_same_seed_gives_the_same_trajectories_and_weights). ``kl_coef > 0`` makes the KL reference matter: a
+    test_two_steps_end_to_end_with_reports_and_the_same_seed_...). ``kl_coef > 0`` makes the KL reference matter: a
     resumed run whose reference were the resumed weights would train to other weights.
     """
     exact = {"engine": {"max_num_seqs": 1}, "algo": {"kl_coef": 0.5}}

@@ -53,3 +53,16 @@ def test_a_crashed_seed_makes_the_benchmark_crashed():
     crashed["crashed"], crashed["error"] = True, "exit code 1"
     result = chaos.aggregate([_seed(0, 0.5, 0.5), crashed])
     assert result["crashed"] is True and result["error"] == "exit code 1"
+
+
+def test_without_a_clean_run_every_clean_figure_is_null_and_the_chaos_ones_stay():
+    """``--quick`` runs the chaos run alone (``chaos.NO_CLEAN_RUN``): nothing about a clean run is made up."""
+    chaos_side = _seed(0, 0.5, 0.5)  # for its run's summary
+    run = {"crashed": False, "error": None, "summary": {"steps": 30, "trainer_restarts": 1, "rl_wall_s": 12.0}}
+    row = {"seed": 0, **chaos.compare(chaos.NO_CLEAN_RUN, run, [], (None, {"episodes": 4, "success": 0.25}))}
+    assert (row["heldout_success_clean"], row["success_gap"], row["noise_2se"], row["within_noise"]) == (None,) * 4
+    assert row["clean_crashed"] is None and row["rl_wall_s"] == {"clean": None, "chaos": 12.0}
+    assert row["heldout_success_chaos"] == 0.25 and row["trainer_losses"] == 1 and row["crashed"] is False
+    result = chaos.aggregate([row])
+    assert result["clean_crashed"] is None and result["success_gap"] is None and result["heldout_success_clean"] is None
+    assert chaos.aggregate([row, chaos_side])["clean_crashed"] is False  # a seed that had its clean run decides
