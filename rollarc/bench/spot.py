@@ -3,7 +3,8 @@
 1. **Pull vs push, measured on Ray** (``pull_vs_push_measured``, ``rollarc.bench.spot_ray``): the pull
    fleet and a push baseline on the same Ray actors under the same preemption trace (the config's
    ``spot.trace``), ``--ray-jobs`` jobs of ``--ray-steps`` denoising steps, wall-clock jobs per second,
-   lost and redone jobs; ``throughput_ratio_pull_vs_push`` is this measured ratio.
+   lost and redone jobs; ``throughput_ratio_pull_vs_push`` is this measured ratio. ``--ray-set KEY=VALUE``
+   overrides the config of this part only (more slots, a drawn preemption rate: ``ray_config``).
 1b. **Throughput and work lost under preemption, predicted** (none, low, high rates) for the pull scheduler with
    in-flight commit against a push baseline that deals jobs out statically and restarts a lost job from
    step 0 (``rollarc.spotlight.fleet_sim``: the real job queue, one tick per denoising step). The tick is
@@ -48,7 +49,7 @@ from rollarc.bench.spot_ray import pull_vs_push_measured
 from rollarc.bench.spot_sp import sp_recovery
 from rollarc.bench.spot_train import train_and_time_recovery
 from rollarc.cluster.catalogue import load_catalogue
-from rollarc.diffusion.config import load_t2i_config
+from rollarc.diffusion.config import T2IConfig, load_t2i_config
 from rollarc.diffusion.model import build_policy
 from rollarc.diffusion.resumable import advance, start
 from rollarc.rayproc.placement import CATALOGUE
@@ -165,6 +166,11 @@ def _training_sentence(in_training: dict[str, Any] | None, config: str) -> str:
     )
 
 
+def _overrides(measured: dict[str, Any]) -> str:
+    """``--ray-set``'s overrides as a clause of the measured sentence (empty without any)."""
+    return f", config overrides {' '.join(measured['overrides'])}" if measured.get("overrides") else ""
+
+
 def _accounting_sentence(measured: dict[str, Any]) -> str:
     """Where each mode's slot-seconds went (``spot_ray.time_accounting``), as one sentence of the block."""
 
@@ -176,6 +182,15 @@ def _accounting_sentence(measured: dict[str, Any]) -> str:
         )
 
     return f"Slot-seconds, {part('pull')}; {part('push')}."
+
+
+def ray_config(config: str, overrides: list[str]) -> T2IConfig:
+    """The config of the measured pull vs push run: ``config`` with ``--ray-set``'s overrides.
+
+    The config's own trace (4 preemptions in the first 34 s, two per slot of two) ends early in a long run and
+    hits both slots alike, which leaves push's static plan nothing to lose; measuring where pull should win
+    takes more slots, each with a core of its own, and preemptions throughout (docs/spot.md#rollarc-bench-spot)."""
+    return load_t2i_config(config, overrides)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -200,6 +215,15 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--ray-jobs", type=int, default=48, help="jobs of the measured pull vs push run (--quick: 16)")
     parser.add_argument(
         "--ray-steps", type=int, default=16, help="denoising steps per job of the measured pull vs push run"
+    )
+    parser.add_argument(
+        "--ray-set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="config override for the measured pull vs push run only (repeatable), e.g. "
+        "cluster.pools.spot.count=6 spot.trace=null spot.rate_per_hour=240: more slots (one core each at least), "
+        "preemptions all run long",
     )
     parser.add_argument("--cluster-explorers", type=int, default=48, help="simulated spot explorer GPUs")
     parser.add_argument(
@@ -236,7 +260,9 @@ def main(argv: list[str]) -> int:
             Path(tmp),
         )
     with tempfile.TemporaryDirectory(prefix="rollarc-bench-spot-ray-") as tmp:
-        measured = pull_vs_push_measured(cfg, Path(tmp), 16 if args.quick else args.ray_jobs, args.ray_steps)
+        ray_jobs = 16 if args.quick else args.ray_jobs
+        measured = pull_vs_push_measured(ray_config(args.config, args.ray_set), Path(tmp), ray_jobs, args.ray_steps)
+        measured["overrides"] = list(args.ray_set)
     in_training = None
     if args.train_config:
         with tempfile.TemporaryDirectory(prefix="rollarc-bench-spot-train-") as tmp:
@@ -336,7 +362,8 @@ def _body(
     mp, mq = measured["pull"], measured["push"]
     body += (
         f"\n\nMeasured on Ray ({measured['jobs']} jobs of {measured['job_steps']} steps, {measured['slots']} spot "
-        f"nodes, trace {measured['trace']}): pull {mp['jobs_per_s']:.3f} jobs/s, push {mq['jobs_per_s']:.3f} jobs/s "
+        f"nodes, trace {measured['trace'] or 'drawn at spot.rate_per_hour'}{_overrides(measured)}): "
+        f"pull {mp['jobs_per_s']:.3f} jobs/s, push {mq['jobs_per_s']:.3f} jobs/s "
         f"({measured['throughput_ratio']:.2f}×); redone jobs pull {mp['redone_jobs']} / push {mq['redone_jobs']}, "
         f"lost {mp['lost_jobs']} / {mq['lost_jobs']}; preemptions that hit a node before the mode finished "
         f"pull {mp['preemptions']} / push {mq['preemptions']} (the trace is in seconds: a mode that finishes first "
