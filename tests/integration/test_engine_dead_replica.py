@@ -16,7 +16,7 @@ import ray
 
 from rollarc.engine.types import SamplingParams
 from rollarc.runtime.controller import Controller
-from rollarc.runtime.ray_cluster import start_ray
+from rollarc.runtime.ray_cluster import start_ray, stop_ray
 from rollarc.runtime.workers import Workers
 from tests.integration.test_runtime import config
 
@@ -55,7 +55,7 @@ def test_heal_replaces_a_replica_whose_engine_died_and_its_turns_fail_over(nano_
         assert sorted(ray.get(w.router.alive.remote(), timeout=60)) == sorted([new, "rollout-1"])
         assert ray.get(w.rollout[new].ping.remote(), timeout=60) == new
     finally:
-        ray.shutdown()
+        stop_ray()
 
 
 def test_a_run_whose_only_replica_loses_its_engine_finishes_with_no_trajectory_lost(nano_policy_dir, tmp_path):
@@ -86,7 +86,7 @@ def test_a_run_whose_only_replica_loses_its_engine_finishes_with_no_trajectory_l
         summary = Controller(cfg, run_dir, workers).run()
         thread.join(timeout=5)
     finally:
-        ray.shutdown()
+        stop_ray()
     assert killed == ["rollout-0"]
     assert summary["steps"] == 4 and summary["groups_trained"] == 8
     assert summary["rollout_restarts"] == 1 and summary["routing"]["dead_replicas"] == ["rollout-0"]

@@ -13,7 +13,7 @@ from transformers import AutoModelForCausalLM
 from rollarc.models import load_policy
 from rollarc.runtime.controller import Controller
 from rollarc.runtime.entry import run_training
-from rollarc.runtime.ray_cluster import actor_options, start_ray
+from rollarc.runtime.ray_cluster import actor_options, start_ray, stop_ray
 from rollarc.runtime.resume import record_new_run
 from rollarc.runtime.train_group import FSDP_META
 from rollarc.runtime.train_worker import TrainWorker
@@ -68,7 +68,7 @@ def test_two_ranks_train_sync_checkpoint_and_resume(nano_policy_dir, tmp_path):
         ]
         assert {"train-0", "train-1"} <= {s["worker"] for s in spans if s["kind"] == "train"}
     finally:
-        ray.shutdown()
+        stop_ray()
 
     initial, _ = load_policy(nano_policy_dir)
     assert not torch.equal(gathered["model.embed_tokens.weight"], initial.state_dict()["model.embed_tokens.weight"])
@@ -102,4 +102,4 @@ def test_a_sharded_checkpoint_refuses_the_single_trainer(nano_policy_dir, tmp_pa
         with pytest.raises(ray.exceptions.RayTaskError, match="written by FSDP training"):
             ray.get(trainer.load_checkpoint.remote(str(checkpoint)))
     finally:
-        ray.shutdown()
+        stop_ray()

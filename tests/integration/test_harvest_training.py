@@ -26,7 +26,7 @@ from rollarc.models import load_tokenizer
 from rollarc.rose.trace import TraceRequest, write_trace
 from rollarc.runtime.entry import run_training
 from rollarc.runtime.harvest_pool import HarvestPool
-from rollarc.runtime.ray_cluster import start_ray
+from rollarc.runtime.ray_cluster import start_ray, stop_ray
 from rollarc.runtime.workers import Workers
 from rollarc.sync.versions import WeightReceiver
 from tests.integration.test_runtime import config, metrics, only_run
@@ -268,7 +268,7 @@ def test_borrowed_site_syncs_bitwise_preempts_migrates_and_replaces_a_dead_membe
         got = ray.get(pool.replicas["borrowed-2"].engine_weights.remote())
         assert all(torch.equal(got[k], trainer[k]) for k in trainer)
     finally:
-        ray.shutdown()
+        stop_ray()
 
 
 @pytest.mark.timeout(1200)  # two training runs
@@ -400,4 +400,4 @@ def test_each_update_crosses_once_in_shards_and_every_member_holds_the_published
         assert list(pool.replicas) == ["borrowed-1", "borrowed-2", "borrowed-3"]
         assert_bitwise(8)
     finally:
-        ray.shutdown()
+        stop_ray()

@@ -16,7 +16,7 @@ from rollarc.engine.types import SamplingParams
 from rollarc.models import load_tokenizer
 from rollarc.policy.routing import NoReplicaError
 from rollarc.runtime.env_worker import GroupSpec
-from rollarc.runtime.ray_cluster import start_ray
+from rollarc.runtime.ray_cluster import start_ray, stop_ray
 from rollarc.runtime.workers import Workers
 from tests.integration.test_runtime import config
 
@@ -32,7 +32,7 @@ def workers(nano_policy_dir, tmp_path):
         return Workers(cfg, str(nano_policy_dir))
 
     yield make
-    ray.shutdown()
+    stop_ray()
 
 
 @pytest.mark.parametrize(
