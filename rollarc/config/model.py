@@ -14,7 +14,8 @@ class LoraConfig(FrozenModel):
 
     The trainer wraps the policy with ``peft.get_peft_model`` and optimises only the adapter matrices; the KL
     reference is the same model with its adapters disabled, so no second copy is held. Weight sync sends only
-    the adapter tensors and each rollout replica merges them into its base weights (``rollarc.sync.lora``);
+    the adapter tensors; a built-in replica merges them into its base weights (``rollarc.sync.lora``), a vLLM
+    replica applies them unmerged as a ``LoRARequest`` (``rollarc.sync.lora_dir``);
     checkpoints hold the adapter in PEFT's format (``adapter/``) next to the unchanged base (``policy/``).
     """
 

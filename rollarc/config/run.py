@@ -25,6 +25,7 @@ from rollarc.policy.in_flight import in_flight_problems
 from rollarc.report.trackers import TrackerName
 from rollarc.rewards.config import RewardConfig, placement_problems
 from rollarc.serve.config import RolloutConfig
+from rollarc.serve.vllm_lora import vllm_lora_problems
 from rollarc.sync.config import SyncConfig
 
 
@@ -153,8 +154,13 @@ def lora_problems(cfg: Config) -> list[str]:
             "model.lora runs on one unsharded train replica: the adapters are a few MB, and FSDP2 would shard "
             "the frozen base with them; set cluster.roles.train.replicas: 1 and train.fsdp.on_one_replica: false"
         )
-    if cfg.rollout.backend != "builtin":
-        problems.append("model.lora needs rollout.backend: builtin (its replicas merge the synced adapters)")
+    if cfg.rollout.backend == "vllm":
+        problems += vllm_lora_problems(cfg.model.lora.r, cfg.model.lora.target_modules)
+    elif cfg.rollout.backend != "builtin":
+        problems.append(
+            f"model.lora needs rollout.backend: builtin (replicas merge the adapters) or vllm (applied unmerged), "
+            f"not {cfg.rollout.backend}"
+        )
     if cfg.harvest is not None:
         problems.append("model.lora does not run with harvest: borrowed co-serving replicas take full weights only")
     return problems

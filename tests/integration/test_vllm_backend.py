@@ -2,8 +2,9 @@
 
 One VLLMRolloutWorker actor (in_flight_update: continue) is checked against rollarc's engine and HF weights:
 greedy tokens, log-probs under temperature and top-p, weights bitwise after a full copy and a sparse delta
-loaded in place, a turn that continues across an update, and an abort that keeps its partial output. Then
-`rollarc train` runs two steps with the backend. vLLM's CPU attention needs head_dim 32 or more, so the
+loaded in place, a turn that continues across an update, and an abort that keeps its partial output. A second
+actor with ``model.lora`` applies synced adapters unmerged and generates the tokens of the merged weights. Then
+`rollarc train` runs two steps with the backend, with full weights and with LoRA. vLLM's CPU attention needs head_dim 32 or more, so the
 policy is the `tiny` preset (head_dim 32), not `nano` (16). Each vLLM engine takes about a minute to start here.
 """
 
@@ -22,7 +23,9 @@ import pytest
 import ray
 import torch
 import yaml
+from safetensors.torch import load_file
 
+from rollarc.config.model import LoraConfig
 from rollarc.engine.config import EngineConfig
 from rollarc.engine.engine import LLMEngine
 from rollarc.engine.sampling import filtered_sorted_logprobs
@@ -34,6 +37,7 @@ from rollarc.serve.config import VLLMBackendConfig
 from rollarc.serve.vllm_weights import digest
 from rollarc.sync.config import SyncConfig
 from rollarc.sync.versions import WHOLE, WeightPublisher
+from rollarc.train.lora import adapter_state, apply_lora, merged_weights
 
 pytestmark = [
     pytest.mark.slow,
@@ -60,23 +64,29 @@ def cluster() -> Any:
     ray.shutdown()
 
 
-@pytest.fixture(scope="module")
-def replica(cluster: str, tiny_policy_dir: Path) -> Any:
+def start_replica(name: str, policy_dir: Path, in_flight: str, lora: LoraConfig | None = None) -> Any:
+    """A VLLMRolloutWorker actor on one thread (with ``lora`` it starts under no version, as in a run)."""
     from rollarc.runtime.vllm_replica import VLLMRolloutWorker
 
-    handle = VLLMRolloutWorker.options(max_concurrency=1000).remote(  # type: ignore[attr-defined]
-        "vllm-0",
-        str(tiny_policy_dir),
+    return VLLMRolloutWorker.options(max_concurrency=1000).remote(  # type: ignore[attr-defined]
+        name,
+        str(policy_dir),
         EngineConfig(max_num_seqs=8),
-        "continue",
+        in_flight,
         1,
         "compute",
-        0,
+        None if lora else 0,
         SyncConfig(method="delta"),
         None,
         "float32",
         VLLMBackendConfig(kv_cache_mb=64),
+        lora,
     )
+
+
+@pytest.fixture(scope="module")
+def replica(cluster: str, tiny_policy_dir: Path) -> Any:
+    handle = start_replica("vllm-0", tiny_policy_dir, "continue")
     assert ray.get(handle.ping.remote(), timeout=600) == "vllm-0"
     yield handle
     ray.get(handle.shutdown.remote())
@@ -198,10 +208,56 @@ def test_abort_by_key_keeps_the_partial_output(replica):
     assert full.token_ids[: len(aborted.token_ids)] == aborted.token_ids  # the same seeded draws, cut short
 
 
-def test_rollarc_train_runs_with_the_vllm_backend(cluster, tiny_policy_dir, tmp_path):
+def trained_adapter(policy_dir: Path, lora: LoraConfig, seed: int) -> tuple[dict, dict]:
+    """A PEFT adapter with non-zero B (as after training) and the weights peft merges it into."""
+    model = apply_lora(load_policy(policy_dir)[0], lora, seed)
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if "lora_B" in name:
+                param.copy_(0.3 * torch.randn(param.shape, generator=gen))
+    return adapter_state(model), merged_weights(model)
+
+
+def test_lora_adapters_are_applied_unmerged_with_the_merged_weights_tokens(cluster, tiny_policy_dir):
+    lora = LoraConfig(r=2, alpha=4.0, target_modules=["q_proj", "v_proj", "o_proj", "gate_proj", "down_proj"])
+    handle = start_replica("vllm-lora", tiny_policy_dir, "finish", lora)
+    try:
+        publisher = WeightPublisher(SyncConfig(method="delta"))
+        model, _ = load_policy(tiny_policy_dir)
+        greedy = SamplingParams(temperature=0.0, max_tokens=24, ignore_eos=True)
+        base = [builtin_generate(model, prompt, greedy).token_ids for prompt in PROMPTS]
+        changed = 0
+        for version in (1, 2):
+            adapter, merged = trained_adapter(tiny_policy_dir, lora, seed=version)
+            publisher.publish(adapter, version=version)
+            payload = SyncPayload(version=version, method="delta", refs=[ray.put(publisher.latest(WHOLE))])
+            report = ray.get(handle.update_weights.remote(payload), timeout=600)
+            assert 0 < report["bytes"] * 10 < 4 * sum(t.numel() for t in merged.values())  # the adapter only
+            path = Path(ray.get(handle.adapter_dir.remote(), timeout=60))
+            assert path.name == f"v{version}"
+            written = load_file(str(path / "adapter_model.safetensors"))  # the trainer's tensors, bit for bit
+            assert written.keys() == adapter.keys() and all(torch.equal(written[k], adapter[k]) for k in adapter)
+            model.load_state_dict(merged)
+            for prompt in PROMPTS:
+                served = ray.get(handle.generate.remote(prompt, greedy), timeout=600)
+                assert served.token_ids == builtin_generate(model, prompt, greedy).token_ids
+                assert served.token_versions == [version] * 24 and served.version == version
+                changed += served.token_ids != base[PROMPTS.index(prompt)]
+        assert changed > 0  # the adapters change the greedy output: the check above can fail
+        assert sorted(p.name for p in path.parent.iterdir()) == ["v1", "v2"]  # v1 stays until the next switch
+    finally:
+        ray.get(handle.shutdown.remote(), timeout=120)
+        ray.kill(handle)
+    assert not path.parent.exists()  # the scratch directory goes with the replica
+
+
+def test_rollarc_train_runs_with_the_vllm_backend_and_lora_adapters(cluster, tiny_policy_dir, tmp_path):
+    # One run (each costs about 45 s of make test): the backend on the training path, with model.lora, whose
+    # adapters are what the replica applies; full-weight updates on the replica are tested above, bitwise.
     config = {
         "name": "vllm",
-        "model": {"path": str(tiny_policy_dir)},
+        "model": {"path": str(tiny_policy_dir), "lora": {"r": 2, "alpha": 4.0}},
         "plugin_paths": [str(PLUGINS)],
         "tasks": [
             {
@@ -246,3 +302,8 @@ def test_rollarc_train_runs_with_the_vllm_backend(cluster, tiny_policy_dir, tmp_
     spans = [json.loads(line) for line in (run / "timeline.jsonl").read_text().splitlines()]
     assert any(s.get("kind") == "sync" and s.get("worker") == "rollout-0" for s in spans)  # updated in place
     assert not list(run.glob("**/openai_handoff*"))  # no checkpoint hand-off on disk
+    # the replica ran the adapter versions the trainer published; its checkpoint is PEFT's
+    assert max(s["version"] for s in spans if s.get("kind") == "sync" and s.get("worker") == "rollout-0") == 2
+    model_bytes = (tiny_policy_dir / "model.safetensors").stat().st_size
+    assert all(0 < r["sync_bytes"] * 10 < model_bytes for r in rows)  # adapters only
+    assert list(run.glob("**/adapter/adapter_model.safetensors"))

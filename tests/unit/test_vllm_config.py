@@ -18,7 +18,8 @@ def test_the_shipped_vllm_config_loads_with_every_in_flight_mode():
 @pytest.mark.parametrize(
     "override,message",
     [
-        ("model.lora.r=4", "model.lora needs rollout.backend: builtin"),
+        ("model.lora.r=1024", "above vLLM's largest max_lora_rank 512"),
+        ("model.lora.target_modules=[q_proj,lm_head]", r"model.lora.target_modules \['lm_head'\] are not adapted"),
         ("rollout.vllm.kv_cache_mb=8", "kv_cache_mb"),
         ("rollout.vllm.max_model_len=4", "max_model_len"),
     ],
@@ -26,3 +27,8 @@ def test_the_shipped_vllm_config_loads_with_every_in_flight_mode():
 def test_what_the_vllm_backend_cannot_take_is_refused_in_one_line(override, message):
     with pytest.raises(ConfigError, match=message):
         load_train_config("configs/vllm.yaml", [override])
+
+
+def test_lora_loads_on_the_vllm_backend():
+    cfg = load_train_config("configs/vllm.yaml", ["model.lora.r=4", "model.lora.target_modules=[q_proj,down_proj]"])
+    assert cfg.model.lora is not None and cfg.model.lora.r == 4 and cfg.rollout.backend == "vllm"
