@@ -41,7 +41,7 @@ from ray.exceptions import RayActorError, RayTaskError
 from rollarc.agent.composition import Group
 from rollarc.agent.seeds import derived_seed
 from rollarc.config import Config, elastic_pool
-from rollarc.engine.errors import EngineDeadError
+from rollarc.engine.async_engine import EngineDeadError
 from rollarc.models.checkpoint import remove_partial_directories
 from rollarc.models.checkpoint_retention import prune_checkpoints
 from rollarc.models.checkpoint_write import DiskFull

@@ -26,7 +26,7 @@ from typing import Any
 import ray
 from ray.exceptions import RayActorError
 
-from rollarc.engine.errors import EngineDeadError
+from rollarc.engine.async_engine import EngineDeadError
 from rollarc.engine.types import Completion, SamplingParams
 from rollarc.policy.routing import NoReplicaError, Route
 from rollarc.runtime.scheduling import make_dispatcher

@@ -12,14 +12,10 @@ and the Router's dispatcher) and compare the decisions with the simulator's.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from rollarc.config import Config
 from rollarc.policy.dispatcher import BORROWED_POOL, Dispatcher
 from rollarc.policy.scheduler import Admission, BatchDecision, DynamicSampling, GroupScheduler
 from rollarc.policy.step_plan import Cadence, StepPlan
-
-if TYPE_CHECKING:  # the router imports this module; the whole config would bring torch into its process
-    from rollarc.config import Config
 
 # A group with fewer usable trajectories has no group-relative advantage: it is dropped, not trained.
 MIN_USABLE_TRAJECTORIES = 2

@@ -33,9 +33,8 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from ray import serve
 
-from rollarc.engine.async_engine import AsyncLLMEngine
+from rollarc.engine.async_engine import AsyncLLMEngine, EngineDeadError
 from rollarc.engine.config import EngineConfig
-from rollarc.engine.errors import EngineDeadError
 from rollarc.models.checkpoint import load_policy
 from rollarc.serve.access import AccessError, ServerAccess
 from rollarc.serve.protocol import ParsedRequest, RequestError, RequestLimits, completion_response, parse_request
