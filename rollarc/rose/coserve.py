@@ -282,7 +282,7 @@ class CoServingExecutor:
 
     def _serving_step(self) -> list[RequestTiming]:
         assert self.serving is not None
-        finished, shape, elapsed = timed_step(self.serving, self.clock)
+        finished, shape, start, elapsed = timed_step(self.serving, self.clock)
         if self._last_step is not None:
             after = f"serving_after_{self._last_step}"
             predicted = self.serving_model.predict(shape)
@@ -294,10 +294,11 @@ class CoServingExecutor:
         self._last_step = "serving"
         self.serving_model.observe(shape, elapsed)
         self.counters["serving_steps"] += 1
-        end = self.clock()
-        self._serving_spans.append((end - elapsed, end))
+        # The step's own span, not one ending at a later clock read: a request that arrived in a gap and finished
+        # in this step ends inside it, and a span shifted past its finish would give it no serving time at all.
+        self._serving_spans.append((start, start + elapsed))
         timings = [self._timing(c) for c in finished]
-        self._trim_spans(self._serving_spans, end)
+        self._trim_spans(self._serving_spans, self.clock())
         return timings
 
     def _timing(self, completion: Completion) -> RequestTiming:

@@ -8,6 +8,7 @@ calibrates each of its engines with :func:`calibrate_model`.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import NamedTuple
 
 from rollarc.engine.engine import LLMEngine
 from rollarc.engine.types import Completion, SamplingParams
@@ -18,15 +19,25 @@ CALIBRATION_TOKENS = 4  # tokens each calibration request generates: one prefill
 CALIBRATION_REPEATS = 2  # runs of each calibration shape; each step is fed at its fastest
 
 
-def timed_step(engine: LLMEngine, clock: Callable[[], float]) -> tuple[list[Completion], StepShape, float]:
-    """One engine step: what finished, the step's shape and its measured time (for a latency model)."""
+class TimedStep(NamedTuple):
+    finished: list[Completion]
+    shape: StepShape
+    start: float  # the clock when the step began: its span is exactly [start, start + elapsed]
+    elapsed: float
+
+
+def timed_step(engine: LLMEngine, clock: Callable[[], float]) -> TimedStep:
+    """One engine step: what finished, the step's shape, when it began and its measured time (for a latency
+    model and for the spans that say what ran during a request's life)."""
     scheduler = engine.scheduler
     decodes, context = len(scheduler.running), sum(r.num_tokens for r in scheduler.running)
     prefilled = engine.counters["prefill_tokens"]
     start = clock()
     finished = engine.step()
     elapsed = clock() - start
-    return finished, StepShape(decodes, engine.counters["prefill_tokens"] - prefilled, context), elapsed
+    return TimedStep(
+        finished, StepShape(decodes, engine.counters["prefill_tokens"] - prefilled, context), start, elapsed
+    )
 
 
 def calibrate_model(engine: LLMEngine, model: StepLatencyModel, prompt_tokens: int, clock: Callable[[], float]) -> int:
@@ -51,7 +62,8 @@ def calibrate_model(engine: LLMEngine, model: StepLatencyModel, prompt_tokens: i
                 engine.add_request(prompt, params, request_id=f"calibrate{n}.{repeat}.{i}")
             run = []
             while engine.has_unfinished():
-                run.append(timed_step(engine, clock)[1:])
+                step = timed_step(engine, clock)
+                run.append((step.shape, step.elapsed))
             runs.append(run)
             steps += len(run)
         for same in zip(*runs, strict=False):

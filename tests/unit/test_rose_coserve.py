@@ -6,6 +6,8 @@ The clock is fake and the latency models are fixed by hand, so the guard's decis
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from rollarc.engine import EngineConfig, LLMEngine
@@ -510,3 +512,33 @@ def test_the_guard_budgets_the_serving_step_after_rollout_at_its_measured_ratio(
     for _ in range(ex.aftermath.min_samples):
         ex.aftermath.observe(0.015, 0.012)
     assert ex.capacity() == (0 if budget_aftermath else 2)
+
+
+class _SlowReadClock:
+    """``time.perf_counter`` that sleeps before each read, as a descheduled executor thread would: reads after a
+    step then land well past the engine's own finish times."""
+
+    def __init__(self, sleep_s: float) -> None:
+        self.sleep_s = sleep_s
+
+    def __call__(self) -> float:
+        time.sleep(self.sleep_s)
+        return time.perf_counter()
+
+
+def test_a_one_step_request_gets_its_step_as_serving_time_however_late_the_clock_is_read_after_it() -> None:
+    """Regression (CI, test_rose_setups): the serving span ended at a clock read taken after the step, so a request
+    that arrived in a gap and finished in one step could lie wholly before its shifted span: serving time 0."""
+    ex = CoServingExecutor(
+        _engine(1), _engine(2), SLOConfig(ttft_p99_ms=1e6, tpot_p99_ms=1e6), margin=0.2, clock=_SlowReadClock(0.05)
+    )
+    ex.serving_model = FixedModel(0.0, 0.0)
+    ex.rollout_model = FixedModel(0.0, 0.0)
+    ex.submit_serving(ServingRequest("s0", time.perf_counter(), random_prompts([4], seed=3)[0], 1))
+    served: list[RequestTiming] = []
+    while not ex.serving_idle():
+        served += ex.poll().served
+    (timing,) = served
+    assert timing.output_tokens == 1
+    # its one step began after it arrived and it finished inside that step: all of [start, finish] was serving
+    assert 0.0 < timing.serving_before_first_s + timing.serving_after_first_s <= timing.finish_s - timing.arrival_s
