@@ -69,6 +69,12 @@ def on_nodes(resources: list[str]) -> Placement:
     return lambda n: {"resources": {resources[n]: 1}}
 
 
+def on_named_nodes(prefix: str) -> Placement:
+    """The ``n``-th member on the node that carries the resource ``prefix`` + n: what a spot fleet adds for each
+    member it starts (a replacement member's node too), so that a member is lost with its own node."""
+    return lambda n: {"resources": {f"{prefix}{n}": 1}}
+
+
 class ElasticSPGroup:
     """The driver side: members, the current group, forward, loss, join, and the restart baselines."""
 

@@ -23,13 +23,13 @@ from typing import Any
 import torch
 
 from rollarc.diffusion.model import T2IPolicy
-from rollarc.diffusion.sp_group import ElasticSPGroup, GroupBroken
+from rollarc.diffusion.sp_group import ElasticSPGroup, GroupBroken, Placement
 
 
 class SPPolicy(T2IPolicy):
     """``policy``'s encoder in this process; its DiT velocity through an SP group of ``degree`` members (Ray
-    actors on this actor's node, standing for its devices: each computes on ``device``, a ``model.device``
-    name, and reserves ``member_gpus``)."""
+    actors placed by ``place``, by default on this actor's node, standing for its devices: each computes on
+    ``device``, a ``model.device`` name, and reserves ``member_gpus``)."""
 
     def __init__(
         self,
@@ -39,10 +39,11 @@ class SPPolicy(T2IPolicy):
         threads: int,
         device: str = "cpu",
         member_gpus: float = 0.0,
+        place: Placement | None = None,
     ):
         super().__init__(policy.transformer, policy.encoder)
         t0 = time.perf_counter()
-        self.group = ElasticSPGroup(degree, policy_dir, threads, device=device, member_gpus=member_gpus)
+        self.group = ElasticSPGroup(degree, policy_dir, threads, place=place, device=device, member_gpus=member_gpus)
         self.regroups = 0
         self.joins = 0
         self.regroup_s: list[float] = []
@@ -70,9 +71,10 @@ class SPPolicy(T2IPolicy):
         self.transformer.load_state_dict(state)
         self.group.set_weights(state)
 
-    def shrink(self) -> float:
-        """One member leaves (its device is being reclaimed); the survivors regroup. Returns the seconds."""
-        return self._regroup(self.group.shrink)
+    def shrink(self, member: int | None = None) -> float:
+        """The member started ``member``-th (None: the group's last) leaves (its device or node is being reclaimed);
+        the survivors regroup. Returns the seconds."""
+        return self._regroup(lambda: self.group.shrink(member))
 
     def _regroup(self, how: Any) -> float:
         t0 = time.perf_counter()

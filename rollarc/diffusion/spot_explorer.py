@@ -21,7 +21,7 @@ from rollarc.config.cluster import CallDeadlines
 from rollarc.diffusion.resumable import InFlight, advance, prepare, start
 from rollarc.diffusion.sampling import to_images
 from rollarc.diffusion.sp_policy import SPPolicy
-from rollarc.diffusion.spot_queue import QUEUE_TIMEOUT_S
+from rollarc.diffusion.spot_queue import QUEUE_TIMEOUT_S, SPOrder
 from rollarc.diffusion.tasks.registry import make_task
 from rollarc.diffusion.weight_sync import DiTReceiver
 from rollarc.diffusion.workers import load_weights, reward_table, sampling_policy, score
@@ -62,10 +62,11 @@ class SpotExplorer:
         sp_degree: int = 1,
         device: str = "cpu",
         member_gpus: float = 0.0,
+        member_resource: str | None = None,
     ):
         torch.set_num_threads(threads)
         self.name = name
-        self.policy = sampling_policy(policy_dir, sp_degree, threads, device, member_gpus)
+        self.policy = sampling_policy(policy_dir, sp_degree, threads, device, member_gpus, member_resource)
         self.table = reward_table([make_task(t, Path(cache_dir)) for t in tasks])
         self.version = version
         self.receiver = DiTReceiver(self.policy.transformer.state_dict(), version)
@@ -86,7 +87,7 @@ class SpotExplorer:
         if isinstance(self.policy, SPPolicy):
             self.deadlines.get(
                 "call",
-                queue.sp_cold_start_by.remote(self.name, self.policy.cold_start_s),
+                queue.sp_cold_start_by.remote(self.name, self.policy.cold_start_s, self.policy.group.node_ids()),
                 "the spot queue",
                 "sp_cold_start_by",
             )
@@ -179,12 +180,12 @@ class SpotExplorer:
         )
         self._apply_sp_orders(queue, orders)
 
-    def _apply_sp_orders(self, queue: Any, orders: list[str]) -> None:
+    def _apply_sp_orders(self, queue: Any, orders: list[SPOrder]) -> None:
         """Carry out SP orders already taken from the queue, reporting each one's seconds."""
         if not orders or not isinstance(self.policy, SPPolicy):
             return
-        for order in orders:
-            seconds = self.policy.shrink() if order == "shrink" else self.policy.grow()
+        for order, member in orders:
+            seconds = self.policy.shrink(member) if order == "shrink" else self.policy.grow()
             self.deadlines.get(
                 "call",
                 queue.sp_done_by.remote(self.name, order, self.policy.degree, seconds),

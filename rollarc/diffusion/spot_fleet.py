@@ -20,12 +20,14 @@ worker on it. The injector notices by draining the node through the same API, th
   started on the driver's main thread), and counts node-seconds per worker for the cost.
 
 With ``cluster.sp_degree > 1`` each explorer runs its DiT forwards through an elastic SP group of that many
-member actors on its node (:class:`~rollarc.diffusion.sp_policy.SPPolicy`), standing for the devices of its slot. A
-preemption *with notice* of a slot whose group has more than one member takes one member
-(:func:`~rollarc.spotlight.preemption.what_is_hit`): the queue passes the worker a ``shrink`` order, which
-it obeys between two denoising steps (the survivors regroup with the weights they hold, and the job goes
-on); ``replacement_s`` later a ``grow`` order, obeyed between jobs, adds a member that takes the weights
-from a peer.
+member actors (:class:`~rollarc.diffusion.sp_policy.SPPolicy`), standing for the devices of its slot: on the local
+cluster every member but the first on a node of its own that the fleet adds (:func:`member_key` names it to the
+drain watcher), on a joined cluster all on the worker's node. A preemption *with notice* of a slot whose group has
+more than one member takes one member (:func:`~rollarc.spotlight.preemption.what_is_hit`): the injector drains
+that member's node, the watcher's notice becomes the worker's ``shrink`` order for that member (through the queue),
+which it obeys between two denoising steps (the survivors regroup with the weights they hold, and the job goes
+on), and the node goes at the deadline; ``replacement_s`` later a new member node and a ``grow`` order, obeyed
+between jobs, add a member that takes the weights from a peer.
 
 One concept, although over 500 lines: the driver's view of the fleet's slots (``nodes``, under one lock), which three
 threads change together: the injector (notices and node removals on schedule), the drain watcher (notices from
@@ -70,6 +72,28 @@ class _Node:
     node_id: str  # the Ray node's id (hex): a drain of it is this worker's notice
     members: int = 1  # SP members its worker has (what the fleet ordered so far)
     down_at: float | None = None
+    # On the local cluster with SP: the node of each member but the first (which shares the worker's node), by the
+    # order its group started it (n), and how many members that group started (the next joiner's n).
+    member_nodes: dict[int, _MemberNode] = field(default_factory=dict)
+    members_started: int = 1
+
+
+@dataclass
+class _MemberNode:
+    node: Any
+    node_id: str
+    up_at: float
+
+
+def member_key(worker: str, n: int) -> str:
+    """The drain watcher's name for ``worker``'s SP member started ``n``-th (on a node of its own)."""
+    return f"{worker}#m{n}"
+
+
+def split_member_key(key: str) -> tuple[str, int | None]:
+    """``(worker, n)`` of a :func:`member_key`; ``(worker, None)`` of a worker's own name."""
+    worker, _, n = key.partition("#m")
+    return worker, int(n) if n else None
 
 
 @dataclass
@@ -79,6 +103,8 @@ class FleetLog:
     events: list[tuple[float, str, str]] = field(default_factory=list)
     node_seconds: dict[str, float] = field(default_factory=dict)
     worker_nodes: dict[str, str] = field(default_factory=dict)  # every worker -> the Ray node id it was placed on
+    member_nodes: dict[str, str] = field(default_factory=dict)  # every member_key -> its own node's id
+    member_node_seconds: dict[str, float] = field(default_factory=dict)
 
 
 class SpotFleet:
@@ -205,18 +231,34 @@ class SpotFleet:
         if self.gpus:
             options["num_gpus"] = self.gpus
         node: Any = None
+        member_resource: str | None = None  # SP members on nodes of their own (the local cluster's)
+        members: dict[int, _MemberNode] = {}
         if on_node is None:
             if self.cluster is None:
                 raise RuntimeError(f"spot slot {slot}: a joined cluster's slot needs the node to place it on")
             node_resource = f"spot_node_{slot}_{gen}"
-            node = self.cluster.add_node(num_cpus=0, resources={self.spot_resource: 1, node_resource: 1})
+            resources = {self.spot_resource: 1, node_resource: 1}
+            if self.sp_degree > 1:
+                member_resource = f"spot_member_{slot}_{gen}_"
+                resources[f"{member_resource}0"] = 1  # the first member shares the worker's node
+                members = {n: self._add_member_node(member_resource, n) for n in range(1, self.sp_degree)}
+            node = self.cluster.add_node(num_cpus=0, resources=resources)
             node_id, options["resources"] = str(node.node_id), {node_resource: 1}
         else:
             node_id, options["resources"] = on_node, {self.spot_resource: 1}
             options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node_id, soft=False)
         policy_dir, tasks, cache, threads = self.worker_args
         worker = SpotExplorer.options(**options).remote(  # type: ignore[attr-defined]  # @ray.remote class
-            name, policy_dir, tasks, cache, threads, self.start_version, self.sp_degree, self.device, self.gpus
+            name,
+            policy_dir,
+            tasks,
+            cache,
+            threads,
+            self.start_version,
+            self.sp_degree,
+            self.device,
+            self.gpus,
+            member_resource,
         )
         serving = (
             worker.serve.remote(self.queue, self.noise_level, self.heartbeat_every, self.deadlines)
@@ -224,10 +266,38 @@ class SpotFleet:
             else None
         )
         with self.lock:
-            self.nodes[slot] = _Node(slot, name, node, worker, serving, time.monotonic(), node_id, self.sp_degree)
+            self.nodes[slot] = _Node(
+                slot,
+                name,
+                node,
+                worker,
+                serving,
+                time.monotonic(),
+                node_id,
+                self.sp_degree,
+                None,
+                members,
+                self.sp_degree,
+            )
             self.filled.add(slot)
             self.log.worker_nodes[name] = node_id
+            self.log.member_nodes.update({member_key(name, n): m.node_id for n, m in members.items()})
         self._event("join", name)
+
+    def _add_member_node(self, member_resource: str, n: int) -> _MemberNode:
+        """A node of the local cluster for the SP member a group starts ``n``-th (on the main thread: ``add_node``)."""
+        assert self.cluster is not None
+        node = self.cluster.add_node(num_cpus=0, resources={f"{member_resource}{n}": 1})
+        return _MemberNode(node, str(node.node_id), time.monotonic())
+
+    def _remove_member_node(self, target: _Node, n: int) -> None:
+        """Take down ``target``'s member node ``n`` (if still up), as the cloud does at a preemption's deadline."""
+        with self.lock:
+            member = target.member_nodes.pop(n, None)
+        if member is None or self.cluster is None:
+            return
+        self.cluster.remove_node(member.node, allow_graceful=False)
+        self.log.member_node_seconds[member_key(target.name, n)] = time.monotonic() - member.up_at
 
     def _place_free_slots(self) -> None:
         """On a joined cluster (every ``spot.node_poll_s`` at most): each empty slot gets a worker on a spot node
@@ -245,21 +315,31 @@ class SpotFleet:
             self._add(slot, node_id)
 
     def _worker_nodes(self) -> dict[str, str]:
-        """Each worker in the fleet -> its Ray node's id (what the drain watcher matches drains against)."""
+        """Each worker in the fleet -> its Ray node's id, and each SP member on a node of its own
+        (:func:`member_key`) -> that node's id: what the drain watcher matches drains against."""
         with self.lock:
-            return {n.name: n.node_id for n in self.nodes.values()}
+            workers = {n.name: n.node_id for n in self.nodes.values()}
+            for target in self.nodes.values():
+                workers.update({member_key(target.name, i): m.node_id for i, m in target.member_nodes.items()})
+            return workers
 
-    def _on_drain(self, worker: str, seconds_left: float | None) -> None:
-        """The drain watcher's callback: ``worker``'s node drains, so Spotlight's notice (commit in-flight work,
-        pull nothing more). A drain the injector did not make (an operator's ``ray drain-node``, the autoscaler's)
-        also takes the node out at its deadline (at once without one), at the next ``pump``."""
-        self.deadlines.get("call", self.queue.notice.remote(worker), "the spot queue", "notice")
+    def _on_drain(self, key: str, seconds_left: float | None) -> None:
+        """The drain watcher's callback: a worker's node drains, so Spotlight's notice (commit in-flight work,
+        pull nothing more); or an SP member's own node drains, so its worker's order to let that member go (the
+        survivors regroup, the job goes on). A drain the injector did not make (an operator's ``ray drain-node``,
+        the autoscaler's) also takes the node out at its deadline (at once without one), at the next ``pump``."""
+        worker, member = split_member_key(key)
+        if member is None:
+            self.deadlines.get("call", self.queue.notice.remote(worker), "the spot queue", "notice")
+        else:
+            ref = self.queue.order_sp.remote(worker, "shrink", member)
+            self.deadlines.get("call", ref, "the spot queue", "order_sp")
         left = "no deadline" if seconds_left is None else f"{seconds_left:.3g} s left"
         with self.lock:
             self.drain_notices += 1
-            if worker not in self.injected:
-                self.drained.append((time.monotonic() + (seconds_left or 0.0), worker))
-        self._event(f"notice from Ray drain ({left})", worker)
+            if key not in self.injected:
+                self.drained.append((time.monotonic() + (seconds_left or 0.0), key))
+        self._event(f"notice from Ray drain ({left})", key)
 
     def _inject(self) -> None:
         """The injector thread: notices and node removals on schedule; replacements are left to ``pump``.
@@ -323,12 +403,20 @@ class SpotFleet:
                 self.rejoin_member(slot, worker)
 
     def rejoin_member(self, slot: int, worker: str) -> None:
-        """A device comes back to ``worker``'s SP group (skipped if that worker's node is gone meanwhile)."""
+        """A device comes back to ``worker``'s SP group (skipped if that worker's node is gone meanwhile): on the
+        local cluster a new node for the member its group starts next."""
         with self.lock:
             node = self.nodes.get(slot)
             if node is None or node.name != worker:
                 return
             node.members += 1
+        if self.cluster is not None:
+            n = node.members_started
+            member = self._add_member_node(f"spot_member_{slot}_{self.generation[slot]}_", n)
+            with self.lock:
+                node.members_started += 1
+                node.member_nodes[n] = member
+                self.log.member_nodes[member_key(worker, n)] = member.node_id
         self.deadlines.get("call", self.queue.order_sp.remote(worker, "grow"), "the spot queue", "order_sp")
         self._event("SP member joins", worker)
 
@@ -342,8 +430,22 @@ class SpotFleet:
         if what_is_hit(notice_s, target.members) == "member":
             with self.lock:
                 target.members -= 1
-            self.deadlines.get("call", self.queue.order_sp.remote(target.name, "shrink"), "the spot queue", "order_sp")
-            self._event(f"notice ({notice_s:g} s) to an SP member", target.name)
+                own = max(target.member_nodes, default=None)  # the member on a node of its own started last
+            if own is None:  # members share the worker's node (a joined cluster): the order goes to the worker
+                ref = self.queue.order_sp.remote(target.name, "shrink")
+                self.deadlines.get("call", ref, "the spot queue", "order_sp")
+                self._event(f"notice ({notice_s:g} s) to an SP member", target.name)
+                return "member"
+            key = member_key(target.name, own)
+            self._wait_for_group(target.name)
+            with self.lock:  # through Ray's drain API: the drain watcher orders the worker to let the member go
+                self.injected.add(key)
+                node_id = target.member_nodes[own].node_id
+            drain(node_id, notice_s, f"rollarc spot injector: {key}")
+            self._event(f"drain ({notice_s:g} s) of an SP member's node", key)
+            self.stop.wait(notice_s)
+            self._remove_member_node(target, own)
+            self._event("SP member's node removed", key)
             return "member"
         if notice_s > 0:  # through Ray's drain API: the drain watcher delivers the notice, as on a real cluster
             with self.lock:
@@ -352,6 +454,16 @@ class SpotFleet:
             self._event(f"drain ({notice_s:g} s)", target.name)
             self.stop.wait(notice_s)
         return "node" if self._take_down(slot, target, "preempted" if notice_s > 0 else "lost without notice") else None
+
+    def _wait_for_group(self, worker: str) -> None:
+        """Wait (up to ``busy_wait_s``) until ``worker``'s SP group has started: the injector drains a member's node
+        once a member runs there. Ray places nothing on a draining node, so a drain while the worker is still
+        starting its members would leave one pending on a node that then goes, and the worker's start would wait
+        for it until the start deadline (what a cloud may do; a worker that fails to start is replaced)."""
+        deadline = time.monotonic() + self.busy_wait_s
+        while not self.deadlines.get("call", self.queue.sp_group_up.remote(worker), "the spot queue", "sp_group_up"):
+            if time.monotonic() >= deadline or self.stop.wait(POLL_S):
+                return
 
     def _take_down(self, slot: int, target: _Node, what: str) -> bool:
         """Remove ``target``'s node, as the cloud does at a preemption's deadline (``what``: the event); False if
@@ -370,12 +482,18 @@ class SpotFleet:
         ray.kill(target.worker, no_restart=True)
         if self.cluster is not None:  # a joined cluster's node is not ours: its provider takes it down
             self.cluster.remove_node(target.node, allow_graceful=False)
+        self._remove_member_nodes(target)
         target.down_at = time.monotonic()
         self.log.node_seconds[target.name] = target.down_at - target.up_at
         if crashed_before:  # both happened: the worker died (seen only now), then its node went
             self._event("crashed", target.name)
         self._event(what, target.name)
         return True
+
+    def _remove_member_nodes(self, target: _Node) -> None:
+        """A worker gone takes its SP members with it (Ray ends the actors a dead actor owned): their nodes go."""
+        for n in list(target.member_nodes):
+            self._remove_member_node(target, n)
 
     def _died_on_its_own(self, target: _Node) -> bool:
         """Whether ``target``'s worker is already dead (its ``serve`` call failed) before the fleet took its node.
@@ -402,10 +520,21 @@ class SpotFleet:
             ready = [w for at, w in self.drained if at <= now]
             self.drained = [d for d in self.drained if d[0] > now]
             named = {n.name: (slot, n) for slot, n in self.nodes.items()}
-        for worker in ready:
-            if worker in named and self._take_down(*named[worker], "preempted") and self.joined is None:
+        for key in ready:
+            worker, member = split_member_key(key)
+            if worker not in named:
+                continue
+            slot, target = named[worker]
+            if member is not None:  # an SP member's own node: it goes, and a member rejoins later
+                if member in target.member_nodes:
+                    with self.lock:
+                        target.members -= 1
+                        self.due.append((time.monotonic() + self.replacement_s, slot, worker))
+                    self._remove_member_node(target, member)
+                    self._event("SP member's node removed", key)
+            elif self._take_down(slot, target, "preempted") and self.joined is None:
                 with self.lock:
-                    self.due.append((time.monotonic() + self.replacement_s, named[worker][0], None))
+                    self.due.append((time.monotonic() + self.replacement_s, slot, None))
 
     def replace(self, slot: int) -> None:
         """A replacement node in ``slot``: a new worker that pulls like any other (on a joined cluster the next
@@ -503,6 +632,7 @@ class SpotFleet:
         self.deadlines.get("call", self.queue.gone.remote(target.name), "the spot queue", "gone")
         if self.cluster is not None:
             self.cluster.remove_node(target.node, allow_graceful=False)
+        self._remove_member_nodes(target)
         target.down_at = time.monotonic()
         self.log.node_seconds[target.name] = target.down_at - target.up_at
         self._event("crashed", target.name)
@@ -541,20 +671,26 @@ class SpotFleet:
         return sum(1 for _, what, _ in self.log.events if what == "crashed")
 
     def _preemptions(self) -> int:
-        """Nodes removed (with notice or without) and SP members noticed."""
-        hits = ("preempted", "lost without notice")
+        """Nodes removed (a worker's, with notice or without, or an SP member's own) and SP members noticed on their
+        worker's node."""
+        hits = ("preempted", "lost without notice", "SP member's node removed")
         return sum(1 for _, what, _ in self.log.events if what in hits or what.endswith("to an SP member"))
 
     def stats(self) -> dict[str, Any]:
         out = self.ledger.read(self.deadlines.get("call", self.queue.stats.remote(), "the spot queue", "stats"))
         now = self.closed_at or time.monotonic()
         seconds = dict(self.log.node_seconds)
+        member_seconds = dict(self.log.member_node_seconds)
         with self.lock:
             for n in self.nodes.values():
                 seconds[n.name] = now - n.up_at
+                member_seconds.update({member_key(n.name, i): now - m.up_at for i, m in n.member_nodes.items()})
             placed = len(self.nodes)
         out.update(
             spot_node_seconds=seconds,
+            # SP members' own nodes (the local cluster's, sp_degree > 1): apart, so the cost stays per worker
+            spot_member_node_seconds=member_seconds,
+            member_nodes=dict(self.log.member_nodes),
             notice_source="ray_drain",  # every node notice comes from Ray's draining nodes (drain_watcher)
             drain_notices=self.drain_notices,
             drain_poll_errors=self.watcher.poll_errors,

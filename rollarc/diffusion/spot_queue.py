@@ -24,6 +24,7 @@ from rollarc.spotlight.job_queue import Beat, JobQueue, JobSpec, Lease
 HEAD_RESOURCE = "spot_head"
 QUEUE_NAME = "spot-queue"  # the queue actor's Ray name, before its fleet's tag
 QUEUE_TIMEOUT_S = 60.0  # a call to the queue (on the head node) that takes longer means it is gone
+SPOrder = tuple[str, int | None]  # ("shrink", the member started n-th or None) or ("grow", None)
 
 
 def recovery_speedup(cold_s: list[float], regroup_s: list[float]) -> float | None:
@@ -42,9 +43,11 @@ class SpotQueue:
         self.synced: list[tuple[str, int, int, bool]] = []  # (worker, version, bytes, full copy)
         self.holds: dict[str, tuple[int, dict[str, int]]] = {}  # worker -> (version, checksums of its weights)
         self.closed = False
-        self.sp_orders: dict[str, list[str]] = {}
+        # worker -> its pending SP orders: ("shrink", the member started n-th, None: the group's last) or ("grow", None)
+        self.sp_orders: dict[str, list[SPOrder]] = {}
         self.sp_done: list[tuple[str, str, int, float]] = []  # (worker, order, degree after it, seconds)
         self.sp_cold: list[tuple[str, float]] = []  # (worker, seconds its SP group took to start cold)
+        self.sp_member_nodes: dict[str, list[str]] = {}  # worker -> the Ray node of each of its first SP members
 
     def submit(self, jobs: list[JobSpec]) -> None:
         for job in jobs:
@@ -72,13 +75,13 @@ class SpotQueue:
 
     def complete_and_pull(
         self, job_id: int, token: int, result: dict[str, Any], worker: str
-    ) -> tuple[Lease | None, list[str]]:
+    ) -> tuple[Lease | None, list[SPOrder]]:
         """``complete``, then ``worker``'s SP orders, then ``pull``, in one round trip (a pull worker's between
         jobs). No lease when an order is a grow: a joiner can take longer than a lease, so the worker grows
         first and pulls after."""
         self.complete(job_id, token, result)
         orders = self.take_sp_orders(worker, True)
-        return (None if "grow" in orders else self.pull(worker)), orders
+        return (None if any(kind == "grow" for kind, _ in orders) else self.pull(worker)), orders
 
     def notice(self, worker: str) -> None:
         self.queue.notice(worker)
@@ -93,24 +96,31 @@ class SpotQueue:
             return None
         return [self.queue.results[j] for j in job_ids]
 
-    def order_sp(self, worker: str, order: str) -> None:
-        """Tell ``worker`` to ``shrink`` its SP group (a member's notice) or ``grow`` it (a member joined)."""
-        self.sp_orders.setdefault(worker, []).append(order)
+    def order_sp(self, worker: str, order: str, member: int | None = None) -> None:
+        """Tell ``worker`` to ``shrink`` its SP group (a member's notice: the member it started ``member``-th, whose
+        node drains, or with None its group's last) or ``grow`` it (a member joined)."""
+        self.sp_orders.setdefault(worker, []).append((order, member))
 
-    def take_sp_orders(self, worker: str, grow: bool) -> list[str]:
+    def take_sp_orders(self, worker: str, grow: bool) -> list[SPOrder]:
         """``worker``'s pending orders: every shrink, and the grows only if ``grow`` (the worker is between jobs)."""
         orders = self.sp_orders.pop(worker, [])
-        kept = [o for o in orders if o == "grow" and not grow]
+        kept = [o for o in orders if o[0] == "grow" and not grow]
         if kept:
             self.sp_orders[worker] = kept
-        return [o for o in orders if o == "shrink" or grow]
+        return [o for o in orders if o[0] == "shrink" or grow]
 
     def sp_done_by(self, worker: str, order: str, degree: int, seconds: float) -> None:
         self.sp_done.append((worker, order, degree, seconds))
 
-    def sp_cold_start_by(self, worker: str, seconds: float) -> None:
-        """A worker's SP group started cold (new processes, weights from disk): the regroup's baseline."""
+    def sp_group_up(self, worker: str) -> bool:
+        """Whether ``worker``'s SP group has started (it reported its cold start and began pulling)."""
+        return worker in self.sp_member_nodes
+
+    def sp_cold_start_by(self, worker: str, seconds: float, member_nodes: list[str]) -> None:
+        """A worker's SP group started cold (new processes, weights from disk): the regroup's baseline; with the
+        Ray node each member reports it runs on."""
         self.sp_cold.append((worker, seconds))
+        self.sp_member_nodes[worker] = member_nodes
 
     def put_weights(self, version: int, base: int | None, wrapped_refs: list[Any]) -> None:
         """Keep the references (wrapped in a list so Ray does not resolve them) of one weight version's update
@@ -154,6 +164,7 @@ class SpotQueue:
             "sp_regroup_s": [round(sec, 4) for _, order, _, sec in self.sp_done if order == "shrink"],
             "sp_degrees_after": [degree for _, _, degree, _ in self.sp_done],
             "sp_cold_start_s": [round(sec, 4) for _, sec in self.sp_cold],
+            "sp_member_nodes": dict(self.sp_member_nodes),
             "sp_recovery_speedup": recovery_speedup(
                 [sec for _, sec in self.sp_cold], [sec for _, order, _, sec in self.sp_done if order == "shrink"]
             ),

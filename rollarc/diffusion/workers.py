@@ -29,6 +29,7 @@ from rollarc.config.cluster import CallDeadlines
 from rollarc.diffusion.config import RLConfig
 from rollarc.diffusion.model import T2IPolicy, load_policy
 from rollarc.diffusion.sampling import Trajectories, sample_ode, sample_sde
+from rollarc.diffusion.sp_group import on_named_nodes
 from rollarc.diffusion.sp_policy import SPPolicy
 from rollarc.diffusion.tasks.base import Task, to_task_size
 from rollarc.diffusion.tasks.registry import make_task
@@ -41,14 +42,21 @@ from rollarc.sync.versions import WHOLE, VersionedUpdate
 
 
 def sampling_policy(
-    policy_dir: str, sp_degree: int, threads: int, device: str = "cpu", member_gpus: float = 0.0
+    policy_dir: str,
+    sp_degree: int,
+    threads: int,
+    device: str = "cpu",
+    member_gpus: float = 0.0,
+    member_resource: str | None = None,
 ) -> T2IPolicy:
     """The DiT from ``policy_dir`` on ``device`` (a ``model.device`` name), its forwards through an SP group of
-    members each reserving ``member_gpus`` when ``sp_degree > 1``."""
+    members each reserving ``member_gpus`` when ``sp_degree > 1``: the member started n-th on the node that
+    carries the resource ``member_resource`` + n (a spot fleet's member nodes), or with None on this node."""
     policy = load_policy(policy_dir).to(resolve_device(device)).eval()
     if sp_degree == 1:
         return policy
-    return SPPolicy(policy, policy_dir, sp_degree, threads, device=device, member_gpus=member_gpus)
+    place = None if member_resource is None else on_named_nodes(member_resource)
+    return SPPolicy(policy, policy_dir, sp_degree, threads, device=device, member_gpus=member_gpus, place=place)
 
 
 def load_weights(policy: T2IPolicy, state: dict[str, torch.Tensor]) -> None:

@@ -1,7 +1,8 @@
 """``rollarc train`` on the spot config with ``cluster.sp_degree: 2``: the sampler samples through an SP group
-of two, and a noticed preemption of the spot explorer takes one member of its SP group; the survivor
-regroups (no node lost, no job committed or redone), a member rejoins from a peer, and metrics.jsonl and
-summary.json count it."""
+of two, and the spot explorer's second member runs on a spot node of its own; a noticed preemption drains that
+node through Ray's drain API, the drain watcher orders the explorer to let that member go, the survivor
+regroups (the worker's node is not lost, no job committed or redone), the member's node is removed at the
+deadline, a member rejoins from a peer on a new node, and metrics.jsonl and summary.json count it."""
 
 import json
 
@@ -43,3 +44,19 @@ def test_a_notice_regroups_the_explorers_sp_group_during_training(tmp_path):
     assert (spot["lost_jobs"], spot["duplicate_jobs"]) == (0, 0)
     assert (spot["committed_on_notice"], spot["requeued_on_expiry"]) == (0, 0)  # the node was never lost
     assert spot["preemptions"] == 1 and list(spot["spot_node_seconds"]) == ["spot0-g0"]
+    # the members said where they run: the first on the worker's node, the second on a node of its own, which the
+    # injector drained through Ray (the notice reached the worker from the drain watcher) and then removed
+    worker_node, member_node = spot["sp_member_nodes"]["spot0-g0"]
+    assert worker_node == spot["worker_nodes"]["spot0-g0"] != member_node == spot["member_nodes"]["spot0-g0#m1"]
+    assert spot["drain_notices"] == 1 and spot["notice_source"] == "ray_drain"
+    events = [(what, who) for _, what, who in spot["events"]]
+    assert ("drain (1 s) of an SP member's node", "spot0-g0#m1") in events
+    assert ("SP member's node removed", "spot0-g0#m1") in events
+    # a rejoining member gets a new node of its own (the group's third member ever started; the node is added
+    # when the rejoin is ordered, which the run may end before the explorer obeys)
+    assert (
+        {"spot0-g0#m1", "spot0-g0#m2"}
+        >= set(spot["member_nodes"])
+        >= {"spot0-g0#m1"} | ({"spot0-g0#m2"} if spot["sp_joins"] else set())
+    )
+    assert len(set(spot["member_nodes"].values()) | {worker_node}) == 1 + len(spot["member_nodes"])

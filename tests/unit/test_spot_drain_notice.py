@@ -1,5 +1,6 @@
 """Hand-built draining maps: which spot workers a Ray node drain notices, and when its deadline falls."""
 
+from rollarc.diffusion.spot_fleet import member_key, split_member_key
 from rollarc.spotlight.drain_notice import seconds_left, to_notice
 
 
@@ -25,3 +26,10 @@ def test_seconds_left_to_the_deadline():
     assert seconds_left(12_500, 10.0) == 2.5
     assert seconds_left(9_000, 10.0) == 0.0  # past: none left
     assert seconds_left(0, 10.0) is None  # Ray's "no deadline"
+
+
+def test_a_members_own_node_is_named_apart_from_its_worker_for_the_drain_watcher() -> None:
+    assert member_key("spot0-g1", 2) == "spot0-g1#m2"
+    assert split_member_key("spot0-g1#m2") == ("spot0-g1", 2)
+    assert split_member_key("spot10-g0#m12") == ("spot10-g0", 12)
+    assert split_member_key("spot0-g1") == ("spot0-g1", None)  # a worker's own node
