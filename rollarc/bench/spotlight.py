@@ -10,6 +10,12 @@ seeds):
 - ``planner``: the same candidate budget per step, split over the step's prompts by ``--planner``
   (``explore.planner``: ``contrast``; some prompts get more candidates, some none).
 
+The explorer runs as in ``rollarc train`` on spot capacity (``spot.enabled``): pull workers on nodes of a local
+multi-node cluster that ``--spot-trace`` preempts through Ray's drain API (``spot.target: busy``: each preemption
+hits the worker while it holds a job), with leases, in-flight commits and replacements; each mode's fleet
+counters are reported per seed (``spot``). ``--no-spot`` runs the explorer as one actor on the spot pool that is
+never preempted (the path before the fleet).
+
 The **target** follows :mod:`rollarc.bench.time_to_target`: ``s0 + fraction · (p − s0)``, with ``s0``
 the held-out reward of the shared base and ``p`` the lowest of the baseline seeds' best held-out
 rewards, so every baseline seed reaches it within its budget, and with ``fraction < 1`` below the noisy
@@ -74,6 +80,16 @@ QUICK = [
     "explore.candidates=16",
     "train.eval_seeds=2",
 ]
+SPOT_TRACE = "configs/spot_trace.yaml"
+# The fleet's counters reported per seed: whether preemption cost jobs, and how the fleet recovered.
+SPOT_COUNTERS = (
+    "preemptions",
+    "drain_notices",
+    "committed_on_notice",
+    "requeued_on_expiry",
+    "lost_jobs",
+    "duplicate_jobs",
+)
 STALENESS = (1, 2, 4)
 # Per-step metrics averaged over each run (absent in the baseline: exploration metrics).
 STEP_METRICS = (
@@ -86,8 +102,19 @@ STEP_METRICS = (
 )
 
 
+def spot_overrides(trace: str | None) -> list[str]:
+    """An exploring mode's overrides for the spot fleet under ``trace`` (None: no fleet)."""
+    return [] if trace is None else ["spot.enabled=true", f"spot.trace={trace}", "spot.target=busy"]
+
+
 def run_mode(
-    config: str, overrides: list[str], label: str, seed: int, runs: Path, planner: str = "contrast"
+    config: str,
+    overrides: list[str],
+    label: str,
+    seed: int,
+    runs: Path,
+    planner: str = "contrast",
+    spot_trace: str | None = None,
 ) -> dict[str, Any]:
     cfg = load_t2i_config(
         config,
@@ -95,6 +122,7 @@ def run_mode(
             *overrides,
             *MODES[label],
             *([f"explore.planner={planner}"] if label == "planner" else []),
+            *(spot_overrides(spot_trace) if label != "baseline" else []),
             f"seed={seed}",
             f"name={label}-s{seed}",
             f"run.dir={runs}",
@@ -233,6 +261,11 @@ def analyse(
         "best_heldout_reward": {m: [max(e["reward"] for e in r["evals"]) for r in rs] for m, rs in results.items()},
         "final_heldout_reward": {m: [r["heldout_reward_after_rl"] for r in rs] for m, rs in results.items()},
         "step_means": {m: {k: [r["step_means"][k] for r in rs] for k in STEP_METRICS} for m, rs in results.items()},
+        "spot": {
+            m: {k: [r["spot"][k] for r in rs] for k in SPOT_COUNTERS}
+            for m, rs in results.items()
+            if all("spot" in r for r in rs)
+        },
     }
 
 
@@ -293,6 +326,12 @@ def _parser() -> argparse.ArgumentParser:
         "--fraction", type=float, default=0.8, help="target = s0 + fraction × (lowest baseline peak − s0)"
     )
     parser.add_argument("--price-kind", default="h800", help="catalogue device that prices every pool unit")
+    parser.add_argument(
+        "--spot-trace", default=SPOT_TRACE, help="preemption trace of the exploring modes' spot fleet (spot.trace)"
+    )
+    parser.add_argument(
+        "--no-spot", action="store_true", help="explore on one actor of the spot pool, never preempted (no fleet)"
+    )
     return parser
 
 
@@ -315,7 +354,8 @@ def main(argv: list[str]) -> int:
     for seed in range(args.seeds):
         for label in modes:
             print(f"== {label} seed {seed}", flush=True)
-            results[label].append(run_mode(args.config, overrides, label, seed, runs, args.planner))
+            trace = None if args.no_spot else args.spot_trace
+            results[label].append(run_mode(args.config, overrides, label, seed, runs, args.planner, trace))
     cat = load_catalogue(CATALOGUE)
     on_demand, spot = cat.price_per_hour(args.price_kind), cat.price_per_hour(args.price_kind, spot=True)
     roles = base_cfg.cluster.roles
@@ -334,6 +374,10 @@ def main(argv: list[str]) -> int:
         price_kind=args.price_kind,
         planner=args.planner,
         explorer_images_per_step=base_cfg.train.prompts_per_step * base_cfg.explore.candidates,
+        explorer_path="actor on the spot pool, never preempted"
+        if args.no_spot
+        else "spot fleet (pull workers, Ray drains)",
+        spot_trace=None if args.no_spot else args.spot_trace,
     )
     body = markdown_body(result)
     partial = modes != list(MODES)  # an ablation over some modes is not the benchmark's figure

@@ -3,12 +3,14 @@
 import pytest
 
 from rollarc.bench.spotlight import (
+    SPOT_COUNTERS,
     STEP_METRICS,
     analyse,
     cost_ratios,
     curves,
     device_seconds,
     markdown_body,
+    spot_overrides,
     step_means,
     summarise,
 )
@@ -136,3 +138,20 @@ def test_markdown_body_with_and_without_a_target():
     body = markdown_body(analyse(flat, 0.8, {"baseline": 2.0, "explore": 2.5}, UNITS))
     assert "target none (the baseline never improved)" in body
     assert "| explore | [null, null] | [null, null] | n/a | n/a | n/a | 0 |" in body
+
+
+def test_the_exploring_modes_run_on_the_spot_fleet_and_its_counters_are_kept_per_seed():
+    assert spot_overrides(None) == []
+    assert spot_overrides("t.yaml") == ["spot.enabled=true", "spot.trace=t.yaml", "spot.target=busy"]
+    counters = [
+        dict.fromkeys(SPOT_COUNTERS, 0) | {"preemptions": p, "committed_on_notice": c} for p, c in ((4, 1), (3, 0))
+    ]
+    results = {
+        "baseline": [run([0.5, 0.6], [0, 10]), run([0.5, 0.6], [0, 12])],
+        "explore": [run([0.5, 0.6], [0, 5], 300) | {"spot": s} for s in counters],
+    }
+    out = analyse(results, 0.8, {"baseline": 2.0, "explore": 2.5}, UNITS)
+    assert set(out["spot"]) == {"explore"}  # the baseline explores nothing: no fleet
+    assert out["spot"]["explore"]["preemptions"] == [4, 3]
+    assert out["spot"]["explore"]["committed_on_notice"] == [1, 0]
+    assert out["spot"]["explore"]["lost_jobs"] == [0, 0]
