@@ -80,7 +80,7 @@ QUICK = [
     "explore.candidates=16",
     "train.eval_seeds=2",
 ]
-SPOT_TRACE = "configs/spot_trace.yaml"
+SPOT_TRACE = "configs/spot_trace_one_slot.yaml"  # configs/spot_trace.yaml's preemptions on the config's one spot node
 # The fleet's counters reported per seed: whether preemption cost jobs, and how the fleet recovered.
 SPOT_COUNTERS = (
     "preemptions",

@@ -154,9 +154,10 @@ def test_shipped_configs_load(path):
         from rollarc.rose.config import RoseConfig  # deferred: keeps the training-config tests light
 
         assert load_config(RoseConfig, path, []) == RoseConfig()  # it writes out the defaults
-    elif path.name == "spot_trace.yaml":  # a preemption trace that configs/t2i_spot.yaml names
+    elif path.name.startswith("spot_trace"):  # preemption traces: t2i_spot.yaml's (2 slots), bench spotlight's (1)
         from rollarc.spotlight.preemption import from_trace  # deferred: as above
 
-        assert len(from_trace(read_yaml(path)["preemptions"], slots=2)) == 4
+        slots = {"spot_trace.yaml": 2, "spot_trace_one_slot.yaml": 1}[path.name]
+        assert len(from_trace(read_yaml(path)["preemptions"], slots=slots)) == 4
     else:
         assert isinstance(load_train_config(path), Config)
