@@ -573,36 +573,46 @@ class SpotFleet:
         stats = self.ledger.read(self.deadlines.get("call", self.queue.stats.remote(), "the spot queue", "stats"))
         return int(stats["sync_bytes"]), int(stats["sync_full_copies"])
 
-    def launch(self, prompts: list[str], seeds: list[list[int]], steps: int, version: int) -> list[int]:
+    def launch(self, prompts: list[str], seeds: list[list[int]], steps: int, version: int) -> list[int | None]:
+        """One job per prompt with its candidate seeds; a prompt with none (a planner gave it no candidates) gets no
+        job, and None in its place."""
         self.pump()
         self.start_schedule()  # at the first exploration jobs
         self._refill_if_restarted()
-        jobs = []
+        jobs: list[JobSpec] = []
+        ids: list[int | None] = []
         for prompt, s in zip(prompts, seeds, strict=True):
+            if not s:
+                ids.append(None)
+                continue
             jobs.append(JobSpec(self.next_job, prompt, tuple(s), version, steps))
+            ids.append(self.next_job)
             self.next_job += 1
         self.ledger.launched(jobs)
         self.deadlines.get("call", self.queue.submit.remote(jobs), "the spot queue", "submit")
-        return [j.job_id for j in jobs]
+        return ids
 
-    def wait(self, job_ids: list[int]) -> dict[str, Any]:
-        """Block until every job is done (whoever did it), then the controller's exploration result."""
+    def wait(self, job_ids: list[int | None]) -> dict[str, Any]:
+        """Block until every job is done (whoever did it), then the controller's exploration result (no rewards
+        where ``launch`` made no job)."""
         began = time.time()  # each job's lease bounds a lost worker; a whole round, the training deadline
+        real = [j for j in job_ids if j is not None]
         while (
-            results := self.deadlines.get("call", self.queue.results.remote(job_ids), "the spot queue", "results")
+            results := self.deadlines.get("call", self.queue.results.remote(real), "the spot queue", "results")
         ) is None:
-            self.deadlines.check("train", began, "the spot fleet", f"{len(job_ids)} exploration jobs")
+            self.deadlines.check("train", began, "the spot fleet", f"{len(real)} exploration jobs")
             self._refill_if_restarted()
             self.pump()
             self._raise_worker_errors()
             time.sleep(POLL_S)
-        self.ledger.collected.update(job_ids)
+        self.ledger.collected.update(real)
         versions = {r["version"] for r in results}
-        if len(versions) != 1:
+        if len(versions) > 1:
             raise RuntimeError(f"one exploration round came back with weight versions {sorted(versions)}")
+        by_id = dict(zip(real, results, strict=True))
         return {
-            "rewards": [r["rewards"] for r in results],
-            "version": versions.pop(),
+            "rewards": [[] if j is None else by_id[j]["rewards"] for j in job_ids],
+            "version": versions.pop() if versions else self.version,  # nothing explored: the version offered
             "images": sum(r["images"] for r in results),
         }
 

@@ -122,7 +122,10 @@ def test_a_worker_heartbeats_every_k_steps_and_its_images_do_not_change(tmp_path
     none after its last step, where it hands the job in), not eight, and scores what an uninterrupted run scores.
     The one after step 8 is sent only if the answer to step 4's is back by then (at most one in flight,
     ``spotlight.heartbeat``): under load it is skipped, so a job sends one or two (the test asserted exactly
-    two and failed under load)."""
+    two and failed under load).
+
+    A prompt that a planner gave no candidates gets no job and no rewards (regression: the fleet sent it as a job of
+    no seeds, and the explorer failed on it, in `rollarc bench spotlight`'s planner mode on the fleet)."""
     seeds = [[5, 6], [7, 8], [9, 10]]
     prompts, expected = policy_and_expected(tmp_path, seeds, 9)
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "resources": {HEAD_RESOURCE: 1}})
@@ -130,14 +133,16 @@ def test_a_worker_heartbeats_every_k_steps_and_its_images_do_not_change(tmp_path
     fleet = None
     try:
         fleet = one_slot_fleet(cluster, tmp_path, lease_s=30.0, heartbeat_every=4)
-        explored = fleet.wait(fleet.launch(prompts, seeds, 9, version=0))
+        ids = fleet.launch([*prompts, prompts[0]], [*seeds, []], 9, version=0)
+        explored = fleet.wait(ids)
         stats = fleet.stats()
     finally:
         if fleet is not None:
             fleet.close()
         ray.shutdown()
         cluster.shutdown()
-    assert explored["rewards"] == expected
+    assert ids[-1] is None and explored["rewards"] == [*expected, []]
+    assert explored["images"] == 6 and explored["version"] == 0
     assert (stats["completed"], stats["lost_jobs"], stats["duplicate_jobs"]) == (3, 0, 0)
     assert 3 * 1 <= stats["heartbeats"] <= 3 * 2
 
