@@ -302,8 +302,20 @@ def markdown_body(result: dict[str, Any]) -> str:
     return body + (
         f"\n\nHeld-out reward {result['start_heldout_reward']:.3f} at step 0; target {target_text} "
         f"({result['target_fraction']} of the baseline's lowest peak gain); "
-        f"Kendall τ by staleness {json.dumps(result.get('kendall_tau'))}."
+        f"Kendall τ by staleness {json.dumps(result.get('kendall_tau'))}." + spot_line(result)
     )
+
+
+def spot_line(result: dict[str, Any]) -> str:
+    """Where the explorer ran, and each exploring mode's fleet counters per seed (none for an older result)."""
+    if "explorer_path" not in result:
+        return ""
+    counters = "; ".join(
+        f"{mode}: " + ", ".join(f"{k} {json.dumps(v)}" for k, v in per_seed.items())
+        for mode, per_seed in result.get("spot", {}).items()
+    )
+    trace = f" under {result['spot_trace']}" if result.get("spot_trace") else ""
+    return f"\n\nExplorer: {result['explorer_path']}{trace}." + (f" Per seed: {counters}." if counters else "")
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -10,6 +10,7 @@ from rollarc.bench.spotlight import (
     curves,
     device_seconds,
     markdown_body,
+    spot_line,
     spot_overrides,
     step_means,
     summarise,
@@ -155,3 +156,13 @@ def test_the_exploring_modes_run_on_the_spot_fleet_and_its_counters_are_kept_per
     assert out["spot"]["explore"]["preemptions"] == [4, 3]
     assert out["spot"]["explore"]["committed_on_notice"] == [1, 0]
     assert out["spot"]["explore"]["lost_jobs"] == [0, 0]
+
+
+def test_the_block_says_where_the_explorer_ran_and_what_preemption_cost():
+    result = {"explorer_path": "spot fleet (pull workers, Ray drains)", "spot_trace": "t.yaml"}
+    result["spot"] = {"explore": {"preemptions": [4, 3], "lost_jobs": [0, 0]}}
+    assert spot_line(result) == (
+        "\n\nExplorer: spot fleet (pull workers, Ray drains) under t.yaml. "
+        "Per seed: explore: preemptions [4, 3], lost_jobs [0, 0]."
+    )
+    assert spot_line({}) == ""  # a result from before the fleet
