@@ -218,10 +218,14 @@ def _spotlight(d: dict[str, Any]) -> Row:
     # a JSON from before explore.planner named its planner mode "bandit" (UCB1)
     mode = "planner" if "planner" in d["time_to_target_s"] else "bandit"
     label = f"the {d.get('planner', 'contrast')} planner" if mode == "planner" else "the bandit"
+    preemptions = d.get("spot", {}).get("explore", {}).get("preemptions")
+    # below 1 the mode is slower: "as fast" reads right either way
+    where = f", the spot explorer preempted {max(preemptions)}× a run" if preemptions else ""
     return (
         f"Flow-GRPO on a DiT, {seeds} seeds, medians: steps to a held-out reward target {ratio('speedup_steps_explore')} "
         f"fewer with stale-weight seed exploration, {ratio(f'speedup_steps_{mode}')} with {label}; RL wall time to "
-        f"it {ratio('speedup_explore')} and {ratio(f'speedup_{mode}')} shorter",
+        f"it {ratio('speedup_explore')} and {ratio(f'speedup_{mode}')} as fast{where} "
+        "([why](docs/diffusion.md#measured))",
         "`rollarc bench spotlight`",
     )
 
