@@ -144,6 +144,13 @@ def test_markdown_body_with_and_without_a_target():
 def test_the_exploring_modes_run_on_the_spot_fleet_and_its_counters_are_kept_per_seed():
     assert spot_overrides(None) == []
     assert spot_overrides("t.yaml") == ["spot.enabled=true", "spot.trace=t.yaml", "spot.target=busy"]
+    # the fleet never preempted: no trace and no drawn preemption
+    assert spot_overrides("none") == [
+        "spot.enabled=true",
+        "spot.trace=null",
+        "spot.rate_per_hour=0",
+        "spot.target=busy",
+    ]
     counters = [
         dict.fromkeys(SPOT_COUNTERS, 0) | {"preemptions": p, "committed_on_notice": c} for p, c in ((4, 1), (3, 0))
     ]
