@@ -2,12 +2,18 @@
 
 Why: in reasoning and tool-using tasks a few replies are many times the median length, and the batch
 waits for them. This env reproduces that with no env latency at all: each episode shows a random
-string of ``L`` letters and asks for it copied (``op: copy``) or reversed (``op: reverse``); ``L`` is
+string of ``L`` letters and asks for it copied (``op: copy``) or reversed (``op: reverse``), or shows
+the number ``L`` and asks for the alphabet's first letter ``L`` times (``op: repeat``); ``L`` is
 drawn from a clipped, rounded lognormal (median ``length_median``, log-scale ``length_sigma``, within
 ``length_min..length_max``). The policy's tokenizer is character-level, so the correct reply is ``L``
 tokens plus the end token.
 
-Observation at reset: ``copy kqzxwab``. The episode ends after the first reply:
+Why ``repeat``: RL on ``copy`` cannot improve a warm start, because its samples never solve the long
+strings greedy decoding fails (docs/algorithms.md). In ``repeat`` the only decision is where to stop, and
+sampling at temperature spreads the stopping point around ``L``, so groups of long replies hold exact
+ones: the signal RL sharpens.
+
+Observation at reset: ``copy kqzxwab`` (``repeat 7``). The episode ends after the first reply:
 
 * exactly the answer: reward 1, success;
 * otherwise: ``partial_credit * matches / max(L, len(reply))``, where ``matches`` counts the positions
@@ -16,7 +22,7 @@ Observation at reset: ``copy kqzxwab``. The episode ends after the first reply:
 
 Lenient parsing strips surrounding whitespace, strict takes the reply as it is. A reply longer than
 ``max_action_length`` is an invalid action. The expert replies the answer. ``reset(options={"text":
-"abc"})`` plays a given string.
+"abc"})`` plays a given string (under ``repeat``, the answer: ``"aaa"`` shows ``repeat 3``).
 """
 
 from __future__ import annotations
@@ -28,9 +34,12 @@ from pydantic import Field, model_validator
 
 from rollarc.envs.base import MAX_ACTION_LENGTH, Outcome, ParseMode, TextEnv, TextEnvConfig
 
-Op = Literal["copy", "reverse"]
+Op = Literal["copy", "reverse", "repeat"]
 MAX_LENGTH = 256  # bound of length_max: the reply must fit a turn of a small model's context
 MAX_MESSAGE_LENGTH = len("wrong")
+OP_DESCRIPTION = (
+    "the reply is the shown string copied or reversed, or the first letter repeated the shown number of times"
+)
 
 
 class LongReplyConfig(TextEnvConfig):
@@ -38,7 +47,7 @@ class LongReplyConfig(TextEnvConfig):
     max_action_length: int = Field(
         default=128, ge=1, le=MAX_ACTION_LENGTH, description="longer replies are invalid actions"
     )
-    op: Op = Field(default="copy", description="the reply is the shown string copied or reversed")
+    op: Op = Field(default="copy", description=OP_DESCRIPTION)
     alphabet: str = Field(
         default="abcdefghijklmnopqrstuvwxyz",
         min_length=2,
@@ -76,7 +85,13 @@ def draw_length(rng: np.random.Generator, cfg: LongReplyConfig) -> int:
 
 
 def answer(text: str, op: Op) -> str:
-    return text if op == "copy" else text[::-1]
+    """The reply to ``text``: itself (copy, and repeat, whose text is already the answer) or reversed."""
+    return text[::-1] if op == "reverse" else text
+
+
+def shown(text: str, op: Op) -> str:
+    """What the observation shows of ``text``: the string, or under ``repeat`` its length."""
+    return str(len(text)) if op == "repeat" else text
 
 
 def score(reply: str, target: str, partial_credit: float) -> float:
@@ -93,7 +108,10 @@ class LongReplyEnv(TextEnv[str]):
     Config = LongReplyConfig
     config: LongReplyConfig
     invalid_hint = "Invalid action. Reply with the answer only."
-    instructions = "Reply with the shown letters, copied or reversed as asked, and nothing else."
+    instructions = (
+        "Reply with the shown letters, copied or reversed as asked, or the first letter the shown number of "
+        "times, and nothing else."
+    )
 
     def __init__(self, render_mode: str | None = None, **kwargs: Any) -> None:
         super().__init__(render_mode, **kwargs)
@@ -109,8 +127,12 @@ class LongReplyEnv(TextEnv[str]):
         if "text" in options:
             self.text = _checked_text(options["text"], cfg)
         else:
-            letters = rng.integers(len(cfg.alphabet), size=draw_length(rng, cfg))
-            self.text = "".join(cfg.alphabet[int(i)] for i in letters)
+            length = draw_length(rng, cfg)
+            if cfg.op == "repeat":
+                self.text = cfg.alphabet[0] * length
+            else:
+                letters = rng.integers(len(cfg.alphabet), size=length)
+                self.text = "".join(cfg.alphabet[int(i)] for i in letters)
         self.target = answer(self.text, cfg.op)
         self._answered = False
 
@@ -124,16 +146,17 @@ class LongReplyEnv(TextEnv[str]):
         return Outcome(reward, terminated=True, success=success, message="correct" if success else "wrong")
 
     def _render(self) -> str:
-        return "" if self._answered else f"{self.config.op} {self.text}"
+        return "" if self._answered else f"{self.config.op} {shown(self.text, self.config.op)}"
 
     def _expert(self) -> str | None:
         return self.target
 
 
 def _checked_text(text: Any, cfg: LongReplyConfig) -> str:
-    if not isinstance(text, str) or not cfg.length_min <= len(text) <= cfg.length_max or set(text) - set(cfg.alphabet):
+    letters = cfg.alphabet[0] if cfg.op == "repeat" else cfg.alphabet
+    if not isinstance(text, str) or not cfg.length_min <= len(text) <= cfg.length_max or set(text) - set(letters):
         raise ValueError(
-            f"long_reply options['text'] must be {cfg.length_min}..{cfg.length_max} letters of {cfg.alphabet!r} "
-            f"(length_min, length_max, alphabet), got {text!r}"
+            f"long_reply options['text'] must be {cfg.length_min}..{cfg.length_max} letters of {letters!r} "
+            f"(length_min, length_max, alphabet; op {cfg.op}), got {text!r}"
         )
     return text

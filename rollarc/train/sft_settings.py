@@ -1,8 +1,8 @@
 """What an SFT warm start was trained with, recorded in its ``sft_meta.json`` and compared when a run reuses it.
 
 ``sft.checkpoint`` is reused whenever it holds a model, so a config whose SFT settings changed (more steps, another
-learning rate, another preset or seed) would silently start RL from a warm start made for other settings, and its
-held-out gain would be measured from the wrong start. The recorded settings are those that change the weights SFT
+learning rate, another preset or seed, another env of the same task name) would silently start RL from a warm start
+made for other settings, and its held-out gain would be measured from the wrong start. The recorded settings are those that change the weights SFT
 produces; a warm start recorded before this existed has none, and is reused as before.
 """
 
@@ -21,6 +21,8 @@ def sft_settings(cfg: Any) -> dict[str, Any]:
     settings["model.path"] = cfg.model.path  # SFT from a given model instead of a fresh preset
     settings["seed"] = cfg.seed
     settings["tasks"] = [task.name for task in cfg.tasks]
+    # the env and its kwargs decide the demonstrations (a long_reply task trained on `copy` is no start for `repeat`)
+    settings["task_envs"] = [task.env_spec.model_dump(mode="json") for task in cfg.tasks]
     return settings
 
 

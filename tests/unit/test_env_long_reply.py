@@ -97,13 +97,30 @@ def test_heldout_seeds_are_disjoint_from_training_and_sft_and_rarely_repeat_a_st
 
 
 def test_the_solver_demonstrations_score_full_reward() -> None:
-    for op in ("copy", "reverse"):
+    for op in ("copy", "reverse", "repeat"):
         env = make_env({"id": "long_reply", "kwargs": {"op": op}})
         for seed in range(200):
             episode = play_expert(env, seed=seed)
             assert episode.rewards == [1.0] and episode.success
             shown = episode.observations[0].removeprefix(f"{op} ")
-            assert episode.actions == [shown if op == "copy" else shown[::-1]]
+            expected = {"copy": shown, "reverse": shown[::-1], "repeat": "a" * int(shown) if shown.isdigit() else None}
+            assert episode.actions == [expected[op]]
+
+
+def test_repeat_shows_the_count_and_scores_the_length() -> None:
+    env = LongReplyEnv(op="repeat")
+    obs, _ = env.reset(options={"text": "aaaa"})
+    assert obs == "repeat 4" and env.expert_action() == "aaaa"
+    for reply, expected in [("aaaa", 1.0), ("aaa", 0.5 * 3 / 4), ("aaaaa", 0.5 * 4 / 5), ("aaba", 0.5 * 3 / 4)]:
+        env.reset(options={"text": "aaaa"})
+        assert env.step(reply)[1] == pytest.approx(expected)
+    with pytest.raises(
+        ValueError, match=re.escape("must be 1..64 letters of 'a' (length_min, length_max, alphabet; op repeat)")
+    ):
+        env.reset(options={"text": "abc"})
+    lengths = [int(env.reset(seed=s)[0].removeprefix("repeat ")) for s in range(2_000)]
+    copies = [len(LongReplyEnv().reset(seed=s)[0].removeprefix("copy ")) for s in range(2_000)]
+    assert lengths == copies  # the same length draw as copy, seed for seed
 
 
 def test_bad_settings_name_the_key() -> None:

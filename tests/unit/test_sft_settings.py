@@ -30,6 +30,15 @@ def test_the_settings_are_those_that_decide_the_weights():
     assert changed_settings(settings, sft_settings(other)) == ["model.init_seed: 0 -> 3", "sft.steps: 100 -> 120"]
 
 
+def test_another_env_under_the_same_task_name_is_another_warm_start():
+    """Regression: only task names were recorded, so configs/gentail.yaml's warm start, trained on `copy`, would have
+    been reused after the task switched to `repeat` under the same name."""
+    copy = load_train_config(REPO / "configs" / "gentail.yaml", ["tasks.0.env.kwargs.op=copy"])
+    repeat = load_train_config(REPO / "configs" / "gentail.yaml", ["tasks.0.env.kwargs.op=repeat"])
+    (changed,) = changed_settings(sft_settings(copy), sft_settings(repeat))
+    assert changed.startswith("task_envs: [") and "'op': 'copy'" in changed and "'op': 'repeat'" in changed
+
+
 def test_every_shipped_config_sharing_a_warm_start_trains_it_the_same_way():
     by_dir: dict[str, dict] = {}
     for path in sorted((REPO / "configs").glob("*.yaml")):
