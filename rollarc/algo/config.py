@@ -73,6 +73,13 @@ class LossConfig(FrozenModel):
         "pi_prox/pi_behav exceeds it are dropped "
         "(null: keep all)",
     )
+    proximal: Literal["auto", "recompute"] = Field(
+        "auto",
+        description="`tis`/`decoupled_ppo` only: where pi_prox's log-probs come from. `auto`: when a step makes one "
+        "optimiser step (`train.minibatches` = `train.epochs` = 1) and the forward has no dropout, the loss "
+        "forward's own, detached (the weights it runs are the step's start; no extra forward, as verl does "
+        "on-policy); `recompute`: always a no-grad forward before the first optimiser step",
+    )
     eps: FiniteFloat = Field(
         1e-6, gt=0, lt=1, description="`grpo` only: added to the group's sample std before dividing"
     )
@@ -83,6 +90,7 @@ class LossConfig(FrozenModel):
             "eps": (self.advantage == "grpo", "advantage='grpo'"),
             "tis_cap": (self.correction == "tis", "correction='tis'"),
             "decoupled_cap": (self.correction == "decoupled_ppo", "correction='decoupled_ppo'"),
+            "proximal": (self.correction != "none", "correction 'tis' or 'decoupled_ppo'"),
             "agg": (self.surrogate != "gspo", "surrogate 'ppo' or 'cispo' (gspo averages over sequences)"),
         }
         for name, (used, where) in applies.items():

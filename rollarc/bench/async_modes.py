@@ -59,7 +59,7 @@ def no_correction(cfg: Config) -> list[str]:
     """``algo.correction: none``, and the correction's own settings back to their defaults (else an error)."""
     out = ["algo.correction=none"]
     fields = type(cfg.algo).model_fields
-    for name in ("tis_cap", "decoupled_cap"):
+    for name in ("tis_cap", "decoupled_cap", "proximal"):
         if getattr(cfg.algo, name) != fields[name].default:
             out.append(f"algo.{name}={json.dumps(fields[name].default)}")
     return out

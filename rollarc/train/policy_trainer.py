@@ -39,6 +39,7 @@ from rollarc.algo.lr_schedule import LrDecay, lr_multiplier
 from rollarc.algo.off_policy import needs_proximal_logprobs
 from rollarc.algo.policy_loss import policy_loss
 from rollarc.train.batch import TrainBatch, build_batch, mask_stale_tokens
+from rollarc.train.proximal import prox_from_loss_forward
 
 
 class NonFiniteError(FloatingPointError):
@@ -88,6 +89,8 @@ class PolicyTrainer:
         self.max_staleness = max_staleness  # async.max_staleness: older tokens are masked out (None: never)
         self.dedup = dedup
         self.adapter = adapter
+        # one optimiser step per step and no dropout: the loss forward's log-probs are pi_prox's (train/proximal.py)
+        self.prox_from_loss = prox_from_loss_forward(model, loss_cfg, minibatches, epochs)
         trainable = [p for p in model.parameters() if p.requires_grad]  # every one, unless LoRA froze the base
         self.optimizer = torch.optim.AdamW(trainable, lr=lr, weight_decay=weight_decay, betas=betas)
         # Linear warmup over the first training steps: Adam's first updates are about lr * sign(grad) for every
@@ -172,7 +175,8 @@ class PolicyTrainer:
         batch = build_batch(groups, self.loss_cfg.advantage, self.loss_cfg.eps, self.pad_id)
         generated = batch.num_target_tokens
         masked = mask_stale_tokens(batch, self.version, self.max_staleness)
-        logp_prox = self.logprobs(batch) if needs_proximal_logprobs(self.loss_cfg.correction) else None
+        recompute = needs_proximal_logprobs(self.loss_cfg.correction) and not self.prox_from_loss
+        logp_prox = self.logprobs(batch) if recompute else None
         ref_logp = self._reference_logprobs(batch) if self.loss_cfg.kl_coef > 0 else None
         self.model.train()
         totals: dict[str, float] = {}
@@ -204,6 +208,8 @@ class PolicyTrainer:
                 # tokens older than max_staleness, taken out of the loss (their group had fresher ones)
                 "masked_stale_tokens": masked,
                 "masked_token_frac": masked / max(1, generated),
+                # 1 when pi_prox's log-probs took a forward of their own (0: the loss forward's, or not needed)
+                "prox_forwards": int(recompute),
             }
         )
         return result
@@ -229,13 +235,17 @@ class PolicyTrainer:
             index = rows[local]
             dev = self.device
             logp = token_logprobs(logits, micro.input_ids[:, 1:].to(dev), self.temperature)
+            if self.prox_from_loss:  # the weights of this forward are the step's start (one optimiser step)
+                prox = logp.detach()
+            else:
+                prox = None if logp_prox is None else logp_prox[index, :width].to(dev)
             need_entropy = self.loss_cfg.entropy_coef > 0
             entropy = entropy_from_logits(logits, self.temperature) if need_entropy else None
             loss_mask = micro.loss_mask.to(dev)
             loss, stats = policy_loss(
                 logp,
                 micro.behav_logp.to(dev),
-                None if logp_prox is None else logp_prox[index, :width].to(dev),
+                prox,
                 broadcast_to_tokens(micro.advantages.to(dev), loss_mask),
                 loss_mask,
                 self.loss_cfg,
