@@ -32,7 +32,10 @@ def has_dropout(model: torch.nn.Module) -> bool:
     config: Any = getattr(model, "config", None)
     settings = config.to_dict() if config is not None and hasattr(config, "to_dict") else {}
     return any(
-        ("dropout" in key or "pdrop" in key) and isinstance(value, int | float) and not isinstance(value, bool) and value > 0
+        ("dropout" in key or "pdrop" in key)
+        and isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and value > 0
         for key, value in settings.items()
     )
 
