@@ -235,6 +235,7 @@ class PolicyTrainer:
             index = rows[local]
             dev = self.device
             logp = token_logprobs(logits, micro.input_ids[:, 1:].to(dev), self.temperature)
+            prox: torch.Tensor | None
             if self.prox_from_loss:  # the weights of this forward are the step's start (one optimiser step)
                 prox = logp.detach()
             else:
