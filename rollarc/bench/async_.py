@@ -119,6 +119,12 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"held-out evaluation every N steps (default {DEFAULT_EVAL_EVERY}, keeping the grid error under "
         f"{100 * GRID_ERROR_LIMIT:.0f} %% on configs/longtail.yaml; quick: 1)",
     )
+    add(
+        "--eval-deferred",
+        action="store_true",
+        help="every mode scores its periodic evaluations from snapshots after the run instead of pausing between "
+        "steps (train.eval_deferred=true; docs/async.md#evaluations-off-the-critical-path)",
+    )
     add("--target", type=float, default=None, help="the held-out success to reach, fixed before the runs")
     add(
         "--target-from",
@@ -238,6 +244,8 @@ def run_overrides(args: argparse.Namespace, plain: Config) -> list[str]:
     if args.steps is not None:
         overrides.append(f"train.steps={args.steps}")
     overrides.append(f"train.eval_every={quick_or(args.eval_every, args.quick, DEFAULT_EVAL_EVERY, 1)}")
+    if args.eval_deferred:
+        overrides.append("train.eval_deferred=true")
     return overrides
 
 
@@ -300,6 +308,7 @@ def assemble(
         "success_before_rl": start,
         "steps": base.train.steps,
         "eval_every": base.train.eval_every,
+        "eval_deferred": base.train.eval_deferred,  # periodic evaluations scored from snapshots, not pausing steps
         "trajectories_per_step": base.train.groups_per_step * base.train.group_size,
         "seeds": seeds,
         **to_target,

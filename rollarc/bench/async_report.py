@@ -72,7 +72,13 @@ def report(result: dict[str, Any], results: dict[str, dict[str, Any]], steps: in
     )
     body += (
         f"\n\n{steps} steps of {result['trajectories_per_step']} trajectories per mode (first seed), a held-out "
-        f"evaluation every {result['eval_every']} steps; held-out success before RL {result['success_before_rl']:.3f}."
+        f"evaluation every {result['eval_every']} steps"
+        + (
+            " (deferred: scored from snapshots after the run, no pause between steps)"
+            if result.get("eval_deferred")
+            else ""
+        )
+        + f"; held-out success before RL {result['success_before_rl']:.3f}."
     )
     target = result["target"]
     if target is None:

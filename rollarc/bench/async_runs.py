@@ -12,7 +12,7 @@ from typing import Any
 from rollarc.bench import runs_root
 from rollarc.bench.async_modes import curve_modes, modes
 from rollarc.bench.harness import record_load
-from rollarc.bench.time_to_target import eval_pause_gain, eval_steps, success_curve
+from rollarc.bench.time_to_target import eval_pause_gain, eval_steps, pauses, success_curve
 from rollarc.config import load_train_config
 from rollarc.runtime.entry import run_training
 
@@ -45,8 +45,9 @@ def read_run(home: Path) -> dict[str, Any]:
     (run_dir,) = [p for p in home.iterdir() if p.is_dir()]
     summary = json.loads((run_dir / "summary.json").read_text())
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    # periodic held-out evaluations pause the controller: they are not training time
-    eval_s = sum(e.get("seconds", 0.0) for e in summary["evals"] if str(e["label"]).startswith("step_"))
+    # periodic held-out evaluations pause the controller (live: after their step; deferred: where they are
+    # scored, at a checkpoint): they are not training time
+    eval_s = sum(pauses(summary).values())
     rl_wall_s = summary["rl_wall_s"] - eval_s
     return {
         "rl_wall_s": rl_wall_s,

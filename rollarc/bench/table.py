@@ -156,6 +156,13 @@ def _async_against_baseline(d: dict[str, Any]) -> Row:
         + (f", {baseline} {reached(baseline)}" if baseline else "")
         + f"; grid error {grid}{over}"
     )
+    gen = d.get("companions", {}).get("async_gentail")
+    if gen is not None:
+        text += (
+            f"; generation tail (`{gen['workload']['config']}`, target {gen['target']:.2f}, {gen['seeds']} seeds"
+            + (", evaluations deferred" if gen.get("eval_deferred") else "")
+            + f"): k = 2 {to_target(gen, 2)} against `{gen['baseline_mode']}`"
+        )
     off = d.get("companions", {}).get("async_nolatency")
     if off is not None:
         text += f"; without env latency k = 2 {to_target(off, 2)} against `{off['baseline_mode']}`"
@@ -371,7 +378,7 @@ ROWS: list[tuple[str, str, Callable[[dict[str, Any]], Row]]] = [
 # JSON files a row also reads (under ``companions`` of its own), where the row states another run's figure
 COMPANIONS: dict[str, list[str]] = {
     "rose": ["rose_window1800"],
-    "async": ["async_nolatency"],
+    "async": ["async_gentail", "async_nolatency"],
     "rlvr": ["rlvr_nods", "rlvr_lora"],
 }
 

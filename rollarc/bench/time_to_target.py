@@ -5,8 +5,10 @@ waits for. Pure functions over a run's own records (``summary.json`` and ``metri
 
 - A run's **success curve** is ``(t, success)`` per held-out evaluation: before RL at ``t = 0``, after each
   evaluated step, and after the last step. ``t`` is the RL wall time at the end of that step (the step's
-  ``wall_s`` minus the RL start) less the seconds spent in the held-out evaluations before it: the controller
-  pauses for an evaluation in every mode alike, so evaluations are not counted as training time.
+  ``wall_s`` minus the RL start) less the seconds the run paused for held-out evaluations before it: the
+  controller pauses for an evaluation in every mode alike, so evaluations are not counted as training time. A
+  deferred evaluation (``train.eval_deferred``) pauses the run where it is scored (``scored_at``), not at its step
+  (``pauses``).
 - The **target** is fixed before the runs (``rollarc bench async --target``). Only as a labelled fallback
   (``select_target``) is it set after them by synchronous mode: ``s0 + fraction * (p - s0)``, where ``s0`` is the held-out
   success before RL (the shared SFT start) and ``p`` the lowest, over the synchronous seeds, of a run's best
@@ -49,11 +51,23 @@ def eval_steps(summary: dict[str, Any], rows: Sequence[dict[str, Any]]) -> list[
     return [step for _, _, step in _evaluations(summary, rows)]
 
 
+def pauses(summary: dict[str, Any]) -> dict[int, float]:
+    """Seconds the run paused for held-out evaluations after each version (within RL: neither before it nor
+    after the last step): a live evaluation after its own step, a deferred one where it was scored."""
+    last = max((int(e["version"]) for e in summary["evals"]), default=0)
+    paused: dict[int, float] = {}
+    for evaluation in summary["evals"]:
+        at = int(evaluation.get("scored_at", evaluation["version"]))
+        if 0 < at < last and evaluation["label"] not in ("before_rl", "after_rl"):
+            paused[at] = paused.get(at, 0.0) + float(evaluation.get("seconds", 0.0))
+    return paused
+
+
 def _evaluations(summary: dict[str, Any], rows: Sequence[dict[str, Any]]) -> list[tuple[float, float, int]]:
     rl_start = float(summary["rl_window"][0])
     end_of_step = {int(r["step"]): float(r["wall_s"]) - rl_start for r in rows}
+    paused = pauses(summary)
     curve: list[tuple[float, float, int]] = []
-    eval_s = 0.0
     for evaluation in sorted(summary["evals"], key=lambda e: (int(e["version"]), e["label"] == "after_rl")):
         version = int(evaluation["version"])
         if evaluation.get("episodes", 0) == 0 or not math.isfinite(float(evaluation["success"])):
@@ -61,9 +75,8 @@ def _evaluations(summary: dict[str, Any], rows: Sequence[dict[str, Any]]) -> lis
         t = 0.0 if version == 0 else end_of_step.get(version)
         if t is None:
             continue  # an evaluation of a step the metrics do not hold (e.g. before a resume)
+        eval_s = sum(seconds for at, seconds in paused.items() if at < version)
         curve.append((max(0.0, t - eval_s), float(evaluation["success"]), version))
-        if version > 0 and evaluation["label"] != "after_rl":
-            eval_s += float(evaluation.get("seconds", 0.0))
     return curve
 
 
@@ -199,9 +212,7 @@ def eval_pause_gain(summary: dict[str, Any], rows: Sequence[dict[str, Any]]) -> 
     run's groups already in flight keep running through it, so the step after it may be shorter: work
     done in time that is not counted. A gain near 0 says the exclusion is fair; a positive gain times the
     evaluations before a crossing bounds the credit a mode got from evaluating often."""
-    paused = {
-        int(e["version"]): float(e.get("seconds", 0.0)) for e in summary["evals"] if str(e["label"]).startswith("step_")
-    }
+    paused = pauses(summary)
     ends = {int(r["step"]): float(r["wall_s"]) for r in rows}
     after, other = [], []
     for step in sorted(ends):

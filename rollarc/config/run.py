@@ -134,6 +134,11 @@ class Config(FrozenModel):
             problems.append("elastic: rollout replicas can change only with rollout.backend: builtin")
         if self.harvest is not None and self.rollout.backend != "builtin":
             problems.append("harvest: borrowed co-serving replicas run only with rollout.backend: builtin")
+        if self.train.eval_deferred and self.rollout.backend != "builtin":
+            problems.append(
+                "train.eval_deferred scores snapshots on the built-in engine in the driver, where the run's own "
+                f"evaluations ran on rollout.backend: {self.rollout.backend}; set train.eval_deferred: false"
+            )
         problems += harvest_memory_problems(self.harvest, self.tasks)
         problems += lora_problems(self)
         if problems:

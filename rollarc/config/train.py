@@ -123,10 +123,17 @@ class TrainConfig(FrozenModel):
         description="held-out evaluation: 0 is greedy; above 0 it samples at this temperature (with the "
         "rollout's top_p and top_k), episode i with seed eval_seed_base + i, the same in every evaluation",
     )
+    eval_deferred: bool = Field(
+        False,
+        description="the evaluations every eval_every steps score a snapshot of that step's weights later (at the "
+        "next checkpoint and at the end, in the driver, eval_threads threads) instead of pausing the run between "
+        "steps; before and after RL stay live (docs/async.md#evaluations-off-the-critical-path)",
+    )
     eval_threads: int = Field(
         1,
         ge=1,
-        description="torch threads of held-out evaluation in the driver process (`rollarc eval`); "
+        description="torch threads of held-out evaluation in the driver process (`rollarc eval`, "
+        "train.eval_deferred); "
         "evaluation during a run uses the env and rollout actors' own threads",
     )
     checkpoint_every: int = Field(

@@ -5,8 +5,8 @@ form a batch. Around it a run has a step cycle, whose decisions lived in the Ray
 and, in part, again in the simulator's trainer process: a batch is taken only while no step is in flight;
 a trained step's weights are published, then synced to every replica, and only then does the version move
 on; held-out evaluations and checkpoints follow ``train.eval_every`` and ``train.checkpoint_every``; the
-next groups start before a step's bookkeeping unless that bookkeeping evaluates, checkpoints or resizes
-the rollout fleet; at the last version the groups still running are cancelled and the run is evaluated and
+next groups start before a step's bookkeeping unless that bookkeeping evaluates (live, not deferred),
+checkpoints or resizes the rollout fleet; at the last version the groups still running are cancelled and the run is evaluated and
 checkpointed one last time; a lost trainer sends the cycle back to the version it is restored at.
 
 :class:`StepPlan` holds that cycle, as vLLM's scheduler holds its engine's. A driver (the Ray controller,
@@ -114,12 +114,15 @@ Action = Launch | DropStale | Train | Sync | StepDone | Evaluate | Checkpoint | 
 class Cadence:
     """When a run evaluates and checkpoints (every ``eval_every`` / ``checkpoint_every`` versions; 0: never) and
     after which versions its rollout fleet changes (``resize_at``). ``bookends``: evaluate before RL, and end
-    with an evaluation and a final checkpoint (the runtime does; the simulator does neither)."""
+    with an evaluation and a final checkpoint (the runtime does; the simulator does neither). ``eval_deferred``:
+    a step's evaluation only snapshots its weights (scored later, off the rollout workers), so it does not hold
+    back the next groups."""
 
     eval_every: int = 0
     checkpoint_every: int = 0
     resize_at: frozenset[int] = frozenset()
     bookends: bool = True
+    eval_deferred: bool = False
 
     def __post_init__(self) -> None:
         if self.eval_every < 0 or self.checkpoint_every < 0:
@@ -223,9 +226,10 @@ class StepPlan:
         resize = version in cadence.resize_at
         self.phase = "idle"
         # Admission needs only the published version: the next groups start while the step is recorded, unless
-        # the bookkeeping evaluates (it uses the rollout workers), checkpoints (it records the admitted groups) or
-        # resizes the fleet, or the run ends.
-        early = version < self.total_steps and not (evaluate or checkpoint or resize)
+        # the bookkeeping evaluates live (it uses the rollout workers; a deferred one only snapshots the weights),
+        # checkpoints (it records the admitted groups) or resizes the fleet, or the run ends.
+        live_eval = evaluate and not cadence.eval_deferred
+        early = version < self.total_steps and not (live_eval or checkpoint or resize)
         actions: list[Action] = [*self._launch()] if early else []
         actions.append(StepDone(version, evaluate))
         if checkpoint:

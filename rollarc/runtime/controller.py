@@ -76,6 +76,7 @@ from rollarc.report.run_dir import (
     write_json,
 )
 from rollarc.runtime import heldout_eval
+from rollarc.runtime.deferred_eval import DeferredEvals
 from rollarc.runtime.env_worker import GroupResult, GroupSpec
 from rollarc.runtime.failure_window import FailureWindow
 from rollarc.runtime.harvest_pool import HarvestPool
@@ -169,6 +170,9 @@ class Controller:
         self._step_started = self._sync_started = self._synced_at = self._last_step_end = time.time()
         self._trained_at = self._step_started
         self.progress: RunProgress | None = None
+        # train.eval_deferred: the step evaluations' snapshots, scored at checkpoints (deferred_eval.py)
+        deferred = cfg.train.eval_deferred and cfg.train.eval_episodes > 0
+        self.deferred = DeferredEvals(cfg, workers.policy_dir, workers.deadlines) if deferred else None
 
     def restore(self, state: dict[str, Any]) -> None:
         """Continue from a checkpoint's controller state exactly: counters, evaluations, task profiles, the run
@@ -548,7 +552,12 @@ class Controller:
         if self.harvest is not None:
             record.update(self.harvest.step_metrics())
         self._last_step_end = self.rl_end = now
-        if evaluate:
+        if evaluate and self.deferred is not None:
+            try:
+                self.deferred.snapshot(self.workers.trainer, version, record["wall_s"])
+            except RayActorError:
+                raise TrainerLost(f"the trainer died before step {version}'s weights were snapshotted") from None
+        elif evaluate:
             evaluation = self.evaluate(version, label=f"step_{version}")
             self.evals.append(evaluation)
             record["heldout_success"] = evaluation["success"]
@@ -647,6 +656,10 @@ class Controller:
         policy_dir = str(Path(checkpoint) / "policy") if checkpoint is not None else self.workers.policy_dir
         self._cancel_pending()
         self.finished.clear()
+        # evaluations of the lost steps go with them (they are redone and evaluated again)
+        self.evals = [e for e in self.evals if int(e["version"]) <= restored]
+        if self.deferred is not None:
+            self.deferred.discard()
         restart = self.scheduling.trainer_lost(restored)  # the plan goes back to ``restored``, its step gone
         self._train_ref, self._publish_ref, self._sync_refs, self._payload = None, None, [], None
         if set(restart) != set(self.specs):
@@ -713,7 +726,19 @@ class Controller:
         write_json(path, record)
         return to_dict(record)
 
+    def score_deferred(self, version: int) -> None:
+        """Score the pending snapshots (``train.eval_deferred``) as the run pauses after ``version``, so the
+        evaluations a checkpoint or the summary holds are complete and in version order."""
+        if self.deferred is None or not self.deferred.pending:
+            return
+        try:
+            self.evals += self.deferred.score(version)
+        except RayActorError:
+            raise TrainerLost("the trainer died before it gave a deferred evaluation's weights") from None
+        self.evals.sort(key=lambda e: (int(e["version"]), e["label"] == "after_rl"))
+
     def checkpoint(self, version: int, final: bool = False) -> None:
+        self.score_deferred(version)
         self.write_profiles()
         path = self.run_dir / "checkpoints" / f"step_{version:06d}"
         unfinished = sorted(self.specs.values(), key=lambda spec: spec.index)  # admitted, not yet trained

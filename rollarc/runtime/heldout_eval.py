@@ -44,23 +44,7 @@ def evaluate(
     t = cfg.train
     specs = heldout_specs(list(cfg.tasks), n, t.eval_seed_base, f"eval-{label}", t.eval_temperature)
     trajs = run_episodes(workers, counters, heal, cfg.async_.max_group_retries, specs)
-    ok = [t for t in trajs if t.status == "ok"]
-    per_task = {}
-    for task in cfg.tasks:
-        ts = [t for t in trajs if t.task == task.name]
-        per_task[task.name] = float(np.mean([t.success for t in ts])) if ts else float("nan")
-    result = {
-        "label": label,
-        "version": version,
-        "episodes": len(trajs),
-        "success": float(np.mean([t.success for t in trajs])),
-        "reward": float(np.mean([t.reward for t in ok])) if ok else float("nan"),
-        "tool_calls": float(np.mean([t.tool_calls for t in ok])) if ok else float("nan"),
-        "failed": len(trajs) - len(ok),
-        "per_task": per_task,
-        "seconds": time.time() - t0,
-        "wall_s": time.time() - run_start,
-    }
+    result = evaluation_record(cfg, label, version, trajs, time.time() - t0, time.time() - run_start)
     timeline.write(
         [
             {
@@ -74,6 +58,29 @@ def evaluate(
         ]
     )
     return result
+
+
+def evaluation_record(
+    cfg: Config, label: str, version: int, trajs: list[Trajectory], seconds: float, wall_s: float
+) -> dict[str, Any]:
+    """One held-out evaluation as a run records it (``summary.json``'s ``evals``), live or deferred alike."""
+    ok = [t for t in trajs if t.status == "ok"]
+    per_task = {}
+    for task in cfg.tasks:
+        ts = [t for t in trajs if t.task == task.name]
+        per_task[task.name] = float(np.mean([t.success for t in ts])) if ts else float("nan")
+    return {
+        "label": label,
+        "version": version,
+        "episodes": len(trajs),
+        "success": float(np.mean([t.success for t in trajs])),
+        "reward": float(np.mean([t.reward for t in ok])) if ok else float("nan"),
+        "tool_calls": float(np.mean([t.tool_calls for t in ok])) if ok else float("nan"),
+        "failed": len(trajs) - len(ok),
+        "per_task": per_task,
+        "seconds": seconds,
+        "wall_s": wall_s,
+    }
 
 
 def run_episodes(

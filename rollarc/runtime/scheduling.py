@@ -66,7 +66,8 @@ class RuntimeScheduling:
             dynamic_sampling=dynamic_sampling(cfg),
         )
         t = cfg.train
-        cadence = Cadence(t.eval_every, t.checkpoint_every, frozenset(change.at_step for change in cfg.elastic))
+        resize_at = frozenset(change.at_step for change in cfg.elastic)
+        cadence = Cadence(t.eval_every, t.checkpoint_every, resize_at, eval_deferred=t.eval_deferred)
         self.plan = StepPlan(self.core, cadence)
 
     # ---- what the Controller calls --------------------------------------------------------------------

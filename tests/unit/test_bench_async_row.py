@@ -60,6 +60,13 @@ def test_the_row_names_the_baseline_what_each_side_had_and_the_no_latency_result
     text = _async({**d, "companions": {"async_nolatency": off}})[0]
     assert "; without env latency k = 2 **0.50×** against `sync_full`" in text
     assert len(text) < 500  # the README has a size limit (test_docs_links)
+    gen = {**off, "workload": {"config": "configs/gentail.yaml", "env_latency": False}, "eval_deferred": True}
+    text = _async({**d, "companions": {"async_gentail": gen, "async_nolatency": off}})[0]
+    assert (
+        "; generation tail (`configs/gentail.yaml`, target 0.60, 1 seeds, evaluations deferred): k = 2 **0.50×** "
+        "against `sync_full`; without env latency" in text
+    )
+    assert len(text) < 620
 
 
 def test_a_fallback_target_and_a_target_inside_the_noise_are_said():

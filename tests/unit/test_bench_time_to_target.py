@@ -27,6 +27,7 @@ from rollarc.bench.time_to_target import (
     first_crossing,
     grid_error,
     median_time,
+    pauses,
     ratio_with_bounds,
     select_target,
     speedup,
@@ -284,3 +285,22 @@ def test_eval_pause_gain_compares_the_step_after_an_evaluation_with_the_others()
     rows[2] = {"step": 3, "wall_s": 42.0}  # step 3 took 22 - 15 = 7 s, step 4 13 s: medians 10 (2, 4, 6) and 8.5
     assert eval_pause_gain(summary, rows) == pytest.approx(10.0 - 8.5)
     assert eval_pause_gain({"evals": []}, rows) is None  # no evaluation during RL
+
+
+def test_a_deferred_evaluation_pauses_the_run_where_it_is_scored_not_at_its_step():
+    summary = {
+        "rl_window": [100.0, 160.0],
+        "evals": [
+            {"label": "before_rl", "version": 0, "success": 0.2, "episodes": 10, "seconds": 7.0},
+            # scored at the checkpoint after step 3 (8 s of scoring, both), and at the run's end (no pause)
+            {"label": "step_1", "version": 1, "success": 0.3, "episodes": 10, "seconds": 4.0, "scored_at": 3},
+            {"label": "step_2", "version": 2, "success": 0.4, "episodes": 10, "seconds": 4.0, "scored_at": 3},
+            {"label": "step_4", "version": 4, "success": 0.5, "episodes": 10, "seconds": 4.0, "scored_at": 5},
+            {"label": "after_rl", "version": 5, "success": 0.6, "episodes": 10, "seconds": 5.0},
+        ],
+    }
+    assert pauses(summary) == {3: 8.0}
+    rows = [{"step": v, "wall_s": w} for v, w in [(1, 110.0), (2, 120.0), (3, 130.0), (4, 148.0), (5, 160.0)]]
+    # steps 1 and 2 end 10 and 20 s into RL, nothing paused yet; step 4 ends at 48 s less the 8 s paused after 3
+    assert success_curve(summary, rows) == [(0.0, 0.2), (10.0, 0.3), (20.0, 0.4), (40.0, 0.5), (52.0, 0.6)]
+    assert eval_pause_gain(summary, rows) == pytest.approx(10.0 - 10.0)  # step 4 took 18 - 8 s, as the others

@@ -288,3 +288,17 @@ def test_events_out_of_order_are_refused_with_one_line():
         StepPlan(GroupScheduler(1, 0, {"t": 1.0}))
     with pytest.raises(ValueError, match="must be >= 0"):
         Cadence(eval_every=-1)
+
+
+@pytest.mark.parametrize("deferred", [False, True])
+def test_a_live_evaluation_holds_the_next_groups_back_and_a_deferred_one_does_not(deferred: bool):
+    plan = plan_of(1, 0, steps=3, cadence=Cadence(eval_every=1, eval_deferred=deferred))
+    answers = drive(plan)
+    # a live evaluation uses the rollout workers: the next group starts after it; a deferred one only
+    # snapshots the weights, so the next group starts before the step's record, as with no evaluation
+    step_1 = [launch(1), StepDone(1, evaluate=True)] if deferred else [StepDone(1, evaluate=True)]
+    assert answers[4] == step_1
+    assert answers[5] == ([Train(Batch(1, (ready(1, 1),)))] if deferred else [launch(1)])
+    assert answers[-1] == end(3)
+    done = [a for answer in answers for a in answer if isinstance(a, StepDone)]
+    assert done == [StepDone(1, evaluate=True), StepDone(2, evaluate=True), StepDone(3)]  # never at the last
