@@ -14,6 +14,7 @@ from rollarc.rayproc.deadline import Deadlines
 from rollarc.runtime import deferred_eval
 from rollarc.runtime.deferred_eval import DeferredEvals
 from rollarc.runtime.entry import run_training
+from tests.integration.kill_during_run import train_killing
 from tests.integration.test_runtime import config, metrics, only_run
 
 pytestmark = pytest.mark.slow
@@ -56,3 +57,24 @@ def test_deferred_evaluations_score_the_snapshotted_weights_at_checkpoints_with_
     again = scorer.score_weights(4, 0.0, final, 4)
     live = evals[4]
     assert (again["success"], again["reward"], again["episodes"]) == (live["success"], live["reward"], live["episodes"])
+
+
+def test_a_lost_trainer_drops_the_lost_steps_snapshots_and_each_step_is_scored_once_from_its_redone_weights(
+    nano_policy_dir, tmp_path
+):
+    """Regression guard for ``DeferredEvals.discard``: the trainer dies after step 3 is logged (its snapshot may be
+    pending, its weights on the dead actor); the run restores the step-2 checkpoint, redoes the lost steps and
+    scores each step once, with the time of the step that stands (the last metrics row of that step)."""
+    train = {"steps": 6, "eval_every": 1, "checkpoint_every": 2, "keep_last_checkpoints": 0, "eval_deferred": True}
+    cfg = config(nano_policy_dir, tmp_path, train=train)
+    assert train_killing(cfg, tmp_path, 3, "train-0") == (0, ["train-0"])
+    run = only_run(tmp_path)
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["trainer_restarts"] == 1 and summary["steps_lost"] >= 1
+    evals = summary["evals"]
+    assert [e["label"] for e in evals] == ["before_rl", *(f"step_{i}" for i in range(1, 6)), "after_rl"]
+    last_end = {r["step"]: r["wall_s"] for r in metrics(run)}  # a redone step's row comes after the lost one's
+    steps = evals[1:6]
+    assert all(e["deferred"] for e in steps)
+    assert [e["wall_s"] for e in steps] == [last_end[i] for i in range(1, 6)]
+    assert [e["scored_at"] for e in steps] == sorted(e["scored_at"] for e in steps)

@@ -10,10 +10,8 @@ accounting (one delta into the site, fanned out inside it), and a replacement's 
 from __future__ import annotations
 
 import json
-import threading
 import time
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -29,6 +27,7 @@ from rollarc.runtime.harvest_pool import HarvestPool
 from rollarc.runtime.ray_cluster import start_ray, stop_ray
 from rollarc.runtime.workers import Workers
 from rollarc.sync.versions import WeightReceiver
+from tests.integration.kill_during_run import train_killing
 from tests.integration.test_runtime import config, metrics, only_run
 from tests.integration.test_weight_sync_and_failover import scripted_group
 
@@ -53,19 +52,6 @@ HARVEST: dict[str, Any] = {
 }
 
 
-def _kill_when(run_root: Path, steps: int, name: str, killed: list[str], restart: bool = False) -> None:
-    """Kill the actor ``name`` once the run has logged ``steps`` steps (the run's driver is this process);
-    ``restart``: as a crash would, so that Ray restarts an actor that has ``max_restarts``."""
-    deadline = time.monotonic() + 600
-    while time.monotonic() < deadline:
-        rows = list(run_root.glob("*/metrics.jsonl"))
-        if rows and len(rows[0].read_text().splitlines()) >= steps:
-            ray.kill(ray.get_actor(name), no_restart=not restart)
-            killed.append(name)
-            return
-        time.sleep(0.05)
-
-
 def test_training_on_borrowed_capacity_counts_withdrawals_migrations_and_a_dead_replica(nano_policy_dir, tmp_path):
     cfg = config(
         nano_policy_dir,
@@ -75,12 +61,7 @@ def test_training_on_borrowed_capacity_counts_withdrawals_migrations_and_a_dead_
         env_kwargs={"turns": 3},
         sync={"method": "delta"},
     )
-    killed: list[str] = []
-    killer = threading.Thread(target=_kill_when, args=(tmp_path, 7, "borrowed-0", killed), daemon=True)
-    killer.start()
-    assert run_training(cfg) == 0
-    killer.join(timeout=5)
-    assert killed == ["borrowed-0"]
+    assert train_killing(cfg, tmp_path, 7, "borrowed-0") == (0, ["borrowed-0"])
     run = only_run(tmp_path)
     rows = metrics(run)
     summary = json.loads((run / "summary.json").read_text())
@@ -125,12 +106,7 @@ def test_a_lost_trainer_recovers_with_harvest_and_the_borrowed_site_restarts_fro
         env_kwargs={"turns": 2},
         sync={"method": "delta"},
     )
-    killed: list[str] = []
-    killer = threading.Thread(target=_kill_when, args=(tmp_path, 3, "train-0", killed), daemon=True)
-    killer.start()
-    assert run_training(cfg) == 0
-    killer.join(timeout=5)
-    assert killed == ["train-0"]
+    assert train_killing(cfg, tmp_path, 3, "train-0") == (0, ["train-0"])
     summary = json.loads((only_run(tmp_path) / "summary.json").read_text())
     assert summary["steps"] == 6 and summary["trainer_restarts"] == 1
     # the borrowed site was replaced once, from the checkpoint: its new replica (the next name) is the one left
@@ -149,12 +125,7 @@ def test_a_restarted_router_routes_to_the_replica_still_lent(nano_policy_dir, tm
         train={"steps": 6, "groups_per_step": 2, "group_size": 4, "checkpoint_every": 0},
         env_kwargs={"turns": 2},
     )
-    killed: list[str] = []
-    killer = threading.Thread(target=_kill_when, args=(tmp_path, 2, "router", killed, True), daemon=True)
-    killer.start()
-    assert run_training(cfg) == 0
-    killer.join(timeout=5)
-    assert killed == ["router"]
+    assert train_killing(cfg, tmp_path, 2, "router", restart=True) == (0, ["router"])
     summary = json.loads((only_run(tmp_path) / "summary.json").read_text())
     assert summary["steps"] == 6 and summary["router_restarts"] == 1
     assert summary["harvest"]["withdrawals"] == 0 and summary["harvest"]["lent_at_end"] == ["borrowed-0"]
