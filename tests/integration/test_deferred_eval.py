@@ -63,7 +63,7 @@ def test_a_lost_trainer_drops_the_lost_steps_snapshots_and_each_step_is_scored_o
     nano_policy_dir, tmp_path
 ):
     """Regression guard for ``DeferredEvals.discard``: the trainer dies after step 3 is logged (its snapshot may be
-    pending, its weights on the dead actor); the run restores the step-2 checkpoint, redoes the lost steps and
+    pending, its weights on the dead actor); the run restores its last checkpoint (step 2), redoes the lost steps and
     scores each step once, with the time of the step that stands (the last metrics row of that step)."""
     train = {"steps": 6, "eval_every": 1, "checkpoint_every": 2, "keep_last_checkpoints": 0, "eval_deferred": True}
     cfg = config(nano_policy_dir, tmp_path, train=train)
