@@ -115,6 +115,16 @@ def kill_schedule(steps: int, roles: tuple[str, ...] = ROLES) -> list[tuple[str,
     return [(role, max(1, round((i + 1) * (steps - 2) / len(roles)))) for i, role in enumerate(roles)]
 
 
+def recent_pace(rows: list[dict[str, Any]]) -> float:
+    """How long a step takes now: the shortest of the last three logged steps.
+
+    Not the run's median: early steps slowed by preemptions (the spot path's trace) stretch it past two calm
+    steps, and a kill meant for "partway into the next step" then lands after the run's last training call.
+    The shortest of three ignores the one long step a recovery makes."""
+    last = sorted(rows, key=lambda r: r["step"])[-3:]
+    return float(min(r.get("step_time_s", r.get("step_s", 0.0)) for r in last))  # the t2i path logs step_s
+
+
 class Killer(threading.Thread):
     """Watches the run's metrics and kills one actor of each role, in turn, partway into the next step."""
 
@@ -128,7 +138,7 @@ class Killer(threading.Thread):
         self.kills: list[dict[str, Any]] = []
 
     def _progress(self) -> tuple[int, float]:
-        """The highest step logged so far and the median step duration (a recovery makes one step long)."""
+        """The highest step logged so far and the current pace (:func:`recent_pace`)."""
         rows = []
         for path in self.runs.glob("chaos-*/metrics.jsonl"):
             for line in path.read_text().splitlines():
@@ -138,8 +148,7 @@ class Killer(threading.Thread):
                     continue
         if not rows:
             return 0, 0.0
-        times = [r.get("step_time_s", r.get("step_s", 0.0)) for r in rows]  # the t2i path logs step_s
-        return max(r["step"] for r in rows), float(np.median(times))
+        return max(r["step"] for r in rows), recent_pace(rows)
 
     def run(self) -> None:
         started = time.time()
@@ -153,11 +162,14 @@ class Killer(threading.Thread):
                 return
             if not ray.is_initialized():  # never let a late kill start a Ray of its own
                 return
+            landed_in = self._progress()[0] + 1  # the step the kill lands in (a later one if steps are fast)
             try:
                 name = self.kill(role)
             except (ValueError, RayError) as err:  # nothing of that role to kill: recorded, the run goes on
                 name = f"not killed: {err}"
-            self.kills.append({"role": role, "actor": name, "after_step": after_step, "t_s": time.time() - started})
+            self.kills.append(
+                {"role": role, "actor": name, "after_step": after_step, "landed_in": landed_in, "t_s": time.time() - started}
+            )
             print(f"   killed {role} ({name}) after step {after_step}", flush=True)
 
 

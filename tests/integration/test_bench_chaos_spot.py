@@ -31,6 +31,9 @@ def test_quick_spot_chaos_run_finishes_with_no_job_lost_or_duplicated(tmp_path, 
     # whichever spot worker was alive (the trace may have preempted spot0 at that moment)
     assert re.match(r"spot\d+-g\d+@", actors["spot"]) and actors["queue"].startswith("spot-queue@")
     assert actors["trainer"].startswith("t2i-trainer-")
+    # each kill landed while the run had a step left to train (regression: paced by the run's median step, slowed
+    # by the trace's preemptions, the trainer's kill landed after the last training call and nothing restarted it)
+    assert [k["landed_in"] for k in kills] == [k["after_step"] + 1 for k in kills], kills
     # the crashed worker was replaced, the queue restarted and refilled, the trainer replaced
     assert result["restarts"] == {"spot": 1, "queue": 1, "trainer": 1}
     assert result["jobs_submitted"] == 12 * 2 and result["jobs_completed"] == result["jobs_submitted"]

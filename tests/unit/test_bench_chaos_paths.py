@@ -120,3 +120,13 @@ def test_a_lost_t2i_trainer_restarts_from_the_checkpoint_of_its_step(tmp_path):
 def test_serving_requests_a_dead_replica_had_not_finished_are_counted_lost():
     assert serving_unfinished(Counter(serving_requests=12, served=9)) == 3
     assert serving_unfinished(Counter()) == 0  # a replica that never reported
+
+
+def test_the_killers_pace_is_the_shortest_of_the_last_three_steps():
+    """Regression: the median of a run whose early steps a preemption trace slowed (10 s, 8 s) was 2.4 s, so a kill
+    meant for partway into step 11 waited 1.2 s and landed after the last two 0.6 s steps."""
+    times = [10.2, 0.6, 0.9, 3.7, 8.7, 1.6, 3.2, 0.6, 5.6, 0.62]
+    rows = [{"step": i + 1, "step_s": t} for i, t in enumerate(times)]
+    assert chaos.recent_pace(rows[::-1]) == 0.6  # order-free: the last three by step are 0.6, 5.6, 0.62
+    assert chaos.recent_pace([{"step": 1, "step_time_s": 2.5}]) == 2.5  # the LLM path's key
+    assert chaos.recent_pace(rows[:2] + [{"step": 3, "step_s": 0.9}]) == 0.6
