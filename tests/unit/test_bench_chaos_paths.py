@@ -129,4 +129,4 @@ def test_the_killers_pace_is_the_shortest_of_the_last_three_steps():
     rows = [{"step": i + 1, "step_s": t} for i, t in enumerate(times)]
     assert chaos.recent_pace(rows[::-1]) == 0.6  # order-free: the last three by step are 0.6, 5.6, 0.62
     assert chaos.recent_pace([{"step": 1, "step_time_s": 2.5}]) == 2.5  # the LLM path's key
-    assert chaos.recent_pace(rows[:2] + [{"step": 3, "step_s": 0.9}]) == 0.6
+    assert chaos.recent_pace([*rows[:2], {"step": 3, "step_s": 0.9}]) == 0.6
