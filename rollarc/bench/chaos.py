@@ -168,7 +168,13 @@ class Killer(threading.Thread):
             except (ValueError, RayError) as err:  # nothing of that role to kill: recorded, the run goes on
                 name = f"not killed: {err}"
             self.kills.append(
-                {"role": role, "actor": name, "after_step": after_step, "landed_in": landed_in, "t_s": time.time() - started}
+                {
+                    "role": role,
+                    "actor": name,
+                    "after_step": after_step,
+                    "landed_in": landed_in,
+                    "t_s": time.time() - started,
+                }
             )
             print(f"   killed {role} ({name}) after step {after_step}", flush=True)
 
