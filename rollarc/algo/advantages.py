@@ -26,15 +26,10 @@ leave-one-out baseline would be an empty mean).
 
 from __future__ import annotations
 
-from typing import Literal, get_args
-
 import torch
 from torch import Tensor
 
-AdvantageKind = Literal["grpo", "dr_grpo", "rloo"]
-StdKind = Literal["sample", "population"]
-ADVANTAGE_KINDS: tuple[str, ...] = get_args(AdvantageKind)
-STD_KINDS: tuple[str, ...] = get_args(StdKind)
+from rollarc.algo.kinds import ADVANTAGE_KINDS, STD_KINDS, AdvantageKind, StdKind
 
 
 def grpo_advantages(rewards: Tensor, eps: float = 1e-6, std: StdKind = "sample") -> Tensor:

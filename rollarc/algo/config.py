@@ -11,9 +11,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from rollarc.algo.advantages import AdvantageKind
-from rollarc.algo.masking import Aggregation
-from rollarc.algo.off_policy import Correction
+from rollarc.algo.kinds import AdvantageKind, Aggregation, Correction
 from rollarc.config.io import FrozenModel
 
 FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]

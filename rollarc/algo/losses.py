@@ -10,7 +10,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from rollarc.algo.masking import Aggregation, aggregate, as_bool_mask, masked_mean, zero_outside
+from rollarc.algo.kinds import Aggregation
+from rollarc.algo.masking import aggregate, as_bool_mask, masked_mean, zero_outside
 
 
 def kl_k3(logp: Tensor, ref_logp: Tensor) -> Tensor:

@@ -8,13 +8,10 @@ padding token would otherwise poison the whole batch.
 
 from __future__ import annotations
 
-from typing import Literal, get_args
-
 import torch
 from torch import Tensor
 
-Aggregation = Literal["token_mean", "seq_mean"]
-AGGREGATIONS: tuple[str, ...] = get_args(Aggregation)
+from rollarc.algo.kinds import AGGREGATIONS, Aggregation
 
 
 def as_bool_mask(mask: Tensor, like: Tensor, name: str = "mask") -> Tensor:

@@ -31,16 +31,12 @@ counts in the ``token_mean`` / ``seq_mean`` denominator, so dropping never infla
 
 from __future__ import annotations
 
-from typing import Literal, get_args
-
 import torch
 from torch import Tensor
 
+from rollarc.algo.kinds import CORRECTIONS, Correction
 from rollarc.algo.losses import kl_k3
 from rollarc.algo.masking import masked_mean, zero_outside
-
-Correction = Literal["none", "tis", "decoupled_ppo"]
-CORRECTIONS: tuple[str, ...] = get_args(Correction)
 
 
 def needs_proximal_logprobs(correction: Correction) -> bool:

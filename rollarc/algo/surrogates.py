@@ -29,8 +29,9 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from rollarc.algo.kinds import Aggregation
 from rollarc.algo.losses import kl_k3, token_clip_stats
-from rollarc.algo.masking import Aggregation, aggregate, as_bool_mask, masked_mean, zero_outside
+from rollarc.algo.masking import aggregate, as_bool_mask, masked_mean, zero_outside
 
 
 def _checked(

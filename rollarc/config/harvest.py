@@ -13,7 +13,7 @@ from typing import Literal
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from rollarc.config.io import FrozenModel
-from rollarc.models.presets import PRESETS
+from rollarc.models.sizes import PRESETS
 
 
 class SLOConfig(FrozenModel):

@@ -28,16 +28,12 @@ from torch import nn
 
 from rollarc.engine.config import EngineConfig
 from rollarc.engine.engine import LLMEngine
-from rollarc.engine.types import Completion, SamplingParams
+from rollarc.engine.types import Completion, EngineDeadError, SamplingParams
 
 logger = logging.getLogger(__name__)
 
 # A streaming caller's callback: the new tokens' ids, log-probs and weight versions, called on its event loop.
 OnTokens = Callable[[list[int], list[float], list[int]], None]
-
-
-class EngineDeadError(RuntimeError):
-    """The engine's loop thread is not running (shut down, or it failed: see ``__cause__``)."""
 
 
 def _settle(future: asyncio.Future, result: Completion | None, error: BaseException | None) -> None:

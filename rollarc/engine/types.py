@@ -96,3 +96,9 @@ class Completion:
     @property
     def time_to_first_token(self) -> float | None:
         return None if self.first_token_time is None else self.first_token_time - self.arrival_time
+
+
+class EngineDeadError(RuntimeError):
+    """The engine's loop thread is not running (shut down, or it failed: see ``__cause__``).
+
+    Here, beside the request types, so that callers that only catch it (the router) need not import the engine."""

@@ -41,7 +41,7 @@ from ray.exceptions import RayActorError, RayTaskError
 from rollarc.agent.composition import Group
 from rollarc.agent.seeds import derived_seed
 from rollarc.config import Config, elastic_pool
-from rollarc.engine.async_engine import EngineDeadError
+from rollarc.engine.types import EngineDeadError
 from rollarc.models.checkpoint import remove_partial_directories
 from rollarc.models.checkpoint_retention import prune_checkpoints
 from rollarc.models.checkpoint_write import DiskFull
@@ -82,8 +82,13 @@ from rollarc.runtime.failure_window import FailureWindow
 from rollarc.runtime.harvest_pool import HarvestPool
 from rollarc.runtime.ray_cluster import pinned_driver
 from rollarc.runtime.run_counters import Counters
-from rollarc.runtime.run_errors import RunError as RunError  # re-exported: entry.py imports it here
-from rollarc.runtime.run_errors import TrainerLost, remote_cause
+from rollarc.runtime.run_errors import (
+    RunError as RunError,  # re-exported: entry.py imports it here
+)
+from rollarc.runtime.run_errors import (
+    TrainerLost,
+    remote_cause,
+)
 from rollarc.runtime.run_limits import (
     check_failed_fraction,
     check_group_retries,

@@ -35,10 +35,9 @@ import torch
 from ray.exceptions import RayActorError
 
 from rollarc.config.harvest import HarvestConfig
-from rollarc.engine.async_engine import EngineDeadError
 from rollarc.engine.config import EngineConfig
 from rollarc.engine.engine import LLMEngine
-from rollarc.engine.types import Completion, SamplingParams
+from rollarc.engine.types import Completion, EngineDeadError, SamplingParams
 from rollarc.models.checkpoint import load_policy
 from rollarc.models.device import resolve_device, resolve_dtype
 from rollarc.policy.dispatcher import BORROWED_POOL

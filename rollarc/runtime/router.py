@@ -26,8 +26,7 @@ from typing import Any
 import ray
 from ray.exceptions import RayActorError
 
-from rollarc.engine.async_engine import EngineDeadError
-from rollarc.engine.types import Completion, SamplingParams
+from rollarc.engine.types import Completion, EngineDeadError, SamplingParams
 from rollarc.policy.routing import NoReplicaError, Route
 from rollarc.runtime.scheduling import make_dispatcher
 from rollarc.runtime.turn_chunks import TurnChunk

@@ -17,8 +17,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from ray.exceptions import RayActorError, RayError
 
 from rollarc.agent.turn import GenerationFailure
-from rollarc.engine.async_engine import EngineDeadError
-from rollarc.engine.types import Completion
+from rollarc.engine.types import Completion, EngineDeadError
 from rollarc.policy.routing import NoReplicaError
 from rollarc.runtime.turn_chunks import TurnChunk
 

@@ -40,9 +40,8 @@ import ray
 import torch
 
 from rollarc.config.model import LoraConfig
-from rollarc.engine.async_engine import EngineDeadError
 from rollarc.engine.config import EngineConfig
-from rollarc.engine.types import Completion, SamplingParams
+from rollarc.engine.types import Completion, EngineDeadError, SamplingParams
 from rollarc.models.checkpoint import load_policy
 from rollarc.models.device import resolve_dtype
 from rollarc.policy.in_flight import plan_update

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 import torch
 
 from rollarc.agent.trajectory import NO_VERSION, Trajectory
-from rollarc.algo.advantages import AdvantageKind, group_advantages
+from rollarc.algo.advantages import group_advantages
+from rollarc.algo.kinds import AdvantageKind
 
 
 @dataclass

@@ -36,8 +36,8 @@ from rollarc.algo.advantages import broadcast_to_tokens
 from rollarc.algo.config import LossConfig
 from rollarc.algo.logprobs import entropy_from_logits, token_logprobs
 from rollarc.algo.lr_schedule import LrDecay, lr_multiplier
+from rollarc.algo.minibatch_loss import policy_loss
 from rollarc.algo.off_policy import needs_proximal_logprobs
-from rollarc.algo.policy_loss import policy_loss
 from rollarc.train.batch import TrainBatch, build_batch, mask_stale_tokens
 from rollarc.train.proximal import prox_from_loss_forward
 

@@ -7,7 +7,7 @@ import torch
 
 from rollarc.algo.config import LossConfig
 from rollarc.algo.losses import ppo_clip_loss
-from rollarc.algo.policy_loss import policy_loss
+from rollarc.algo.minibatch_loss import policy_loss
 from rollarc.algo.surrogates import cispo_loss, gspo_loss
 
 F64 = torch.float64

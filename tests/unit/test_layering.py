@@ -28,6 +28,7 @@ LAYERS: list[tuple[str, set[str]]] = [
         "foundation",
         {
             "rollarc",
+            "lazy_exports",
             "config.io",
             "config.cluster",
             "config.plugin_path",
