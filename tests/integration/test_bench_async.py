@@ -2,7 +2,9 @@
 
 One asynchronous bound (``--ks 2``): another k is the same mode with another number (the report's handling of several
 is tested on recorded runs in tests/unit/test_bench_async_from_runs.py; k = 1 trains in test_bench_step and
-test_async_runtime), so a second one would add a Ray start and no path.
+test_async_runtime), so a second one would add a Ray start and no path. Likewise ``--no-split-sync``, as in every
+published run: the split synchronous mode is ``sync_full`` with one thread per role (the mode list with it is
+tested in tests/unit), and every sync run of the suite trains that way.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ def test_quick_bench_reports_every_mode(tmp_path, capsys):
                 "--no-docs",
                 "--ks",
                 "2",
+                "--no-split-sync",
                 "--runs",
                 str(tmp_path / "runs"),
                 f"sft.checkpoint={tmp_path / 'sft'}",
@@ -33,16 +36,17 @@ def test_quick_bench_reports_every_mode(tmp_path, capsys):
         == 0
     )
     result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    modes = {"sync", "sync_full", "async_k2", "monolithic"}
+    modes = {"sync_full", "async_k2", "monolithic"}
     assert set(result["async_s"]) == {"2"} and "speedup_k1" not in result
-    for key in ("sync_s", "monolithic_s", "speedup_k2", "speedup_k2_vs_monolithic"):
+    assert (result["sync_s"], result["speedup_k2"]) == (None, None)  # against the split sync mode, not run
+    for key in ("monolithic_s", "speedup_k2_vs_monolithic"):
         assert math.isfinite(result[key]) and result[key] > 0, key
     assert set(result["success"]) == modes and set(result["rl_wall_s"]) == modes
     assert all(0.0 <= v <= 1.0 for v in result["success"].values())
     # what each mode was given: the synchronous baseline gets every core of the compute pool and no correction
     setup = result["mode_setup"]
     assert setup["sync_full"]["threads"] == {"train": 2, "rollout": [2]} and setup["sync_full"]["correction"] == "none"
-    assert setup["sync"]["threads"] == {"train": 1, "rollout": [1]} and setup["sync"]["correction"] == "tis"
+    assert "sync" not in setup
     assert setup["monolithic"]["correction"] == "tis" and setup["async_k2"]["max_staleness"] == 2
     workload = result["workload"]
     assert workload["config"] == "configs/longtail.yaml" and workload["latency_off"] is False
@@ -50,7 +54,7 @@ def test_quick_bench_reports_every_mode(tmp_path, capsys):
     assert isinstance(workload["tail"], str) and "env latency lognormal" in workload["tail"]
     # time to target: one seed in quick mode; a value is a time or null (never reached), never made up
     assert result["seeds"] == 1 and result["eval_every"] == 1
-    assert result["sync_modes"] == ["sync", "sync_full", "monolithic"]
+    assert result["sync_modes"] == ["sync_full", "monolithic"]
     assert set(result["time_to_target_s"]) == modes
     assert result["target_source"].startswith("fallback")  # quick fixes no target
     for label, times in result["time_to_target_s"].items():
