@@ -45,6 +45,7 @@ from rollarc.rose.slo import RequestTiming, latencies
 from rollarc.runtime.coserving_replica import CoServingReplica
 from rollarc.runtime.harvest_slo import SiteSLO
 from rollarc.runtime.ray_cluster import uses_gpus
+from rollarc.runtime.router import REGISTERING
 from rollarc.runtime.site_relay import site_bytes
 from rollarc.runtime.weight_sync import SyncPayload
 from rollarc.sync.shard import ShardSpec
@@ -336,7 +337,7 @@ class HarvestPool:
         action = self.lending[name].step(time.monotonic(), capacity)
         if action == "lend":
             ref = self.router.add_replica.remote(name, self.replicas[name], BORROWED_POOL, capacity)
-            self.deadlines.get("call", ref, "the router", "add_replica")
+            self.deadlines.get(REGISTERING, ref, "the router", "add_replica")
             self.counters["lends"] += 1
         elif action == "withdraw":
             ref = self.router.remove_replica.remote(name, self.harvest.drain_timeout_s)

@@ -39,7 +39,7 @@ from rollarc.engine.types import Completion, SamplingParams
 from rollarc.policy.in_flight import plan_for_backend
 from rollarc.runtime.replica_log import ReplicaLog
 from rollarc.runtime.replica_protocol import CatchUp, CheckpointWritten
-from rollarc.runtime.router import TurnArgs
+from rollarc.runtime.router import REGISTERING, TurnArgs
 from rollarc.runtime.sync_report import sync_timings
 from rollarc.runtime.turn_chunks import TurnChunk, chunks_as_completed
 from rollarc.runtime.weight_handoff import CheckpointHandOff
@@ -279,7 +279,7 @@ def start_openai_backend(workers: Any, version: int) -> Any:
         workers.rollout[name] = handle
         workers.rollout_pool[name] = pool
         ref = workers.router.add_replica.remote(name, handle, pool, backend.max_concurrent_requests)
-        workers.deadlines.get("call", ref, "the router", "add_replica")
+        workers.deadlines.get(REGISTERING, ref, "the router", "add_replica")
     try:
         workers.deadlines.get("start", sync_openai(workers.rollout, handoff.initial.remote()), "the servers", "reload")
     except RayTaskError as err:

@@ -28,9 +28,15 @@ from ray.exceptions import RayActorError
 
 from rollarc.engine.types import Completion, EngineDeadError, SamplingParams
 from rollarc.policy.routing import NoReplicaError, Route
+from rollarc.rayproc.deadline import Kind
 from rollarc.runtime.scheduling import make_dispatcher
 from rollarc.runtime.turn_chunks import TurnChunk
 
+# The deadline of a call that hands the router a replica's handle (add_replica, reregister). The first time the
+# router sees a replica class, Ray loads that class to deserialise the handle: the replica's module, torch and
+# transformers, seconds of CPU on two cores. Such a call waits as long as starting an actor may, not the short
+# call deadline (the router itself imports neither, so that it answers its first call at once).
+REGISTERING: Kind = "start"
 MAX_FAILOVERS = 8
 # A replica is lost when its actor died, or when its engine loop did and the actor lives on around it: an awaited
 # call then raises Ray's RayTaskError typed as the cause too (``RayTaskError(EngineDeadError)``), caught here.

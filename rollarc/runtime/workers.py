@@ -23,7 +23,7 @@ from rollarc.runtime.env_worker import EnvWorker
 from rollarc.runtime.openai_replica import start_openai_backend, sync_openai
 from rollarc.runtime.ray_cluster import actor_options, uses_gpus
 from rollarc.runtime.rollout_worker import RolloutWorker
-from rollarc.runtime.router import REPLICA_LOST, Router
+from rollarc.runtime.router import REGISTERING, REPLICA_LOST, Router
 from rollarc.runtime.scheduling import dedicated_first, task_pools
 from rollarc.runtime.train_group import start_train_group
 from rollarc.runtime.train_worker import TrainWorker
@@ -156,7 +156,7 @@ class Workers:
         self.rollout[name] = handle
         self.rollout_pool[name] = group.pool
         self.deadlines.get(
-            "call",
+            REGISTERING,
             self.router.add_replica.remote(name, handle, group.pool, self.cfg.engine.max_num_seqs),
             "the router",
             "add_replica",
@@ -320,7 +320,7 @@ class Workers:
             capacity = self.cfg.engine.max_num_seqs
             registrations = [(n, self.rollout[n], self.rollout_pool[n], capacity) for n in alive] + list(borrowed)
             ref = self.router.reregister.remote(registrations, self.replacement_wait_s)
-            self.deadlines.get("call", ref, "the router", "reregister")
+            self.deadlines.get(REGISTERING, ref, "the router", "reregister")
             self.router_restarts += 1
             healed["router"] = 1
         if self.handoff is not None:

@@ -19,8 +19,8 @@ def heavy_after(statement: str) -> list[str]:
 @pytest.mark.parametrize(
     "statement",
     [
-        "import rollarc.config",  # every config section, the algo's LossConfig and the model size presets among them
-        "import rollarc.runtime.router",  # regression: 4-5 s of torch before a run's router answered
+        "import rollarc.config",
+        "import rollarc.runtime.router",  # answers its first call sooner (registering replicas: workers.py says)  # every config section, the algo's LossConfig and the model size presets among them
         "from rollarc.engine import Completion, EngineDeadError, SamplingParams",
         "from rollarc.models import PRESETS",
     ],
