@@ -74,12 +74,18 @@ def run_training(cfg: Config, address: str | None = None) -> int:
     workers: Workers | None = None
     controller: Controller | None = None
     stopped: RunStopped | None = None
+    startup: dict[str, float] = {}
     try:
+        ray_start = time.time()
         start_ray(cfg.cluster, address, cfg.plugin_paths, device=cfg.model.device)
         stop_signals.install()  # ray.init replaced the SIGTERM handler with one that exits mid-step
+        ray_up = time.time()
         workers = Workers(
             cfg, policy_dir, start_version=version, checkpoint=str(resume.checkpoint) if resume is not None else None
         )
+        # summary.json: how long Ray took to start (or join), then every actor to start and register, after which
+        # the first step's work can be sent
+        startup = {"ray_start_s": round(ray_up - ray_start, 3), "startup_s": round(time.time() - ray_up, 3)}
         trackers = open_trackers(
             list(cfg.run.trackers), run_dir, run_dir.name, cfg.run.project, cfg.model_dump(mode="json", by_alias=True)
         )
@@ -130,6 +136,7 @@ def run_training(cfg: Config, address: str | None = None) -> int:
             run_dir, stopped, stopped_summary(cfg, controller, stopped.name, version, sft_meta, start, resumes)
         )
     summary["sft"] = sft_meta
+    summary.update(startup)
     summary = finished(summary, start, resumes)
     write_summary(run_dir, summary)
     from rollarc.report.build import build_report  # deferred: matplotlib is heavy

