@@ -189,7 +189,11 @@ class HarvestPool:
 
     # ---- membership -------------------------------------------------------------------------------------
     def _gpus(self) -> int:
-        """1 when the replicas run on an accelerator: S and the policy share one device."""
+        """1 when the replicas run on an accelerator: S and the policy share one device. Never on a cluster without
+        GPUs, joined or local (regression: a run that joined a CPU cluster asked for a GPU, and its serving replica
+        waited for one until the start deadline), nor with ``model.device: cpu``."""
+        if self.cfg.model.device == "cpu" or ray.cluster_resources().get("GPU", 0) <= 0:
+            return 0
         return 1 if uses_gpus(self.cfg.cluster, self.cfg.model.device) else 0
 
     def _start(self, version: int | None, calibration_s: float | None = None) -> str:
