@@ -42,3 +42,24 @@ import sys  # noqa: E402
 
 if PLUGINS not in sys.path:
     sys.path.insert(0, PLUGINS)
+
+
+# The suite's size, counted where it runs (docs/development.md, "The suite's budget"): every `assert` in a test
+# module or conftest that held (pytest's assertion-pass hook, enabled in pyproject.toml), printed at the end and,
+# with ROLLARC_ASSERTION_COUNTS set to a path, written there per test as JSON (to compare a suite before and after
+# a change that merges or moves tests).
+ASSERTIONS: dict[str, int] = {}
+
+
+def pytest_assertion_pass(item: pytest.Item, lineno: int, orig: str, expl: str) -> None:
+    ASSERTIONS[item.nodeid] = ASSERTIONS.get(item.nodeid, 0) + 1
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    total = sum(ASSERTIONS.values())
+    terminalreporter.write_line(f"assertions held: {total} in {len(ASSERTIONS)} tests")
+    path = os.environ.get("ROLLARC_ASSERTION_COUNTS")
+    if path:
+        import json
+
+        Path(path).write_text(json.dumps(dict(sorted(ASSERTIONS.items())), indent=0))

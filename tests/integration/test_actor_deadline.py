@@ -1,6 +1,10 @@
 """A call to a hung actor (alive, not answering) ends within its deadline with one line naming the actor.
 
 Before ``rollarc.rayproc.deadline`` these waits were bare ``ray.get`` calls, which wait forever for such an actor.
+
+It starts a tiny Ray cluster of its own (``start_ray`` without ``cluster.address``), not the suite's shared one
+(tests/integration/shared_ray.py): one start for the module's four tests, whose actors need no pool, and the worker
+it freezes with SIGSTOP and then kills stays off the cluster other runs share.
 """
 
 from __future__ import annotations

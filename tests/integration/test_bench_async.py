@@ -15,6 +15,7 @@ import math
 import pytest
 
 from rollarc.bench.async_ import main
+from tests.integration import shared_ray
 
 pytestmark = pytest.mark.slow
 
@@ -31,6 +32,7 @@ def test_quick_bench_reports_every_mode(tmp_path, capsys):
                 "--runs",
                 str(tmp_path / "runs"),
                 f"sft.checkpoint={tmp_path / 'sft'}",
+                f"cluster.address={shared_ray.address()}",  # the suite's shared cluster (tests/integration/shared_ray.py)
             ]
         )
         == 0

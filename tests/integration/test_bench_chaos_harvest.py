@@ -8,6 +8,7 @@ import json
 import pytest
 
 from rollarc.bench import chaos, chaos_harvest
+from tests.integration import shared_ray
 
 pytestmark = pytest.mark.slow
 
@@ -15,6 +16,9 @@ pytestmark = pytest.mark.slow
 def test_quick_harvest_chaos_run_finishes_without_losing_or_duplicating_trajectories(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("ROLLARC_BENCH_DOCS", str(tmp_path / "docs" / "benchmarks.md"))
     argv = ["--path", "harvest", "--quick", "--json", "--runs", str(tmp_path / "runs"), f"sft.checkpoint={tmp_path}"]
+    argv.append(
+        f"cluster.address={shared_ray.address()}"
+    )  # the suite's shared cluster (tests/integration/shared_ray.py)
     assert chaos.main(argv) == 0
     result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert result["path"] == "harvest"

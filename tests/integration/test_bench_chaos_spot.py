@@ -2,7 +2,11 @@
 still finishes, and every exploration job is done exactly once.
 
 Regression: before, a spot worker that died without a preemption left its slot empty for the rest of the run,
-a killed queue (no restarts) and a killed trainer each stopped the run."""
+a killed queue (no restarts) and a killed trainer each stopped the run.
+
+The run starts a Ray cluster of its own, not the suite's shared one (tests/integration/shared_ray.py): its trace
+preempts spot nodes, so its local cluster is a multi-node ``ray.cluster_utils.Cluster`` (``RayStart.joining_pools``)
+whose nodes are removed and replaced, and a joined run refuses injected preemptions."""
 
 from __future__ import annotations
 
@@ -31,10 +35,11 @@ def test_quick_spot_chaos_run_finishes_with_no_job_lost_or_duplicated(tmp_path, 
     # whichever spot worker was alive (the trace may have preempted spot0 at that moment)
     assert re.match(r"spot\d+-g\d+@", actors["spot"]) and actors["queue"].startswith("spot-queue@")
     assert actors["trainer"].startswith("t2i-trainer-")
-    # each kill landed while the run had a step left to train (regression: paced by the run's median step, slowed
-    # by the trace's preemptions, the trainer's kill landed after the last training call and nothing restarted it)
-    assert [k["landed_in"] for k in kills] == [k["after_step"] + 1 for k in kills], kills
-    # the crashed worker was replaced, the queue restarted and refilled, the trainer replaced
+    # every kill landed inside the run, whichever step it fell in (on a loaded machine one lands a step later)
+    assert all(k["after_step"] < k["landed_in"] <= result["steps"] for k in kills), kills
+    # the crashed worker was replaced, the queue restarted and refilled, the trainer replaced (regression: paced by
+    # the run's median step, slowed by the trace's preemptions, the trainer's kill landed after the last training
+    # call and nothing restarted it; the pacing is unit-tested in tests/unit/test_bench_chaos_paths.py)
     assert result["restarts"] == {"spot": 1, "queue": 1, "trainer": 1}
     assert result["jobs_submitted"] == 12 * 2 and result["jobs_completed"] == result["jobs_submitted"]
     assert (result["lost_jobs"], result["duplicate_jobs"]) == (0, 0)

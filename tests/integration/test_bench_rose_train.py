@@ -7,13 +7,15 @@ import json
 import pytest
 
 from rollarc.bench.rose import main
+from tests.integration import shared_ray
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.mark.timeout(1200)  # SFT warm start, then two 12-step nano runs (Ray each), one with a co-serving replica
 def test_the_quick_training_path_benchmark_runs_both_setups(tmp_path, capsys):
-    assert main(["--train", "--quick", "--json", "--runs", str(tmp_path)]) == 0
+    joined = f"cluster.address={shared_ray.address()}"  # the suite's shared cluster (tests/integration/shared_ray.py)
+    assert main(["--train", "--quick", "--json", "--runs", str(tmp_path), joined]) == 0
     result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     (row,) = result["per_seed"]
     # both set-ups trained their 12 steps; only the one that lends ran turns on the borrowed pool

@@ -8,6 +8,7 @@ import math
 import pytest
 
 from rollarc.bench.step import main
+from tests.integration import shared_ray
 
 pytestmark = pytest.mark.slow
 
@@ -21,6 +22,7 @@ def test_quick_step_bench_reports_every_mode(tmp_path, capsys):
         "--runs",
         str(tmp_path / "runs"),
         f"sft.checkpoint={tmp_path / 'sft'}",
+        f"cluster.address={shared_ray.address()}",  # the suite's shared cluster (tests/integration/shared_ray.py)
     ]
     assert main([*argv, "sft.steps=5", "sft.episodes=50", "train.eval_episodes=4"]) == 0
     result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])

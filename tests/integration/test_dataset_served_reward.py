@@ -1,5 +1,8 @@
 """Dataset reward functions served on local Ray Serve (``dataset.reward_placement: serverless``): bitwise the
-local rewards, a failing function still fails one trajectory with its reason, a lost replica is retried."""
+local rewards, a failing function still fails one trajectory with its reason, a lost replica is retried.
+
+It starts one Ray cluster of its own for the module, not the suite's shared one (tests/integration/shared_ray.py):
+it starts Ray Serve applications, whose detached Serve controller would outlive the module on a shared cluster."""
 
 from __future__ import annotations
 

@@ -11,6 +11,7 @@ import pytest
 from rollarc.config import Config
 from rollarc.config.io import validate
 from rollarc.runtime.entry import run_training
+from tests.integration import shared_ray
 
 pytestmark = pytest.mark.slow
 
@@ -57,6 +58,9 @@ def config(policy: Path, data: Path, runs: Path, placement: str = "local") -> Co
                 "checkpoint_every": 0,
             },
             "cluster": {
+                # the suite's shared cluster (tests/integration/shared_ray.py); a served reward starts Ray Serve,
+                # whose detached controller would outlive the run there, so that run starts a cluster of its own
+                "address": shared_ray.address() if placement == "local" else None,
                 "num_cpus": 2,
                 "pools": {"compute": {"count": 2}, "cpu": {"count": 2}, "reward": {"count": 4}},
                 "roles": {

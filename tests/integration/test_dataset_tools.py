@@ -9,6 +9,7 @@ import pytest
 from rollarc.config import Config
 from rollarc.config.io import validate
 from rollarc.runtime.entry import run_training
+from tests.integration import shared_ray
 
 pytestmark = pytest.mark.slow
 
@@ -52,6 +53,7 @@ def test_rows_with_the_python_tool_run_tool_turns_in_the_env_workers(nano_policy
                 "checkpoint_every": 0,
             },
             "cluster": {
+                "address": shared_ray.address(),  # the suite's shared cluster (tests/integration/shared_ray.py)
                 "num_cpus": 2,
                 "pools": {"compute": {"count": 2}, "cpu": {"count": 2}},
                 "roles": {"train": {"pool": "compute"}, "rollout": {"pool": "compute"}, "env": {"pool": "cpu"}},

@@ -11,6 +11,7 @@ import pytest
 from rollarc.config import Config
 from rollarc.config.io import validate
 from rollarc.runtime.entry import run_training
+from tests.integration import shared_ray
 
 pytestmark = pytest.mark.slow
 
@@ -45,6 +46,7 @@ def config(policy: Path, data: Path, runs: Path, when_exhausted: str) -> Config:
                 "dynamic_sampling": {"enabled": True, "max_drops_per_step": 2, "when_exhausted": when_exhausted},
             },
             "cluster": {
+                "address": shared_ray.address(),  # the suite's shared cluster (tests/integration/shared_ray.py)
                 "num_cpus": 2,
                 "pools": {"compute": {"count": 2}, "cpu": {"count": 2}},
                 "roles": {"train": {"pool": "compute"}, "rollout": {"pool": "compute"}, "env": {"pool": "cpu"}},

@@ -1,7 +1,10 @@
 """Elastic Ulysses SP across Ray actors, each on its own node of a local multi-node cluster: degree 3 matches the
 single-process DiT; removing one member's node leaves 2 survivors that regroup with the checkpoint deleted and no
 disk load (bitwise-same weights); a joiner on a new node gets the weights from a peer bitwise; a member killed
-during a forward pass breaks the collective and the survivors regroup; the warm restart reloads from disk."""
+during a forward pass breaks the collective and the survivors regroup; the warm restart reloads from disk.
+
+It starts a Ray cluster of its own (``ray.cluster_utils.Cluster``), not the suite's shared one
+(tests/integration/shared_ray.py): it adds a Ray node per SP member and removes one (a reclaimed node)."""
 
 import shutil
 import threading

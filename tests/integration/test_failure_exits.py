@@ -15,6 +15,8 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.integration import shared_ray
+
 pytestmark = pytest.mark.slow
 
 HANGING_TASK = {
@@ -34,6 +36,14 @@ CLUSTER: dict[str, Any] = {
     "pools": {"compute": {"count": 2}, "cpu": {"count": 2}},
     "roles": {"train": {"pool": "compute"}, "rollout": {"pool": "compute"}, "env": {"pool": "cpu"}},
 }
+
+
+def joined(**keys: Any) -> dict[str, Any]:
+    """``CLUSTER`` joining the suite's shared cluster (tests/integration/shared_ray.py): each `rollarc train` below
+    is a driver of its own that joins and leaves it, and Ray ends its job's actors, a hung one included."""
+    return {**CLUSTER, "address": shared_ray.address(), **keys}
+
+
 TWO_STEPS = {"steps": 2, "groups_per_step": 1, "group_size": 2, "eval_every": 0}
 
 
@@ -67,7 +77,7 @@ def test_train_stops_with_a_summary_naming_the_kind_when_every_env_step_hangs(tm
         tmp_path,
         nano_policy_dir,
         train={**TWO_STEPS, "eval_episodes": 1},
-        cluster=CLUSTER,
+        cluster=joined(),
     )
     done = rollarc("train", str(config), timeout=600)
     assert done.returncode == 1, done.stderr[-3000:]
@@ -93,7 +103,7 @@ def test_train_stops_naming_the_worker_once_its_stuck_env_threads_reach_the_cap(
         nano_policy_dir,
         train={**TWO_STEPS, "eval_episodes": 1},
         **{"async": {"max_stuck_env_threads": 2, "max_failed_fraction": 1.0}},  # the failure window never stops it
-        cluster=CLUSTER,
+        cluster=joined(),
     )
     done = rollarc("train", str(config), timeout=600)
     assert done.returncode == 1, done.stderr[-3000:]
@@ -118,7 +128,7 @@ def test_an_env_worker_whose_event_loop_hangs_stops_the_run_naming_it_and_the_gr
         tasks=[task],
         train={**TWO_STEPS, "eval_episodes": 0},
         **{"async": {"trajectory_timeout_s": 2.0}},
-        cluster={**CLUSTER, "call_timeout_s": 5.0},
+        cluster=joined(call_timeout_s=5.0),
     )
     done = rollarc("train", str(config), timeout=600)
     assert done.returncode == 1, done.stderr[-3000:]

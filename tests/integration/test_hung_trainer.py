@@ -16,6 +16,8 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.integration import shared_ray
+
 pytestmark = pytest.mark.slow
 
 EVAL_SEED_BASE = 20_000_000  # train.eval_seed_base's default: held-out episodes do not stop the trainer
@@ -37,6 +39,7 @@ def write_config(tmp_path: Path, policy: Path) -> Path:
         "engine": {"max_num_seqs": 8, "prefix_cache_tokens": 1024},
         "train": {"steps": 2, "groups_per_step": 1, "group_size": 2, "eval_episodes": 1, "eval_every": 0},
         "cluster": {
+            "address": shared_ray.address(),  # the suite's shared cluster (tests/integration/shared_ray.py)
             "num_cpus": 2,
             "call_timeout_s": 5.0,
             "train_timeout_s": 10.0,

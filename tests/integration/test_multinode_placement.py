@@ -3,6 +3,9 @@
 Two Ray "nodes" on one machine, each started with its own pool resource (as ``ray start --resources``
 would on a real cluster). rollarc joins the cluster by address (the ``--address`` path) and places tiny
 actors with its own ``actor_options``, so what is tested is rollarc's placement, not a training run.
+
+It starts a Ray cluster of its own, not the suite's shared one (tests/integration/shared_ray.py): placement by pool
+is checked on two nodes that each carry one pool, and one test starts a new local cluster beside that one on purpose.
 """
 
 from __future__ import annotations

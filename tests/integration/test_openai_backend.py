@@ -3,6 +3,10 @@
 The test process starts the cluster; `rollarc serve --address` and `rollarc train --address` join it as
 their own drivers (a driver that started a cluster takes it down when it disconnects, so training cannot
 run in this process and leave the server up for the checks afterwards).
+
+That module-scoped cluster is the test process's own, not the suite's shared one (tests/integration/shared_ray.py):
+`rollarc serve` starts Ray Serve on it, whose detached controller and HTTP proxy would outlive the module on a
+shared cluster.
 """
 
 from __future__ import annotations

@@ -1,4 +1,9 @@
-"""Planner to runtime on local Ray: plan the multitask job, emit a config, train it, check the routing."""
+"""Planner to runtime on local Ray: plan the multitask job, emit a config, train it, check the routing.
+
+The run starts a Ray cluster of its own, not the suite's shared one (tests/integration/shared_ray.py): the planned
+pools are GPU kinds (h800, h20), logical resources on a local cluster but real GPUs on a joined one, which this
+machine lacks.
+"""
 
 from __future__ import annotations
 

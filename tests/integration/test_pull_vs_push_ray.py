@@ -1,6 +1,9 @@
 """Pull vs push measured on Ray, small: both modes finish every job exactly once under the same trace (slot 0
 lost without notice mid-job, then a notice to slot 1), score the same images;
-pull redoes a lost job after the lease (or commits it on a notice)."""
+pull redoes a lost job after the lease (or commits it on a notice).
+
+Each mode starts a Ray cluster of its own, not the suite's shared one (tests/integration/shared_ray.py): a local
+multi-node ``ray.cluster_utils.Cluster`` with a node per spot slot, which the trace's preemptions remove and replace."""
 
 import pytest
 

@@ -1,4 +1,9 @@
-"""A local cluster started by rollarc listens on loopback only, and none of its processes outlive the driver."""
+"""A local cluster started by rollarc listens on loopback only, and none of its processes outlive the driver.
+
+It starts a Ray cluster of its own, not the suite's shared one (tests/integration/shared_ray.py): what it checks is
+the cluster a run starts itself, its daemons bound to loopback and its processes reaped after ``stop_ray`` or a
+killed driver.
+"""
 
 from __future__ import annotations
 

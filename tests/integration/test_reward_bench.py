@@ -1,4 +1,8 @@
-"""Smoke test of `rollarc bench reward --quick --no-docs`: it runs all set-ups and reports sane figures."""
+"""Smoke test of `rollarc bench reward --quick --no-docs`: it runs all set-ups and reports sane figures.
+
+The benchmark starts a Ray cluster of its own, not the suite's shared one (tests/integration/shared_ray.py): it
+starts Ray Serve, whose detached controller would outlive the run on a shared cluster.
+"""
 
 from __future__ import annotations
 

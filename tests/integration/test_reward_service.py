@@ -1,5 +1,8 @@
 """The reward judge on Ray Serve: scale-up and scale-down observed, batching, retries after a replica dies,
-timeouts. One local Ray cluster for the module; each test deploys its own application."""
+timeouts. One local Ray cluster for the module; each test deploys its own application.
+
+That cluster is the module's own, not the suite's shared one (tests/integration/shared_ray.py): the tests start
+Ray Serve applications, whose detached Serve controller would outlive the module on a shared cluster."""
 
 from __future__ import annotations
 

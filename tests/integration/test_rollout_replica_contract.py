@@ -13,6 +13,10 @@ actor (built-in and vLLM), answer a turn and a ping with ``EngineDeadError``.
 Implementations: the built-in engine, the co-serving replica (with no serving traffic), vLLM's CPU build (skipped
 when ``vllm`` is not importable: ``make test`` installs it on x86-64) and the OpenAI backend against
 ``rollarc serve``. Each replica takes up to a minute to start here (vLLM's engine, the co-serving calibration).
+
+The module starts one Ray cluster of its own (the ``cluster`` fixture), not the suite's shared one
+(tests/integration/shared_ray.py): the OpenAI case's ``rollarc serve --address`` joins it and starts Ray Serve on
+it, whose detached controller and HTTP proxy would outlive the module on a shared cluster.
 """
 
 from __future__ import annotations

@@ -1,4 +1,9 @@
-"""``measured_cross_site_bytes``: a real short ``harvest:`` training run measures the bytes into the borrowed site."""
+"""``measured_cross_site_bytes``: a real short ``harvest:`` training run measures the bytes into the borrowed site.
+
+The run starts a Ray cluster of its own, not the suite's shared one (tests/integration/shared_ray.py):
+``measured_cross_site_bytes`` runs ``configs/harvest.yaml`` as ``rollarc bench rose`` does and takes no overrides,
+so no ``cluster.address`` reaches it.
+"""
 
 from __future__ import annotations
 

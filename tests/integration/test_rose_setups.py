@@ -1,6 +1,9 @@
 """ROSE's three set-ups on the training path's actors (``rollarc.runtime.rose_setup``) on a local Ray cluster: the
 co-serving replica replays a short synthetic trace while multi-turn rollouts go through the Router to the dedicated
-RolloutWorker and, in ``harvest``, to the co-serving replica the HarvestPool lends (nano models)."""
+RolloutWorker and, in ``harvest``, to the co-serving replica the HarvestPool lends (nano models).
+
+``rose_cluster`` starts a Ray cluster of its own, not the suite's shared one (tests/integration/shared_ray.py): the
+set-ups pin their actors and this driver to cores (``serving_cores``, ``rollout_cores``)."""
 
 from __future__ import annotations
 

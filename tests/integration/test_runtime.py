@@ -14,11 +14,14 @@ from rollarc.config import Config
 from rollarc.config.io import ConfigError, validate
 from rollarc.runtime.entry import run_training
 from rollarc.runtime.run_dir import layout_problems
+from tests.integration import shared_ray
 
 pytestmark = pytest.mark.slow
 
 
 def config(policy: Path, runs: Path, **sections: Any) -> Config:
+    """The suite's base LLM run: two short steps of a scripted env, joining the suite's shared Ray cluster
+    (``tests/integration/shared_ray.py``; ``cluster={"address": None}`` starts a cluster of the run's own)."""
     env_kwargs = sections.pop("env_kwargs", {})
     data: dict[str, Any] = {
         "name": "it",
@@ -44,6 +47,7 @@ def config(policy: Path, runs: Path, **sections: Any) -> Config:
             "checkpoint_every": 1,
         },
         "cluster": {
+            "address": shared_ray.address(),
             "num_cpus": 2,
             "pools": {"compute": {"count": 2}, "cpu": {"count": 2}},
             "roles": {"train": {"pool": "compute"}, "rollout": {"pool": "compute"}, "env": {"pool": "cpu"}},
@@ -64,48 +68,6 @@ def metrics(run: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
 
 
-def test_two_steps_end_to_end_with_reports_and_the_same_seed_gives_the_same_trajectories_and_weights(
-    nano_policy_dir, tmp_path
-):
-    """One two-step run checked end to end (metrics, summary, report, checkpoints), then a second run of the same
-    config and seed: the same trajectories and weights. (The first run serves both checks: one Ray start fewer.)"""
-    runs = []
-    for i in range(2):
-        assert run_training(config(nano_policy_dir, tmp_path / f"r{i}")) == 0
-        runs.append(only_run(tmp_path / f"r{i}"))
-    run = runs[0]
-    rows = metrics(run)
-    assert [r["step"] for r in rows] == [1, 2]
-    assert all(r["staleness_max"] == 0 and r["trajectories"] == 4 for r in rows)
-    summary = json.loads((run / "summary.json").read_text())
-    assert summary["heldout_episodes"] == 4 and summary["steps"] == 2
-    assert 0.0 <= summary["heldout_success_after_rl"] <= 1.0
-    assert set(summary["bubble_fraction"]) >= {"env", "rollout", "train"}
-    for name in ["config.yaml", "timeline.jsonl", "learning_curve.png", "timeline.png"]:
-        assert (run / name).stat().st_size > 0, name
-    assert any((run / "tensorboard").iterdir())
-    report = (run / "report.md").read_text()  # the training run builds report.md at the end
-    assert f"{summary['heldout_success_after_rl']:.4g} after RL" in report
-    assert layout_problems(run) == []  # the layout a t2i run has too (test_t2i_train)
-    assert "![per-role timeline](timeline.png)" in report and "```yaml\nname: " in report
-    spans = [json.loads(line) for line in (run / "timeline.jsonl").read_text().splitlines()]
-    assert {s["kind"] for s in spans} >= {"generate", "env_step", "train", "sync"}
-    final = AutoModelForCausalLM.from_pretrained(run / "checkpoints" / "step_000002" / "policy")
-    first = AutoModelForCausalLM.from_pretrained(run / "checkpoints" / "step_000001" / "policy")
-    assert not torch.equal(final.model.embed_tokens.weight, first.model.embed_tokens.weight)
-
-    # the same seed: the same trajectories, and the same weights to float rounding
-    keys = ["batch_digest", "reward", "generated_tokens", "prompt_tokens", "turns"]
-    assert [[r[k] for k in keys] for r in metrics(runs[0])] == [[r[k] for k in keys] for r in metrics(runs[1])]
-    a = AutoModelForCausalLM.from_pretrained(runs[0] / "checkpoints" / "step_000002" / "policy").state_dict()
-    b = AutoModelForCausalLM.from_pretrained(runs[1] / "checkpoints" / "step_000002" / "policy").state_dict()
-    # Token-identical batches; the weights agree to float rounding. The engine's batched log-probs, which
-    # anchor the PPO ratio, can differ in the last bits with the batch composition, and Adam divides each
-    # coordinate by its own gradient scale, so such a difference can move a near-zero-gradient coordinate by a
-    # small fraction of lr (1e-3; 1.9e-5 seen in CI). A real divergence moves coordinates by whole steps.
-    assert all(torch.allclose(a[k], b[k], atol=1e-4) for k in a)
-
-
 # Per-step metrics that measure time or memory; everything else in a step's record must match exactly.
 TIMING_KEYS = {"wall_s", "step_time_s", "train_s", "sync_s", "train_sync_s", "gen_tok_s", "trajectories_per_s"}
 
@@ -114,19 +76,56 @@ def deterministic(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{k: v for k, v in r.items() if k not in TIMING_KEYS and not k.startswith("rss_mb")} for r in rows]
 
 
-def test_interrupted_and_resumed_run_equals_the_uninterrupted_one(nano_policy_dir, tmp_path):
-    """3 steps at once, and 2 steps then a resume to 3: the same metrics, counters and bitwise the same weights.
+def test_a_run_end_to_end_is_reproducible_and_a_resumed_run_equals_the_uninterrupted_one(nano_policy_dir, tmp_path):
+    """Three runs of one config, each check on the run it needs (three Ray runs where five were):
 
-    ``max_num_seqs: 1`` makes every rollout forward pass a batch of one, so the engine's log-probs do not depend
-    on which sequences happen to share a batch (the one source of float differences between two runs, see
-    test_two_steps_end_to_end_with_reports_and_the_same_seed_...). ``kl_coef > 0`` makes the KL reference matter: a
+    - ``full``, 3 steps at once, checked end to end: metrics, summary, report, timeline, checkpoints;
+    - ``part``, the same config stopped after 2 steps: the same seed gives the same trajectories and bitwise the same
+      weights as ``full`` after step 2;
+    - ``part`` resumed to 3 steps: the same metrics, counters and bitwise the same weights as ``full``.
+
+    ``max_num_seqs: 1`` makes every rollout forward pass a batch of one, so the engine's log-probs do not depend on
+    which sequences happen to share a batch (the one source of float differences between two runs: with batches the
+    weights agree only to float rounding, 1.9e-5 seen in CI). ``kl_coef > 0`` makes the KL reference matter: a
     resumed run whose reference were the resumed weights would train to other weights.
     """
     exact = {"engine": {"max_num_seqs": 1}, "algo": {"kl_coef": 0.5}}
     assert run_training(config(nano_policy_dir, tmp_path / "full", train={"steps": 3}, **exact)) == 0
     full = only_run(tmp_path / "full")
+
+    # end to end, on the uninterrupted run
+    rows = metrics(full)
+    assert [r["step"] for r in rows] == [1, 2, 3]
+    assert all(r["staleness_max"] == 0 and r["trajectories"] == 4 for r in rows)
+    summary = json.loads((full / "summary.json").read_text())
+    assert summary["heldout_episodes"] == 4 and summary["steps"] == 3
+    assert 0.0 <= summary["heldout_success_after_rl"] <= 1.0
+    assert set(summary["bubble_fraction"]) >= {"env", "rollout", "train"}
+    # start-up, measured: joining Ray, then every actor started and registered, within the run's wall time
+    assert summary["ray_start_s"] > 0 and 0 < summary["startup_s"] < summary["total_wall_s"]
+    for name in ["config.yaml", "timeline.jsonl", "learning_curve.png", "timeline.png"]:
+        assert (full / name).stat().st_size > 0, name
+    assert any((full / "tensorboard").iterdir())
+    report = (full / "report.md").read_text()  # the training run builds report.md at the end
+    assert f"{summary['heldout_success_after_rl']:.4g} after RL" in report
+    assert layout_problems(full) == []  # the layout a t2i run has too (test_t2i_train)
+    assert "![per-role timeline](timeline.png)" in report and "```yaml\nname: " in report
+    spans = [json.loads(line) for line in (full / "timeline.jsonl").read_text().splitlines()]
+    assert {s["kind"] for s in spans} >= {"generate", "env_step", "train", "sync"}
+    final = AutoModelForCausalLM.from_pretrained(full / "checkpoints" / "step_000003" / "policy")
+    first = AutoModelForCausalLM.from_pretrained(full / "checkpoints" / "step_000001" / "policy")
+    assert not torch.equal(final.model.embed_tokens.weight, first.model.embed_tokens.weight)
+
+    # the same seed: the same trajectories, and bitwise the same weights
     assert run_training(config(nano_policy_dir, tmp_path / "part", **exact)) == 0  # train.steps: 2
     run = only_run(tmp_path / "part")
+    keys = ["batch_digest", "reward", "generated_tokens", "prompt_tokens", "turns"]
+    assert [[r[k] for k in keys] for r in metrics(run)] == [[r[k] for k in keys] for r in metrics(full)[:2]]
+    a = AutoModelForCausalLM.from_pretrained(full / "checkpoints" / "step_000002" / "policy").state_dict()
+    b = AutoModelForCausalLM.from_pretrained(run / "checkpoints" / "step_000002" / "policy").state_dict()
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+    # resumed to 3 steps: the uninterrupted run's metrics, counters and weights
     clock_at_checkpoint = json.loads((run / "checkpoints" / "step_000002" / "state.json").read_text())["wall_s"]
     resumed = config(nano_policy_dir, tmp_path / "part", resume=str(run), train={"steps": 3}, **exact)
     assert run_training(resumed) == 0

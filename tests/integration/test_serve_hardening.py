@@ -4,6 +4,10 @@ One `rollarc serve` process per module (it starts its own local Ray cluster, as 
 API key from `ROLLARC_API_KEY`, a 64 KiB body cap and a reload directory. Before the fix, one request with
 `"stop": [5]` (or a huge `top_k`) killed the engine loop and every later request got 503; `"n": null` and an
 over-long prompt got 500; the server's Ray daemons listened on every interface.
+
+That cluster is the server's own, not the suite's shared one (tests/integration/shared_ray.py): the test checks
+that the daemons of the cluster `rollarc serve` starts listen on loopback, and Ray Serve's detached controller
+would outlive the module on a shared cluster.
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ import torch
 from rollarc.diffusion.model import build_policy
 from rollarc.diffusion.sampling import sample_ode, sample_sde
 from rollarc.diffusion.sp_policy import SPPolicy
+from tests.integration import shared_ray
 
 VOCAB = ["one", "red", "square", "left", "two", "blue"]
 PROMPTS = ["one red square left", "two blue square", "one blue square", "two red square left"]
@@ -31,7 +32,7 @@ def test_sp_sampling_matches_single_process_through_new_weights_shrink_and_grow(
     policy = build_policy(VOCAB, 16, 16, 1, 2, seed=0).eval()
     policy.save(tmp_path / "policy")
     reference = build_policy(VOCAB, 16, 16, 1, 2, seed=0).eval()
-    ray.init(num_cpus=1, include_dashboard=False)  # the SP members are Ray actors on this node
+    ray.init(address=shared_ray.address())  # the SP members are Ray actors (the suite's shared cluster)
     sp = SPPolicy(build_policy(VOCAB, 16, 16, 1, 2, seed=0).eval(), tmp_path / "policy", 2, 1)
     try:
         assert sp.degree == 2

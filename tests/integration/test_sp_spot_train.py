@@ -3,7 +3,11 @@ of two, and the spot explorer's second member runs on a spot node of its own. Th
 drain API, by the injector (a trace with one notice) or by ``ray drain-node`` (an operator or the autoscaler);
 the drain watcher orders the explorer to let that member go, the survivor regroups (the worker's node is not
 lost, no job committed or redone), the member's node is removed at the deadline, a member rejoins from a peer on
-a new node, and metrics.jsonl and summary.json count it."""
+a new node, and metrics.jsonl and summary.json count it.
+
+The run starts a Ray cluster of its own, not the suite's shared one (tests/integration/shared_ray.py): with
+``spot.enabled`` its local cluster is a multi-node ``ray.cluster_utils.Cluster`` (``RayStart.joining_pools``) whose
+spot nodes are added, drained and removed during the run."""
 
 import json
 import threading

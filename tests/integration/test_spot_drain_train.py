@@ -1,7 +1,11 @@
 """``rollarc train`` on the spot config with no injected preemption, and ``ray drain-node --reason
 DRAIN_NODE_REASON_PREEMPTION`` on a spot worker's node while its job is in flight: the fleet's drain watcher turns
 Ray's drain into Spotlight's notice, the worker commits its in-flight latent before the deadline, the node is
-taken out at the deadline and a replacement finishes the job; no job is lost or done twice (issue 44, item 1)."""
+taken out at the deadline and a replacement finishes the job; no job is lost or done twice (issue 44, item 1).
+
+The run starts a Ray cluster of its own, not the suite's shared one (tests/integration/shared_ray.py): with
+``spot.enabled`` its local cluster is a multi-node ``ray.cluster_utils.Cluster`` (``RayStart.joining_pools``) whose
+spot nodes are drained, removed and replaced during the run."""
 
 import json
 import re

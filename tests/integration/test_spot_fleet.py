@@ -1,6 +1,9 @@
 """Spot explorers on Ray nodes of a local ray.cluster_utils.Cluster: a preemption with notice mid-job (the
 in-flight latent is committed and a replacement finishes it), then a loss without notice (the lease expires
-and the job is redone); every job completes exactly once with the rewards of an uninterrupted run."""
+and the job is redone); every job completes exactly once with the rewards of an uninterrupted run.
+
+Each test starts a Ray cluster of its own, not the suite's shared one (tests/integration/shared_ray.py): the fleet
+runs each spot worker on a node it adds to that cluster (``Cluster.add_node``) and removes preempted ones."""
 
 import threading
 import time

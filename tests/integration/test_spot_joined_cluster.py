@@ -4,7 +4,8 @@ at the deadline and nothing is lost, and every node of the cluster is still ther
 adds nor removes nodes it did not start (issue 44, item 2).
 
 The driver is a subprocess, as a user's would be: the test owns the cluster, and ``Cluster.add_node`` (the spot
-node joining mid-run) works on a main thread only."""
+node joining mid-run) works on a main thread only. It is the test's own cluster, not the suite's shared one
+(tests/integration/shared_ray.py): it needs several nodes, spot and not, adds one mid-run and drains another."""
 
 import json
 import os

@@ -1,6 +1,9 @@
 """Spot explorers take new DiT versions through rollarc.sync on Ray: a worker holding the previous version
 applies the delta, a replacement that joined with the run's start weights catches up with a full copy, and
-both then hold the trainer's weights bitwise (checksums) and draw the trainer's images."""
+both then hold the trainer's weights bitwise (checksums) and draw the trainer's images.
+
+It starts a Ray cluster of its own (``ray.cluster_utils.Cluster``), not the suite's shared one
+(tests/integration/shared_ray.py): the fleet adds a node for the spot worker, removes it and adds its replacement's."""
 
 import pytest
 import ray

@@ -1,4 +1,8 @@
-"""Ctrl-C and SIGTERM stop ``rollarc train`` with one line, a clean run directory and a run that resumes."""
+"""Ctrl-C and SIGTERM stop ``rollarc train`` with one line, a clean run directory and a run that resumes.
+
+Each run starts a Ray cluster of its own, not the suite's shared one (tests/integration/shared_ray.py): the signals
+are those a user's run gets, Ctrl-C reaching the whole process group, the Ray daemons the command started included.
+"""
 
 from __future__ import annotations
 

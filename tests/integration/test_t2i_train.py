@@ -1,4 +1,8 @@
-"""``rollarc train`` on a ``kind: t2i`` config: two Flow-GRPO steps with exploration and the contrast planner, then resume."""
+"""``rollarc train`` on a ``kind: t2i`` config: two Flow-GRPO steps with exploration and the contrast planner, then resume.
+
+The runs start a Ray cluster of their own, not the suite's shared one (tests/integration/shared_ray.py): this test
+checks the local path that ``rollarc train configs/t2i_quickstart.yaml`` takes; a joined t2i run places its roles by
+the cluster's own resources (tested in test_spot_joined_cluster.py)."""
 
 import json
 

@@ -14,6 +14,7 @@ import pytest
 
 from rollarc.config import load_train_config
 from rollarc.runtime.entry import run_training
+from tests.integration import shared_ray
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,6 +38,7 @@ def test_the_tooluse_demo_calls_the_sandbox_during_rl(tmp_path, monkeypatch):
             "train.dynamic_sampling.enabled=false",
             f"run.dir={tmp_path / 'runs'}",
             "run.progress=false",
+            f"cluster.address={shared_ray.address()}",  # the suite's shared cluster (tests/integration/shared_ray.py)
         ],
     )
     assert run_training(cfg) == 0

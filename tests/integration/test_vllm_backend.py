@@ -6,6 +6,10 @@ loaded in place, a turn that continues across an update, and an abort that keeps
 actor with ``model.lora`` applies synced adapters unmerged and generates the tokens of the merged weights. Then
 `rollarc train` runs two steps with the backend, with full weights and with LoRA. vLLM's CPU attention needs head_dim 32 or more, so the
 policy is the `tiny` preset (head_dim 32), not `nano` (16). Each vLLM engine takes about a minute to start here.
+
+The module starts one Ray cluster of its own (the ``cluster`` fixture; `rollarc train --address` joins it), not the
+suite's shared one (tests/integration/shared_ray.py): the engine-core processes vLLM spawns from its replicas stay
+off the cluster other runs share.
 """
 
 from __future__ import annotations

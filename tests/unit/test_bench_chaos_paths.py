@@ -26,6 +26,21 @@ def test_the_path_is_read_from_the_config():
     )
 
 
+def test_kill_schedule_kills_every_role_once_inside_the_run():
+    assert chaos.kill_schedule(6) == [("env", 1), ("rollout", 2), ("router", 3), ("train", 4)]
+    assert chaos.kill_schedule(30) == [("env", 7), ("rollout", 14), ("router", 21), ("train", 28)]
+
+
+def test_latency_trace_is_heavy_tailed_with_rare_hangs(tmp_path):
+    path = chaos.write_latency_trace(tmp_path / "trace.txt", seed=0, n=20_000)
+    delays = [float(line) for line in path.read_text().splitlines() if not line.startswith("#")]
+    hangs = sum(d == chaos.HANG_S for d in delays)
+    assert 20 <= hangs <= 60  # 0.2 % of 20,000 = 40
+    ordinary = sorted(d for d in delays if d != chaos.HANG_S)
+    assert 0.009 < ordinary[len(ordinary) // 2] < 0.011  # median 10 ms
+    assert ordinary[int(0.99 * len(ordinary))] > 0.2  # p99 ~ 0.33 s: a heavy tail
+
+
 def test_every_role_of_each_path_is_killed_once_inside_the_run():
     assert chaos.kill_schedule(8, chaos_harvest.ROLES) == [
         ("env", 1),
@@ -130,3 +145,14 @@ def test_the_killers_pace_is_the_shortest_of_the_last_three_steps():
     assert chaos.recent_pace(rows[::-1]) == 0.6  # order-free: the last three by step are 0.6, 5.6, 0.62
     assert chaos.recent_pace([{"step": 1, "step_time_s": 2.5}]) == 2.5  # the LLM path's key
     assert chaos.recent_pace([*rows[:2], {"step": 3, "step_s": 0.9}]) == 0.6
+
+
+def test_the_chaos_latency_replaces_the_configs_own_whatever_its_kind(tmp_path):
+    """Regression: a config with its own latency (longtail's lognormal) clashed with the chaos run's ``kind: trace``."""
+    from rollarc.config import load_train_config
+
+    trace = chaos.write_latency_trace(tmp_path / "trace.txt", seed=0, n=100)
+    cfg = load_train_config("configs/longtail.yaml", [*chaos.SHARED, *chaos.chaos_overrides(trace)])
+    latency = cfg.tasks[0].latency
+    assert (latency.kind, latency.trace_path, latency.median_s, latency.sigma) == ("trace", trace, None, None)
+    assert (latency.failure_prob, latency.failure_retries) == (0.02, 2)
