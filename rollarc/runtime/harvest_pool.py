@@ -189,12 +189,10 @@ class HarvestPool:
 
     # ---- membership -------------------------------------------------------------------------------------
     def _gpus(self) -> int:
-        """1 when the replicas run on an accelerator: S and the policy share one device. Never on a cluster without
-        GPUs, joined or local (regression: a run that joined a CPU cluster asked for a GPU, and its serving replica
-        waited for one until the start deadline), nor with ``model.device: cpu``."""
-        if self.cfg.model.device == "cpu" or ray.cluster_resources().get("GPU", 0) <= 0:
-            return 0
-        return 1 if uses_gpus(self.cfg.cluster, self.cfg.model.device) else 0
+        """1 when the replicas run on an accelerator (S and the policy share one device); never without a GPU in the
+        cluster, joined or local (a joined CPU cluster's replica waited for one until the start deadline)."""
+        has_gpu = self.cfg.model.device != "cpu" and ray.cluster_resources().get("GPU", 0) > 0
+        return 1 if has_gpu and uses_gpus(self.cfg.cluster, self.cfg.model.device) else 0
 
     def _start(self, version: int | None, calibration_s: float | None = None) -> str:
         """``calibration_s``: the replica's first requests are the SLO's serving-alone sample (:class:`~rollarc.runtime.harvest_slo.SiteSLO`)."""
