@@ -121,9 +121,10 @@ def test_a_run_end_to_end_is_reproducible_and_a_resumed_run_equals_the_uninterru
     run = only_run(tmp_path / "part")
     keys = ["batch_digest", "reward", "generated_tokens", "prompt_tokens", "turns"]
     assert [[r[k] for k in keys] for r in metrics(run)] == [[r[k] for k in keys] for r in metrics(full)[:2]]
-    a = AutoModelForCausalLM.from_pretrained(full / "checkpoints" / "step_000002" / "policy").state_dict()
-    b = AutoModelForCausalLM.from_pretrained(run / "checkpoints" / "step_000002" / "policy").state_dict()
-    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    for step in ("step_000001", "step_000002"):
+        a = AutoModelForCausalLM.from_pretrained(full / "checkpoints" / step / "policy").state_dict()
+        b = AutoModelForCausalLM.from_pretrained(run / "checkpoints" / step / "policy").state_dict()
+        assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a), step
 
     # resumed to 3 steps: the uninterrupted run's metrics, counters and weights
     clock_at_checkpoint = json.loads((run / "checkpoints" / "step_000002" / "state.json").read_text())["wall_s"]
