@@ -16,25 +16,35 @@ from tests.integration.test_runtime import config, metrics, only_run
 pytestmark = pytest.mark.slow
 
 
-def test_async_run_respects_the_bound_and_overlaps(nano_policy_dir, tmp_path):
+def test_a_fifty_step_async_run_respects_the_bound_and_keeps_buffer_and_memory_flat(nano_policy_dir, tmp_path):
+    """One long asynchronous run (k = 2, replies continue across a weight update, decoupled PPO) for the staleness
+    bound on every step and flat buffers and memory over fifty steps (two runs before, one Ray run fewer)."""
     cfg = config(
         nano_policy_dir,
         tmp_path,
         env_kwargs={"turns": 3},
         **{"async": {"mode": "async", "max_staleness": 2, "in_flight_update": "continue"}},
-        train={"steps": 6, "groups_per_step": 2, "group_size": 2, "checkpoint_every": 0},
+        train={"steps": 50, "groups_per_step": 2, "group_size": 2, "checkpoint_every": 0},
         algo={"correction": "decoupled_ppo"},
     )
     assert run_training(cfg) == 0
     run = only_run(tmp_path)
     rows = metrics(run)
-    assert [r["step"] for r in rows] == list(range(1, 7))
+    assert [r["step"] for r in rows] == list(range(1, 51))
     for row in rows:  # no trained token is older than k (a group's older tokens, if any, are masked and counted)
         assert 0 <= row["token_staleness_min"] <= row["token_staleness_max"] <= 2
         assert 0 <= row["masked_token_frac"] < 1 and row["masked_stale_tokens"] >= 0
         assert all(int(k) >= 0 for k in row["staleness_hist"])
     summary = json.loads((run / "summary.json").read_text())
     assert summary["max_buffer_groups"] <= summary["max_in_flight_groups_bound"] == 6
+    assert max(r["buffer_groups"] + r["in_flight_groups"] for r in rows) <= 6  # (k + 1) * B
+    early = sum(r["rss_mb"] for r in rows[5:15]) / 10
+    late = sum(r["rss_mb"] for r in rows[-10:]) / 10
+    assert late < early * 1.10 + 20, (early, late)
+    for role in ("rss_mb_train", "rss_mb_rollout", "rss_mb_env"):
+        first = sum(r[role] for r in rows[5:15]) / 10
+        last = sum(r[role] for r in rows[-10:]) / 10
+        assert last < first * 1.10 + 20, (role, first, last)
 
 
 def test_an_abort_run_records_what_it_trained_next_to_what_it_admitted(nano_policy_dir, tmp_path):
@@ -102,27 +112,6 @@ def test_killing_an_env_worker_mid_run_is_survived_and_counted(nano_policy_dir, 
     summary = json.loads((only_run(tmp_path) / "summary.json").read_text())
     assert summary["steps"] == 8
     assert summary["env_worker_restarts"] >= 1 and summary["retried_groups"] >= 1
-
-
-def test_fifty_steps_keep_buffer_and_memory_flat(nano_policy_dir, tmp_path):
-    cfg = config(
-        nano_policy_dir,
-        tmp_path,
-        env_kwargs={"turns": 2},
-        **{"async": {"mode": "async", "max_staleness": 1}},
-        train={"steps": 50, "groups_per_step": 2, "group_size": 2, "checkpoint_every": 0},
-    )
-    assert run_training(cfg) == 0
-    rows = metrics(only_run(tmp_path))
-    assert len(rows) == 50
-    assert max(r["buffer_groups"] + r["in_flight_groups"] for r in rows) <= 4  # (k + 1) * B
-    early = sum(r["rss_mb"] for r in rows[5:15]) / 10
-    late = sum(r["rss_mb"] for r in rows[-10:]) / 10
-    assert late < early * 1.10 + 20, (early, late)
-    for role in ("rss_mb_train", "rss_mb_rollout", "rss_mb_env"):
-        first = sum(r[role] for r in rows[5:15]) / 10
-        last = sum(r[role] for r in rows[-10:]) / 10
-        assert last < first * 1.10 + 20, (role, first, last)
 
 
 def test_elastic_schedule_adds_a_replica_with_the_current_weights_and_removes_one(nano_policy_dir, tmp_path):
